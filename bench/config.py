@@ -1,0 +1,232 @@
+"""Typed configuration: the one boundary where input is checked.
+
+Hydra composes the YAML in ``conf/`` on top of :class:`BenchConfig`, so an unknown key or a
+wrongly typed value is refused at composition.  :func:`validate` then checks what types
+cannot (ranges, choices, a writable tracking store) and reports every problem with the
+field it concerns.  Everything after this module sees a plain, validated dataclass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import urllib.parse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+FRAMEWORKS = ("torch", "tf")
+MODES = ("train", "infer")
+DEVICES = ("auto", "cpu", "cuda")
+LAUNCHERS = ("process", "inline")
+DATASETS = ("synthetic",)
+OPTIMIZERS = ("sgd", "adam")
+
+
+@dataclass
+class FrameworkConfig:
+    name: str = "torch"
+
+
+@dataclass
+class ModelConfig:
+    name: str = "resnet50"
+
+
+@dataclass
+class DataConfig:
+    name: str = "synthetic"
+    # Distinct synthetic batches generated before timing and cycled through.
+    num_batches: int = 4
+
+
+@dataclass
+class OptimizerConfig:
+    name: str = "sgd"
+    lr: float = 0.01
+    momentum: float = 0.9
+    weight_decay: float = 0.0
+
+
+@dataclass
+class LauncherConfig:
+    name: str = "process"
+    # Seconds between SIGTERM and SIGKILL when a trial is stopped.
+    kill_grace_s: float = 5.0
+
+
+@dataclass
+class TrackingConfig:
+    uri: str = "sqlite:///mlruns/mlflow.db"
+    experiment: str = "bench"
+
+
+@dataclass
+class BenchConfig:
+    framework: FrameworkConfig = field(default_factory=FrameworkConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    launcher: LauncherConfig = field(default_factory=LauncherConfig)
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    mode: str = "train"
+    device: str = "auto"
+    batch_size: int = 32
+    image_size: int = 32
+    num_classes: int = 10
+    epochs: int = 2
+    steps_per_epoch: int = 5
+    warmup_steps: int = 2
+    seed: int = 0
+    # Intra-op and inter-op threads for both frameworks; 0 means one per usable CPU core.
+    threads: int = 0
+    timeout_s: float = 600.0
+    force: bool = False
+
+
+# Fields that say where or how a result is recorded, not what is measured.
+_NOT_HASHED = ("tracking", "force", "timeout_s")
+
+
+class ConfigError(ValueError):
+    """Bad input. ``str()`` lists every problem, one per line, each naming its field."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def resolved_threads(cfg: BenchConfig) -> int:
+    return cfg.threads if cfg.threads > 0 else usable_cpus()
+
+
+def _choice(problems: list[str], name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        problems.append(f"{name}: {value!r} is not allowed; choose one of {', '.join(allowed)}")
+
+
+def _at_least(problems: list[str], name: str, value: float, low: float) -> None:
+    if value < low:
+        problems.append(f"{name}: must be >= {low:g}, got {value:g}")
+
+
+def _sqlite_or_file_path(uri: str) -> Path | None:
+    """The local path a tracking URI writes to, or None for a remote store."""
+    parsed = urllib.parse.urlparse(uri)
+    if parsed.scheme == "sqlite":
+        # sqlite:///relative/path.db or sqlite:////absolute/path.db
+        return Path(uri[len("sqlite:///") :])
+    if parsed.scheme in ("", "file"):
+        return Path(parsed.path if parsed.scheme == "file" else uri) / "placeholder"
+    return None
+
+
+def _check_tracking(problems: list[str], t: TrackingConfig) -> None:
+    if not t.experiment.strip():
+        problems.append("tracking.experiment: must be a non-empty name")
+    scheme = urllib.parse.urlparse(t.uri).scheme
+    if scheme not in ("sqlite", "file", "", "http", "https", "postgresql", "mysql", "databricks"):
+        problems.append(
+            f"tracking.uri: scheme {scheme!r} is not supported; use sqlite:///PATH.db, "
+            "a directory, or http(s)://HOST:PORT"
+        )
+        return
+    path = _sqlite_or_file_path(t.uri)
+    if path is None:
+        return
+    directory = path.parent
+    existing = directory
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        problems.append(
+            f"tracking.uri: cannot write to {str(directory)!r} ({str(existing)!r} is not a "
+            "writable directory); choose a writable location or an http(s):// server"
+        )
+
+
+def validate(cfg: BenchConfig) -> None:
+    """Raise :class:`ConfigError` listing every problem in ``cfg``; return if none."""
+    problems: list[str] = []
+    _choice(problems, "framework", cfg.framework.name, FRAMEWORKS)
+    from bench.models import MODELS  # light: the registry imports no framework
+
+    _choice(problems, "model", cfg.model.name, tuple(MODELS))
+    _choice(problems, "data", cfg.data.name, DATASETS)
+    _choice(problems, "launcher", cfg.launcher.name, LAUNCHERS)
+    _choice(problems, "optimizer.name", cfg.optimizer.name, OPTIMIZERS)
+    _choice(problems, "mode", cfg.mode, MODES)
+    _choice(problems, "device", cfg.device, DEVICES)
+    for name in ("batch_size", "epochs", "steps_per_epoch", "num_classes", "data.num_batches"):
+        value = cfg.data.num_batches if name == "data.num_batches" else getattr(cfg, name)
+        _at_least(problems, name, value, 1)
+    _at_least(problems, "warmup_steps", cfg.warmup_steps, 0)
+    _at_least(problems, "threads", cfg.threads, 0)
+    _at_least(problems, "seed", cfg.seed, 0)
+    _at_least(problems, "launcher.kill_grace_s", cfg.launcher.kill_grace_s, 0)
+    _at_least(problems, "optimizer.momentum", cfg.optimizer.momentum, 0)
+    _at_least(problems, "optimizer.weight_decay", cfg.optimizer.weight_decay, 0)
+    if cfg.optimizer.lr <= 0:
+        problems.append(f"optimizer.lr: must be > 0, got {cfg.optimizer.lr:g}")
+    if cfg.timeout_s <= 0:
+        problems.append(f"timeout_s: must be > 0 seconds, got {cfg.timeout_s:g}")
+    if cfg.model.name in MODELS:
+        low = MODELS[cfg.model.name].min_image_size
+        if cfg.image_size < low:
+            problems.append(
+                f"image_size: {cfg.model.name} needs at least {low}x{low} inputs, "
+                f"got {cfg.image_size}"
+            )
+    _check_tracking(problems, cfg.tracking)
+    if problems:
+        raise ConfigError(problems)
+
+
+def to_dict(cfg: BenchConfig) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)
+
+
+T = TypeVar("T")
+
+
+def from_dict(cls: type[T], data: dict[str, Any]) -> T:
+    """Rebuild a (nested) config dataclass from :func:`to_dict` output."""
+    assert dataclasses.is_dataclass(cls)
+    kwargs: dict[str, Any] = {}
+    hints = {f.name: f for f in dataclasses.fields(cls)}
+    for key, value in data.items():
+        if key not in hints:
+            raise ConfigError([f"{key}: unknown field for {cls.__name__}"])
+        default = hints[key].default_factory  # type: ignore[misc]
+        if isinstance(value, dict) and default is not dataclasses.MISSING:
+            kwargs[key] = from_dict(type(default()), value)
+        else:
+            kwargs[key] = value
+    return cls(**kwargs)
+
+
+def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{name}."))
+        else:
+            out[name] = value
+    return out
+
+
+def config_hash(cfg: BenchConfig) -> str:
+    """A stable hash of everything that decides what a trial measures."""
+    data = {k: v for k, v in to_dict(cfg).items() if k not in _NOT_HASHED}
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

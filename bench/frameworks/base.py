@@ -1,0 +1,46 @@
+"""The protocol every framework adapter implements.
+
+An adapter turns a validated config and host-side data into a :class:`Session`: a model,
+optimizer and device-resident batches, ready to step.  The timing loop in
+:mod:`bench.trial` drives the session and is the same for every framework.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from bench.config import BenchConfig
+from bench.data import HostBatches
+
+
+class Session(Protocol):
+    num_parameters: int
+    device: str  # what actually ran, e.g. "cpu" or "cuda:0"
+
+    def step(self) -> None:
+        """One training step (forward, backward, update) or one inference batch."""
+
+    def sync(self) -> None:
+        """Block until all queued device work is done (a no-op on CPU)."""
+
+    def take_mean_loss(self) -> float | None:
+        """Mean training loss over the steps since the last call; None in inference."""
+
+    def peak_device_memory_mb(self) -> float | None:
+        """Peak device memory allocated by the framework, or None on CPU."""
+
+
+class Framework(Protocol):
+    name: str
+
+    def configure(self, cfg: BenchConfig, threads: int) -> None:
+        """Set threads, seeds, device visibility and log levels before any model exists."""
+
+    def environment(self) -> dict[str, str]:
+        """Framework, CUDA and cuDNN versions and the GPU name, where present."""
+
+    def prepare(self, cfg: BenchConfig, data: HostBatches) -> Session:
+        """Build the model, optimizer and device-resident batches."""
+
+    def is_oom(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is this framework's out-of-memory error."""

@@ -1,0 +1,24 @@
+"""The launcher protocol."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from bench.config import BenchConfig
+from bench.result import TrialResult
+from bench.trial import EpochCallback
+
+
+class TrialInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) arrived during a trial; ``result`` holds what it had done."""
+
+    def __init__(self, result: TrialResult):
+        super().__init__("trial interrupted")
+        self.result = result
+
+
+class Launcher(Protocol):
+    def launch(self, cfg: BenchConfig, workdir: Path, on_epoch: EpochCallback) -> TrialResult:
+        """Run the trial to completion, failure or ``cfg.timeout_s``; never raise for a
+        failing trial.  Raise :class:`TrialInterrupted` on Ctrl-C, after stopping it."""

@@ -1,0 +1,139 @@
+"""Run each trial in a fresh Python process (the default).
+
+The child runs :mod:`bench.worker` in its own session, so Ctrl-C reaches only the host,
+which then stops the child's whole process group; the child also dies if the host does.
+Its output (framework log noise included) goes to ``WORKDIR/worker.log``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench.config import BenchConfig, to_dict
+from bench.launchers.base import TrialInterrupted
+from bench.result import ERROR, KILLED, TIMEOUT, EpochRecord, TrialResult
+from bench.trial import EpochCallback
+from bench.worker import CONFIG, EVENTS, RESULT, write_json_atomic
+
+POLL_S = 0.2
+LOG = "worker.log"
+
+
+def stop_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
+    """SIGTERM the child's process group, then SIGKILL whatever is left after ``grace_s``."""
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+        # The leader is gone; make sure none of its children outlive it.
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        break
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+class _EventReader:
+    def __init__(self, path: Path, on_epoch: EpochCallback) -> None:
+        self.path, self.on_epoch, self.offset = path, on_epoch, 0
+        self.epochs: list[EpochRecord] = []
+
+    def poll(self) -> None:
+        try:
+            with open(self.path) as f:
+                f.seek(self.offset)
+                chunk = f.read()
+        except FileNotFoundError:
+            return
+        complete = chunk[: chunk.rfind("\n") + 1]
+        self.offset += len(complete.encode())
+        for line in complete.splitlines():
+            record = EpochRecord(**json.loads(line))
+            self.epochs.append(record)
+            self.on_epoch(record)
+
+
+class Launcher:
+    def launch(self, cfg: BenchConfig, workdir: Path, on_epoch: EpochCallback) -> TrialResult:
+        workdir.mkdir(parents=True, exist_ok=True)
+        for name in (EVENTS, RESULT):
+            (workdir / name).unlink(missing_ok=True)
+        write_json_atomic(workdir / CONFIG, to_dict(cfg))
+        env = dict(os.environ, BENCH_PARENT_PID=str(os.getpid()), PYTHONUNBUFFERED="1")
+        events = _EventReader(workdir / EVENTS, on_epoch)
+        launched = time.time()
+        with open(workdir / LOG, "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "bench.worker", str(workdir)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + cfg.timeout_s
+        try:
+            while proc.poll() is None:
+                if time.monotonic() > deadline:
+                    stop_group(proc, cfg.launcher.kill_grace_s)
+                    events.poll()
+                    return self._partial(
+                        cfg, events, TIMEOUT, f"timed out after {cfg.timeout_s:g} s (timeout_s)"
+                    )
+                events.poll()
+                time.sleep(POLL_S)
+        except KeyboardInterrupt as exc:
+            stop_group(proc, cfg.launcher.kill_grace_s)
+            events.poll()
+            killed = self._partial(cfg, events, KILLED, "interrupted (Ctrl-C or SIGTERM)")
+            raise TrialInterrupted(killed) from exc
+        stop_group(proc, 0)  # reap any stray children of a finished worker
+        events.poll()
+        try:
+            result = TrialResult.from_dict(json.loads((workdir / RESULT).read_text()))
+        except (OSError, ValueError) as exc:
+            code = proc.returncode
+            how = (
+                f"was killed by {signal.Signals(-code).name}"
+                + (" (possibly the kernel's out-of-memory killer)" if code == -9 else "")
+                if code < 0
+                else f"exited with code {code}"
+            )
+            return self._partial(
+                cfg,
+                events,
+                ERROR,
+                f"the trial process {how} without a result ({exc}); its last output:\n"
+                + tail(workdir / LOG),
+            )
+        result.marks["launched"] = launched
+        return result
+
+    @staticmethod
+    def _partial(cfg: BenchConfig, events: _EventReader, status: str, error: str) -> TrialResult:
+        return TrialResult(
+            status=status,
+            framework=cfg.framework.name,
+            model=cfg.model.name,
+            mode=cfg.mode,
+            epochs=events.epochs,
+            error=error,
+        )

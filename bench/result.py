@@ -1,0 +1,77 @@
+"""The result record a trial returns, and the statuses it can end with."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+OK = "ok"
+OOM = "oom"
+TIMEOUT = "timeout"
+ERROR = "error"
+KILLED = "killed"
+STATUSES = (OK, OOM, TIMEOUT, ERROR, KILLED)
+
+
+@dataclass
+class EpochRecord:
+    """One epoch's timed window: ``steps`` steps of ``batch_size`` samples each.
+
+    ``epoch_time_s`` runs from a device sync before the first step to a device sync after
+    the last one.  ``step_time_*`` are percentiles of per-step times (each step also ends
+    with a sync).  In ``mode=infer`` a step is one batch's forward pass, so the step times
+    are per-batch latencies and ``loss`` is None.
+    """
+
+    epoch: int
+    steps: int
+    samples: int
+    epoch_time_s: float
+    samples_per_s: float
+    step_time_p50_ms: float
+    step_time_p90_ms: float
+    step_time_p99_ms: float
+    loss: float | None = None
+
+    def metrics(self) -> dict[str, float]:
+        out = {
+            "epoch_time_s": self.epoch_time_s,
+            "samples_per_s": self.samples_per_s,
+            "step_time_p50_ms": self.step_time_p50_ms,
+            "step_time_p90_ms": self.step_time_p90_ms,
+            "step_time_p99_ms": self.step_time_p99_ms,
+        }
+        if self.loss is not None:
+            out["loss"] = self.loss
+        return out
+
+
+@dataclass
+class TrialResult:
+    status: str
+    framework: str
+    model: str
+    mode: str
+    device: str = ""
+    threads: int = 0
+    num_parameters: int = 0
+    epochs: list[EpochRecord] = field(default_factory=list)
+    # Whole-trial figures: trial_samples_per_s, trial_step_time_p50_ms, peak_host_rss_mb, ...
+    summary: dict[str, float] = field(default_factory=dict)
+    # Untimed phases: import_time_s, data_time_s, build_time_s, compile_time_s, warmup_time_s.
+    phases: dict[str, float] = field(default_factory=dict)
+    # Software and hardware seen by the trial: versions, CPU and GPU names.
+    environment: dict[str, str] = field(default_factory=dict)
+    error: str = ""
+    # perf_counter-free wall-clock marks (time.time()) used to measure harness overhead.
+    marks: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrialResult:
+        data = dict(data)
+        data["epochs"] = [EpochRecord(**e) for e in data.get("epochs", [])]
+        return cls(**data)

@@ -1,0 +1,169 @@
+"""A sweep on the host: skip finished trials, launch the rest, record every outcome.
+
+One :class:`Sweep` per ``python -m bench`` invocation.  It owns the MLflow parent run,
+prints progress to stderr and the summary table to stdout, and decides the exit status.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench import launchers, sysinfo, tracking
+from bench.config import BenchConfig
+from bench.launchers import TrialInterrupted
+from bench.result import OK, EpochRecord, TrialResult
+
+SKIPPED = "skipped"
+
+
+@dataclass
+class Row:
+    label: str
+    status: str
+    samples_per_s: float | None
+    seconds: float
+    run_id: str = ""
+
+
+class Progress:
+    """Quiet by default: a line per trial; on a terminal, epochs update that line."""
+
+    def __init__(self, total: int | None, stream=sys.stderr) -> None:  # type: ignore[no-untyped-def]
+        self.total, self.stream = total, stream
+        self.tty = stream.isatty()
+        self.prefix = ""
+
+    def start(self, index: int, label: str, epochs: int) -> None:
+        total = self.total if self.total is not None else "?"
+        self.prefix = f"[{index}/{total}] {label}"
+        self.epochs = epochs
+        self._write(f"{self.prefix} ...", end="" if self.tty else "\n")
+
+    def epoch(self, record: EpochRecord) -> None:
+        if self.tty:
+            self._write(
+                f"\r{self.prefix}  epoch {record.epoch}/{self.epochs}  "
+                f"{record.samples_per_s:,.1f} samples/s",
+                end="",
+            )
+
+    def end(self, row: Row) -> None:
+        rate = f"{row.samples_per_s:,.1f} samples/s" if row.samples_per_s else "-"
+        line = f"{self.prefix}  {row.status}  {rate}  ({row.seconds:.1f} s)"
+        self._write(f"\r{line}\x1b[K" if self.tty else f"  -> {row.status}  {rate}  ({row.seconds:.1f} s)")
+
+    def _write(self, text: str, end: str = "\n") -> None:
+        self.stream.write(text + end)
+        self.stream.flush()
+
+
+def format_table(rows: list[Row]) -> str:
+    header = ("#", "trial", "status", "samples/s", "time_s", "run")
+    body = [
+        (
+            str(i),
+            row.label,
+            row.status,
+            f"{row.samples_per_s:,.1f}" if row.samples_per_s else "-",
+            f"{row.seconds:.1f}",
+            row.run_id[:8],
+        )
+        for i, row in enumerate(rows, 1)
+    ]
+    widths = [max(len(r[c]) for r in (header, *body)) for c in range(len(header))]
+    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in (header, *body)]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+class Sweep:
+    def __init__(self, cfg: BenchConfig, total: int | None, name: str, overrides: list[str]) -> None:
+        self.total = total
+        self.store = tracking.open_store(cfg.tracking.uri, cfg.tracking.experiment)
+        self.host_env = {**sysinfo.git_environment(), **sysinfo.gpu_environment()}
+        tags = {f"bench.{k}": v for k, v in self.host_env.items()}
+        tags["bench.overrides"] = " ".join(overrides)[:4000]
+        if total is not None:
+            tags["bench.total_trials"] = str(total)
+        self.sweep_id = self.store.start_sweep(name, tags)
+        self.rows: list[Row] = []
+        self.progress = Progress(total)
+        self.finished = False
+        if isinstance(self.store, tracking.Spool):
+            print(f"bench: results are kept in {self.store.where}", file=sys.stderr)
+
+    def run(self, cfg: BenchConfig, label: str, workdir: Path) -> TrialResult | None:
+        index = len(self.rows) + 1
+        self.progress.start(index, label, cfg.epochs)
+        started = time.time()
+        if not cfg.force:
+            done = self.store.find_ok_run(cfg)
+            if done is not None:
+                row = Row(
+                    label,
+                    SKIPPED,
+                    done["metrics"].get("trial_samples_per_s"),
+                    0.0,
+                    done["run_id"],
+                )
+                self._add(row, note=" (an ok run with this config exists; force=true reruns it)")
+                return None
+        run = self.store.start_trial(self.sweep_id, cfg, label, {"bench.sweep_index": str(index)})
+
+        def on_epoch(record: EpochRecord) -> None:
+            run.log_epoch(record)
+            self.progress.epoch(record)
+
+        launcher = launchers.get(cfg.launcher.name)
+        try:
+            result = launcher.launch(cfg, workdir, on_epoch)
+        except TrialInterrupted as stop:
+            self._record(run, stop.result, workdir, label, started)
+            self.finish(killed=True)
+            raise KeyboardInterrupt from stop
+        self._record(run, result, workdir, label, started)
+        return result
+
+    def _record(
+        self, run: tracking.TrialRun, result: TrialResult, workdir: Path, label: str, started: float
+    ) -> None:
+        for key, value in self.host_env.items():
+            result.environment.setdefault(key, value)
+        files = [workdir / "worker.log"]
+        run.finish(result, files)
+        result.marks["logged"] = time.time()
+        run_id = getattr(run, "run_id", "")
+        rate = result.summary.get("trial_samples_per_s")
+        self._add(Row(label, result.status, rate, time.time() - started, run_id))
+        if result.status != OK and result.error:
+            last = result.error.strip().splitlines()[-1] if result.error.strip() else ""
+            print(f"    {last[:300]}", file=sys.stderr)
+
+    def _add(self, row: Row, note: str = "") -> None:
+        self.rows.append(row)
+        self.progress.end(row)
+        if note:
+            print(f"    {note.strip()}", file=sys.stderr)
+
+    @property
+    def failed(self) -> bool:
+        return any(r.status not in (OK, SKIPPED) for r in self.rows)
+
+    def finish(self, killed: bool = False) -> int:
+        """End the parent run, print the summary; return the process exit status."""
+        if self.finished:
+            return 130 if killed else int(self.failed)
+        self.finished = True
+        table = format_table(self.rows)
+        self.store.end_sweep(self.sweep_id, ok=not self.failed, killed=killed, summary=table)
+        print()
+        print(table)
+        counts: dict[str, int] = {}
+        for row in self.rows:
+            counts[row.status] = counts.get(row.status, 0) + 1
+        tally = ", ".join(f"{n} {status}" for status, n in counts.items())
+        print(f"\n{len(self.rows)} trials: {tally}. Results: {self.store.where}")
+        return 130 if killed else int(self.failed)

@@ -1,0 +1,156 @@
+"""A trial: a validated config in, a :class:`TrialResult` out.
+
+This module knows nothing of Hydra, MLflow or how it was launched.  The timing loop is
+:func:`_timed_epochs`; every window it reports starts and ends with ``session.sync()``.
+Warm-up steps (which include graph tracing, autotuning and compilation: the first step is
+timed on its own as ``compile_s``) always run before the first timed window.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+import traceback
+from collections.abc import Callable
+
+import numpy as np
+
+from bench import data as data_mod
+from bench import frameworks, sysinfo
+from bench.config import BenchConfig, resolved_threads
+from bench.frameworks.base import Framework, Session
+from bench.result import ERROR, OK, OOM, EpochRecord, TrialResult
+
+EpochCallback = Callable[[EpochRecord], None]
+
+
+def _percentiles_ms(times_s: list[float]) -> tuple[float, float, float]:
+    p50, p90, p99 = np.percentile(np.asarray(times_s) * 1e3, [50, 90, 99])
+    return float(p50), float(p90), float(p99)
+
+
+def _timed_epochs(
+    session: Session, cfg: BenchConfig, on_epoch: EpochCallback | None
+) -> tuple[list[EpochRecord], list[float]]:
+    """Run ``cfg.epochs`` timed epochs; return their records and every step time (s)."""
+    perf = time.perf_counter
+    step, sync = session.step, session.sync
+    records: list[EpochRecord] = []
+    all_steps: list[float] = []
+    for epoch in range(1, cfg.epochs + 1):
+        times = [0.0] * cfg.steps_per_epoch
+        sync()
+        start = last = perf()
+        for i in range(cfg.steps_per_epoch):
+            step()
+            sync()
+            now = perf()
+            times[i] = now - last
+            last = now
+        elapsed = last - start
+        # Read outside the window: this may force a device-to-host copy.
+        loss = session.take_mean_loss()
+        samples = cfg.steps_per_epoch * cfg.batch_size
+        p50, p90, p99 = _percentiles_ms(times)
+        record = EpochRecord(
+            epoch=epoch,
+            steps=cfg.steps_per_epoch,
+            samples=samples,
+            epoch_time_s=elapsed,
+            samples_per_s=samples / elapsed,
+            step_time_p50_ms=p50,
+            step_time_p90_ms=p90,
+            step_time_p99_ms=p99,
+            loss=loss,
+        )
+        records.append(record)
+        all_steps.extend(times)
+        if on_epoch is not None:
+            on_epoch(record)
+    return records, all_steps
+
+
+def _warm_up(session: Session, steps: int) -> tuple[float, float]:
+    """Return (first step incl. tracing/compilation, remaining warm-up steps) in seconds."""
+    perf = time.perf_counter
+    session.sync()
+    t0 = perf()
+    session.step()
+    session.sync()
+    t1 = perf()
+    for _ in range(steps - 1):
+        session.step()
+    session.sync()
+    session.take_mean_loss()  # warm-up losses are not reported
+    return t1 - t0, perf() - t1
+
+
+def _summary(records: list[EpochRecord], steps: list[float]) -> dict[str, float]:
+    total_time = sum(r.epoch_time_s for r in records)
+    samples = sum(r.samples for r in records)
+    p50, p90, p99 = _percentiles_ms(steps)
+    out = {
+        "trial_time_s": total_time,
+        "trial_samples_per_s": samples / total_time,
+        "trial_step_time_p50_ms": p50,
+        "trial_step_time_p90_ms": p90,
+        "trial_step_time_p99_ms": p99,
+    }
+    if records[-1].loss is not None:
+        out["final_loss"] = records[-1].loss
+    return out
+
+
+def run_trial(cfg: BenchConfig, on_epoch: EpochCallback | None = None) -> TrialResult:
+    """Run one trial.  Never raises for a failing trial: the failure is the result."""
+    result = TrialResult(
+        status=ERROR, framework=cfg.framework.name, model=cfg.model.name, mode=cfg.mode
+    )
+    result.marks["trial_start"] = time.time()
+    result.environment.update(sysinfo.host_environment())
+    adapter: Framework | None = None
+    try:
+        t0 = time.perf_counter()
+        adapter = frameworks.load(cfg.framework.name)
+        result.phases["import_time_s"] = time.perf_counter() - t0
+        result.threads = resolved_threads(cfg)
+        adapter.configure(cfg, result.threads)
+
+        t0 = time.perf_counter()
+        host = data_mod.load(cfg)
+        result.phases["data_time_s"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        session = adapter.prepare(cfg, host)
+        result.phases["build_time_s"] = time.perf_counter() - t0
+        result.device = session.device
+        result.num_parameters = int(session.num_parameters)
+        result.environment.update(adapter.environment())
+
+        if cfg.warmup_steps > 0:
+            result.phases["compile_time_s"], result.phases["warmup_time_s"] = _warm_up(
+                session, cfg.warmup_steps
+            )
+        result.marks["first_timed_step"] = time.time()
+        records, steps = _timed_epochs(session, cfg, on_epoch)
+        result.marks["last_timed_step"] = time.time()
+        result.epochs = records
+        result.summary = _summary(records, steps)
+        peak = session.peak_device_memory_mb()
+        if peak is not None:
+            result.summary["peak_device_mem_mb"] = peak
+        result.status = OK
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a result
+        oom = isinstance(exc, MemoryError) or (adapter is not None and adapter.is_oom(exc))
+        result.status = OOM if oom else ERROR
+        result.error = "".join(traceback.format_exception(exc))[-20000:]
+    result.summary["peak_host_rss_mb"] = _peak_rss_mb()
+    return result
+
+
+def _peak_rss_mb() -> float:
+    # ru_maxrss is in KiB on Linux and bytes on macOS.
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / (2**20 if sys.platform == "darwin" else 2**10)
+
