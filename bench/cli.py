@@ -26,7 +26,37 @@ from bench.sweep import Sweep
 ConfigStore.instance().store(name="bench_schema", node=BenchConfig)
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 
-_state: dict[str, Any] = {"sweep": None, "exit": 0}
+_state: dict[str, Any] = {"sweep": None, "exit": 0, "varying": []}
+
+
+def _pairs(overrides: list[str]) -> dict[str, str]:
+    out = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if sep:
+            out[key.lstrip("+~")] = value
+    return out
+
+
+def _varying(jobs: list[list[str]]) -> list[str]:
+    """The override keys whose value differs between jobs, in first-seen order."""
+    values: dict[str, set[str]] = {}
+    for job in jobs:
+        for key, value in _pairs(job).items():
+            values.setdefault(key, set()).add(value)
+    return [k for k, v in values.items() if len(v) > 1]
+
+
+def trial_label(cfg: BenchConfig, overrides: list[str]) -> str:
+    """A short name for a trial: framework, model and whatever the sweep varies."""
+    pairs = _pairs(overrides)
+    shown = [f"framework={cfg.framework.name}", f"model={cfg.model.name}"]
+    shown += [
+        f"{k}={pairs[k]}"
+        for k in _state["varying"]
+        if k in pairs and k not in ("framework", "model")
+    ]
+    return " ".join(shown)
 
 
 def to_bench_config(cfg: DictConfig) -> BenchConfig:
@@ -67,10 +97,11 @@ def _sweep_configs(config: DictConfig) -> list[tuple[str, BenchConfig]] | None:
     if jobs is None:
         return None
     loader = GlobalHydra.instance().config_loader()
+    _state["varying"] = _varying(jobs)
     out = []
     for overrides in jobs:
-        job_cfg = loader.load_sweep_config(config, overrides)
-        out.append((" ".join(overrides) or "defaults", to_bench_config(job_cfg)))
+        cfg = to_bench_config(loader.load_sweep_config(config, overrides))
+        out.append((trial_label(cfg, overrides), cfg))
     return out
 
 
@@ -85,16 +116,17 @@ def _check_all(configs: list[tuple[str, BenchConfig]]) -> None:
     first = configs[0][1].tracking
     for label, cfg in configs[1:]:
         if (cfg.tracking.uri, cfg.tracking.experiment) != (first.uri, first.experiment):
-            problems.append(f"[{label}] tracking: one sweep logs to one tracking.uri and experiment")
+            problems.append(
+                f"[{label}] tracking: one sweep logs to one tracking.uri and experiment"
+            )
     if problems:
         _fail(list(dict.fromkeys(problems)))
 
 
 class BenchCallback(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        label = " ".join(config.hydra.overrides.task) or "defaults"
         cfg = to_bench_config(config)
-        _check_all([(label, cfg)])
+        _check_all([(trial_label(cfg, []), cfg)])
         _state["sweep"] = Sweep(cfg, 1, _sweep_name(), list(config.hydra.overrides.task))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -138,7 +170,7 @@ def main(config: DictConfig) -> float | None:
     if _state["sweep"] is None:  # a job started by a launcher in another process
         _state["sweep"] = Sweep(cfg, None, _sweep_name(), list(hc.overrides.task))
     sweep: Sweep = _state["sweep"]
-    label = " ".join(hc.overrides.task) or "defaults"
+    label = trial_label(cfg, list(hc.overrides.task))
     result = sweep.run(cfg, label, Path(hc.runtime.output_dir))
     if result is None:
         return None
@@ -157,7 +189,9 @@ def run() -> None:
         sweep = _state["sweep"]
         if sweep is not None:
             sweep.finish(killed=True)
-        print("bench: interrupted; the running trial was stopped and recorded as killed",
-              file=sys.stderr)
+        print(
+            "bench: interrupted; the running trial was stopped and recorded as killed",
+            file=sys.stderr,
+        )
         sys.exit(130)
     sys.exit(_state["exit"])

@@ -12,6 +12,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import tempfile
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +56,9 @@ class LauncherConfig:
     name: str = "process"
     # Seconds between SIGTERM and SIGKILL when a trial is stopped.
     kill_grace_s: float = 5.0
+    # Cap on the trial process's heap (RLIMIT_DATA) in MiB, so that exhausting it is an
+    # out-of-memory result rather than the host swapping; 0 means no cap.
+    memory_limit_mb: int = 0
 
 
 @dataclass
@@ -143,15 +147,30 @@ def _check_tracking(problems: list[str], t: TrackingConfig) -> None:
     path = _sqlite_or_file_path(t.uri)
     if path is None:
         return
-    directory = path.parent
-    existing = directory
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+    problem = _writable(path.parent)
+    if problem:
         problems.append(
-            f"tracking.uri: cannot write to {str(directory)!r} ({str(existing)!r} is not a "
-            "writable directory); choose a writable location or an http(s):// server"
+            f"tracking.uri: cannot write to {str(path.parent)!r} ({problem}); "
+            "choose a writable location or an http(s):// server"
         )
+
+
+def _writable(directory: Path) -> str:
+    """Why ``directory`` cannot hold a store ('' if it can); leaves nothing behind."""
+    created: list[Path] = []
+    try:
+        for parent in reversed([directory, *directory.parents]):
+            if not parent.exists():
+                parent.mkdir()
+                created.append(parent)
+        with tempfile.NamedTemporaryFile(dir=directory):
+            pass
+        return ""
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    finally:
+        for made in reversed(created):
+            made.rmdir()
 
 
 def validate(cfg: BenchConfig) -> None:
@@ -173,6 +192,7 @@ def validate(cfg: BenchConfig) -> None:
     _at_least(problems, "threads", cfg.threads, 0)
     _at_least(problems, "seed", cfg.seed, 0)
     _at_least(problems, "launcher.kill_grace_s", cfg.launcher.kill_grace_s, 0)
+    _at_least(problems, "launcher.memory_limit_mb", cfg.launcher.memory_limit_mb, 0)
     _at_least(problems, "optimizer.momentum", cfg.optimizer.momentum, 0)
     _at_least(problems, "optimizer.weight_decay", cfg.optimizer.weight_decay, 0)
     if cfg.optimizer.lr <= 0:
@@ -206,7 +226,7 @@ def from_dict(cls: type[T], data: dict[str, Any]) -> T:
     for key, value in data.items():
         if key not in hints:
             raise ConfigError([f"{key}: unknown field for {cls.__name__}"])
-        default = hints[key].default_factory  # type: ignore[misc]
+        default = hints[key].default_factory
         if isinstance(value, dict) and default is not dataclasses.MISSING:
             kwargs[key] = from_dict(type(default()), value)
         else:

@@ -10,6 +10,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from bench import launchers, sysinfo, tracking
 from bench.config import BenchConfig
@@ -31,7 +32,7 @@ class Row:
 class Progress:
     """Quiet by default: a line per trial; on a terminal, epochs update that line."""
 
-    def __init__(self, total: int | None, stream=sys.stderr) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, total: int | None, stream: TextIO = sys.stderr) -> None:
         self.total, self.stream = total, stream
         self.tty = stream.isatty()
         self.prefix = ""
@@ -53,7 +54,9 @@ class Progress:
     def end(self, row: Row) -> None:
         rate = f"{row.samples_per_s:,.1f} samples/s" if row.samples_per_s else "-"
         line = f"{self.prefix}  {row.status}  {rate}  ({row.seconds:.1f} s)"
-        self._write(f"\r{line}\x1b[K" if self.tty else f"  -> {row.status}  {rate}  ({row.seconds:.1f} s)")
+        self._write(
+            f"\r{line}\x1b[K" if self.tty else f"  -> {row.status}  {rate}  ({row.seconds:.1f} s)"
+        )
 
     def _write(self, text: str, end: str = "\n") -> None:
         self.stream.write(text + end)
@@ -74,13 +77,18 @@ def format_table(rows: list[Row]) -> str:
         for i, row in enumerate(rows, 1)
     ]
     widths = [max(len(r[c]) for r in (header, *body)) for c in range(len(header))]
-    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in (header, *body)]
+    lines = [
+        "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()
+        for r in (header, *body)
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
 
 class Sweep:
-    def __init__(self, cfg: BenchConfig, total: int | None, name: str, overrides: list[str]) -> None:
+    def __init__(
+        self, cfg: BenchConfig, total: int | None, name: str, overrides: list[str]
+    ) -> None:
         self.total = total
         self.store = tracking.open_store(cfg.tracking.uri, cfg.tracking.experiment)
         self.host_env = {**sysinfo.git_environment(), **sysinfo.gpu_environment()}

@@ -36,7 +36,9 @@ def gpu_environment() -> dict[str, str]:
         return {}
     try:
         count = pynvml.nvmlDeviceGetCount()
-        names = [pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i)) for i in range(count)]
+        names = [
+            pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i)) for i in range(count)
+        ]
         return {
             "gpu_driver": str(pynvml.nvmlSystemGetDriverVersion()),
             "gpu_count": str(count),

@@ -76,7 +76,9 @@ class Store(Protocol):
 
     def find_ok_run(self, cfg: BenchConfig) -> dict[str, Any] | None: ...
 
-    def start_trial(self, sweep_id: str, cfg: BenchConfig, name: str, tags: dict[str, str]) -> TrialRun: ...
+    def start_trial(
+        self, sweep_id: str, cfg: BenchConfig, name: str, tags: dict[str, str]
+    ) -> TrialRun: ...
 
 
 def _artifact_root(uri: str) -> str | None:
@@ -121,8 +123,7 @@ class MlflowStore:
         runs = self.client.search_runs(
             [self.experiment_id],
             filter_string=(
-                f"tags.`bench.config_hash` = '{config_hash(cfg)}' "
-                f"and tags.`bench.status` = '{OK}'"
+                f"tags.`bench.config_hash` = '{config_hash(cfg)}' and tags.`bench.status` = '{OK}'"
             ),
             max_results=1,
             order_by=["attributes.start_time DESC"],
@@ -143,9 +144,7 @@ class MlflowStore:
             tags={"mlflow.parentRunId": sweep_id, **trial_tags(cfg), **tags},
         )
         run_id = run.info.run_id
-        params = [
-            Param(k, str(v)[:_MAX_PARAM_LEN]) for k, v in flatten(to_dict(cfg)).items()
-        ]
+        params = [Param(k, str(v)[:_MAX_PARAM_LEN]) for k, v in flatten(to_dict(cfg)).items()]
         for i in range(0, len(params), _BATCH):
             self.client.log_batch(run_id, params=params[i : i + _BATCH])
         return MlflowTrialRun(self.client, run_id, cfg)
@@ -177,7 +176,9 @@ class MlflowTrialRun:
         if commit:
             tags.append(RunTag("mlflow.source.git.commit", commit))
         self.client.log_batch(
-            self.run_id, metrics=metrics, params=[Param("num_parameters", str(result.num_parameters))]
+            self.run_id,
+            metrics=metrics,
+            params=[Param("num_parameters", str(result.num_parameters))],
         )
         for i in range(0, len(tags), _BATCH):
             self.client.log_batch(self.run_id, tags=tags[i : i + _BATCH])
@@ -210,12 +211,16 @@ class Spool:
     def find_ok_run(self, cfg: BenchConfig) -> dict[str, Any] | None:
         return None
 
-    def start_trial(self, sweep_id: str, cfg: BenchConfig, name: str, tags: dict[str, str]) -> SpooledTrial:
+    def start_trial(
+        self, sweep_id: str, cfg: BenchConfig, name: str, tags: dict[str, str]
+    ) -> SpooledTrial:
         return SpooledTrial(self, sweep_id, cfg, name, tags)
 
 
 class SpooledTrial:
-    def __init__(self, spool: Spool, sweep_id: str, cfg: BenchConfig, name: str, tags: dict[str, str]) -> None:
+    def __init__(
+        self, spool: Spool, sweep_id: str, cfg: BenchConfig, name: str, tags: dict[str, str]
+    ) -> None:
         self.spool, self.sweep_id, self.cfg, self.name, self.tags = spool, sweep_id, cfg, name, tags
 
     def log_epoch(self, record: EpochRecord) -> None:

@@ -153,4 +153,3 @@ def _peak_rss_mb() -> float:
     # ru_maxrss is in KiB on Linux and bytes on macOS.
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return rss / (2**20 if sys.platform == "darwin" else 2**10)
-

@@ -120,12 +120,12 @@ class Adapter:
             "intra_op_threads": str(tf.config.threading.get_intra_op_parallelism_threads()),
             "inter_op_threads": str(tf.config.threading.get_inter_op_parallelism_threads()),
         }
-        build = tf.sysconfig.get_build_info()
-        for key in ("cuda_version", "cudnn_version"):
-            if build.get(key):
-                env[key] = str(build[key])
         gpus = tf.config.list_physical_devices("GPU")
-        if gpus:
+        if gpus:  # the CUDA and cuDNN TF was built with; CPU runs don't use them
+            build = tf.sysconfig.get_build_info()
+            for key in ("cuda_version", "cudnn_version"):
+                if build.get(key):
+                    env[key] = str(build[key])
             details = tf.config.experimental.get_device_details(gpus[0])
             env["gpu_name"] = str(details.get("device_name", ""))
         return env

@@ -118,6 +118,9 @@ class Adapter:
         return TorchSession(cfg, data)
 
     def is_oom(self, exc: BaseException) -> bool:
-        return isinstance(exc, torch.cuda.OutOfMemoryError | MemoryError) or (
-            isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+        if isinstance(exc, torch.cuda.OutOfMemoryError | MemoryError):
+            return True
+        text = str(exc).lower()  # CPU allocator failures are plain RuntimeErrors
+        return isinstance(exc, RuntimeError) and (
+            "out of memory" in text or "can't allocate memory" in text
         )

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.config import BenchConfig, to_dict
 from bench.launchers.base import TrialInterrupted
-from bench.result import ERROR, KILLED, TIMEOUT, EpochRecord, TrialResult
+from bench.result import ERROR, KILLED, OOM, TIMEOUT, EpochRecord, TrialResult
 from bench.trial import EpochCallback
 from bench.worker import CONFIG, EVENTS, RESULT, write_json_atomic
 
@@ -42,6 +44,40 @@ def stop_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
         except ProcessLookupError:
             pass
         break
+
+
+def _limit_memory(limit_mb: int) -> Callable[[], None] | None:
+    if limit_mb <= 0:
+        return None
+    limit = limit_mb * 2**20
+
+    def apply() -> None:  # runs in the child between fork and exec
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+    return apply
+
+
+def _died(code: int, cfg: BenchConfig, log: Path) -> tuple[str, str]:
+    """Status and message for a worker that ended without writing its result."""
+    status = ERROR
+    if code < 0:
+        how = f"was killed by {signal.Signals(-code).name}"
+        if cfg.launcher.memory_limit_mb and -code in (
+            signal.SIGSEGV,
+            signal.SIGABRT,
+            signal.SIGBUS,
+        ):
+            # Native code that cannot allocate under the cap crashes instead of raising.
+            status = OOM
+            how += f" under launcher.memory_limit_mb={cfg.launcher.memory_limit_mb}"
+            how += "; counted as out of memory"
+        elif -code == signal.SIGKILL:
+            how += " (possibly the kernel's out-of-memory killer)"
+    else:
+        how = f"exited with code {code}"
+    return status, f"the trial process {how} without writing a result; its last output:\n" + tail(
+        log
+    )
 
 
 def tail(path: Path, lines: int = 40) -> str:
@@ -88,6 +124,7 @@ class Launcher:
                 stdin=subprocess.DEVNULL,
                 env=env,
                 start_new_session=True,
+                preexec_fn=_limit_memory(cfg.launcher.memory_limit_mb),
             )
         deadline = time.monotonic() + cfg.timeout_s
         try:
@@ -109,21 +146,8 @@ class Launcher:
         events.poll()
         try:
             result = TrialResult.from_dict(json.loads((workdir / RESULT).read_text()))
-        except (OSError, ValueError) as exc:
-            code = proc.returncode
-            how = (
-                f"was killed by {signal.Signals(-code).name}"
-                + (" (possibly the kernel's out-of-memory killer)" if code == -9 else "")
-                if code < 0
-                else f"exited with code {code}"
-            )
-            return self._partial(
-                cfg,
-                events,
-                ERROR,
-                f"the trial process {how} without a result ({exc}); its last output:\n"
-                + tail(workdir / LOG),
-            )
+        except (OSError, ValueError):
+            return self._partial(cfg, events, *_died(proc.returncode, cfg, workdir / LOG))
         result.marks["launched"] = launched
         return result
 

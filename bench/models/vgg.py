@@ -70,6 +70,7 @@ def build_torch(num_classes: int, image_size: int) -> torch.nn.Module:
     for m in model.modules():
         if isinstance(m, nn.Conv2d):
             nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+            assert m.bias is not None
             nn.init.zeros_(m.bias)
         elif isinstance(m, nn.Linear):
             nn.init.normal_(m.weight, 0.0, 0.01)
