@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bench.config import BenchConfig, config_hash, flatten, to_dict
-from bench.result import OK, EpochRecord, TrialResult
+from bench.result import KILLED, OK, EpochRecord, TrialResult
 
 SPOOL_DIR = Path("mlruns/spool")
 _MAX_PARAM_LEN = 6000
@@ -187,7 +187,8 @@ class MlflowTrialRun:
         for path in files:
             if path.exists():
                 self.client.log_artifact(self.run_id, str(path))
-        self.client.set_terminated(self.run_id, "FINISHED" if result.status == OK else "FAILED")
+        status = {OK: "FINISHED", KILLED: "KILLED"}.get(result.status, "FAILED")
+        self.client.set_terminated(self.run_id, status)
 
 
 class Spool:

@@ -1,0 +1,81 @@
+"""Tier 1: the config tree composes, and bad input is refused before any trial starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from bench.cli import CONF_DIR, to_bench_config
+from bench.config import BenchConfig, validate
+
+GROUPS = sorted(p.name for p in Path(CONF_DIR).iterdir() if p.is_dir())
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (Path(CONF_DIR) / group).glob("*.yaml"))
+
+
+@pytest.mark.parametrize(
+    ("group", "option"), [(g, o) for g in GROUPS for o in options(g)], ids=lambda v: str(v)
+)
+def test_every_group_option_composes_and_validates(group: str, option: str) -> None:
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = to_bench_config(compose("config", overrides=[f"{group}={option}"]))
+    assert isinstance(cfg, BenchConfig)
+    assert getattr(cfg, group).name == option
+    validate(cfg)
+
+
+def test_groups_cover_the_documented_choices() -> None:
+    assert {"framework", "model", "data", "launcher"} <= set(GROUPS)
+    assert options("framework") == ["tf", "torch"]
+    assert {"vgg16", "resnet50"} <= set(options("model"))
+
+
+def test_defaults_are_the_cpu_friendly_main_job() -> None:
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = to_bench_config(compose("config"))
+    assert (cfg.launcher.name, cfg.device, cfg.tracking.uri) == (
+        "process",
+        "auto",
+        "sqlite:///mlruns/mlflow.db",
+    )
+    assert (cfg.image_size, cfg.num_classes) == (32, 10)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (["foo=1"], ["foo"]),
+        (["model=vgg61"], ["model/vgg61", "vgg16", "resnet50"]),
+        (["framework=pytorch"], ["framework/pytorch", "torch", "tf"]),
+        (["batch_size=0"], ["batch_size", ">= 1"]),
+        (["batch_size=abc"], ["batch_size"]),
+        (["timeout_s=-5"], ["timeout_s", "> 0"]),
+        (["mode=evaluate"], ["mode", "train", "infer"]),
+        (["device=tpu"], ["device", "auto", "cpu", "cuda"]),
+        (["tracking.uri=sqlite:////proc/bench-nope/m.db"], ["tracking.uri", "/proc/bench-nope"]),
+        (["-m", "batch_size=8,0", "framework=tf,torch"], ["batch_size=0", "batch_size: must"]),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else None,
+)
+def test_bad_input_names_the_field_and_starts_nothing(bench, overrides, expected) -> None:  # noqa: ANN001
+    result = bench.run(*overrides, timeout=120)
+    assert result.returncode != 0, result.output
+    for text in expected:
+        assert text in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert not bench.db.exists(), "no MLflow store (and so no run) may be created"
+    assert not (bench.root / "multirun").exists() or not any(
+        (bench.root / "multirun").rglob("config.json")
+    )
+
+
+def test_unwritable_tracking_path_under_a_file(bench) -> None:  # noqa: ANN001
+    blocker = bench.root / "afile"
+    blocker.write_text("x")
+    result = bench.run(f"tracking.uri=sqlite:///{blocker}/m.db", timeout=120)
+    assert result.returncode == 2
+    assert "tracking.uri" in result.stderr and "Not a directory" in result.stderr

@@ -1,0 +1,93 @@
+"""Shared helpers: run the real CLI in a temporary directory against a real MLflow store."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Small enough for 2 CPU cores; every e2e trial uses these unless a test overrides them.
+TINY = ["batch_size=4", "epochs=2", "steps_per_epoch=2", "warmup_steps=1"]
+
+
+@dataclass
+class CliRun:
+    returncode: int
+    stdout: str
+    stderr: str
+    db: Path
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+class Bench:
+    """Runs ``python -m bench`` with its store and Hydra outputs under one temporary dir."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.db = root / "mlflow.db"
+        self.uri = f"sqlite:///{self.db}"
+
+    def args(self, *overrides: str) -> list[str]:
+        extra = (
+            []
+            if any(o.startswith("tracking.uri=") for o in overrides)
+            else [f"tracking.uri={self.uri}"]
+        )
+        if not any(o.startswith("hydra.") for o in overrides):
+            extra += [f"hydra.run.dir={self.root}/outputs", f"hydra.sweep.dir={self.root}/multirun"]
+        return [sys.executable, "-m", "bench", *overrides, *extra]
+
+    def run(self, *overrides: str, timeout: float = 600) -> CliRun:
+        proc = subprocess.run(
+            self.args(*overrides),
+            cwd=self.root,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=dict(os.environ, PYTHONPATH=str(REPO)),
+        )
+        return CliRun(proc.returncode, proc.stdout, proc.stderr, self.db)
+
+    def popen(self, *overrides: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            self.args(*overrides),
+            cwd=self.root,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ, PYTHONPATH=str(REPO)),
+        )
+
+    def runs(self, experiment: str = "bench") -> list[Any]:
+        """All runs of ``experiment``, parents and children."""
+        client = self.client()
+        exp = client.get_experiment_by_name(experiment)
+        if exp is None:
+            return []
+        return list(client.search_runs([exp.experiment_id], max_results=1000))
+
+    def client(self) -> Any:
+        from mlflow.tracking import MlflowClient
+
+        return MlflowClient(tracking_uri=self.uri)
+
+    def children(self, experiment: str = "bench") -> list[Any]:
+        return [r for r in self.runs(experiment) if "mlflow.parentRunId" in r.data.tags]
+
+    def parents(self, experiment: str = "bench") -> list[Any]:
+        return [r for r in self.runs(experiment) if r.data.tags.get("bench.sweep") == "true"]
+
+
+@pytest.fixture
+def bench(tmp_path: Path) -> Bench:
+    return Bench(tmp_path)

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+import pytest
+
+from bench.config import BenchConfig, ConfigError, config_hash, from_dict, to_dict, validate
+
+
+def test_validate_reports_every_problem_with_its_field() -> None:
+    cfg = BenchConfig(batch_size=0, epochs=-1, mode="eval")
+    cfg.optimizer.lr = 0
+    with pytest.raises(ConfigError) as err:
+        validate(cfg)
+    fields = [p.split(":")[0] for p in err.value.problems]
+    assert fields == ["mode", "batch_size", "epochs", "optimizer.lr"]
+
+
+def test_image_size_minimum_is_the_models() -> None:
+    with pytest.raises(ConfigError, match="image_size: vgg16 needs at least 32x32"):
+        validate(BenchConfig(image_size=16, model=BenchConfig().model.__class__("vgg16")))
+
+
+def test_round_trip_through_a_dict() -> None:
+    cfg = BenchConfig(batch_size=7)
+    cfg.optimizer.name = "adam"
+    assert from_dict(BenchConfig, to_dict(cfg)) == cfg
+
+
+def test_from_dict_refuses_unknown_fields() -> None:
+    with pytest.raises(ConfigError, match="bogus"):
+        from_dict(BenchConfig, {"bogus": 1})
+
+
+def test_hash_covers_what_is_measured_only() -> None:
+    base = BenchConfig()
+    moved = BenchConfig(timeout_s=5, force=True)
+    moved.tracking.uri = "http://elsewhere:5000"
+    assert config_hash(base) == config_hash(moved)
+    assert config_hash(base) != config_hash(BenchConfig(batch_size=64))
+    other = BenchConfig()
+    other.framework.name = "tf"
+    assert config_hash(base) != config_hash(other)
