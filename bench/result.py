@@ -33,6 +33,9 @@ class EpochRecord:
     step_time_p90_ms: float
     step_time_p99_ms: float
     loss: float | None = None
+    # Further per-epoch figures from other parts of a trial (telemetry, accuracy, FLOP/s...),
+    # already named with their units; logged beside the ones above.
+    extra: dict[str, float] = field(default_factory=dict)
 
     def metrics(self) -> dict[str, float]:
         out = {
@@ -44,6 +47,7 @@ class EpochRecord:
         }
         if self.loss is not None:
             out["loss"] = self.loss
+        out.update(self.extra)
         return out
 
 
