@@ -22,7 +22,8 @@ FRAMEWORKS = ("torch", "tf")
 MODES = ("train", "infer")
 DEVICES = ("auto", "cpu", "cuda")
 LAUNCHERS = ("process", "inline")
-DATASETS = ("synthetic",)
+DATASETS = ("synthetic", "digits", "cifar10", "cifar100")
+PRECISIONS = ("fp32", "fp16", "bf16")
 OPTIMIZERS = ("sgd", "adam")
 
 
@@ -41,6 +42,15 @@ class DataConfig:
     name: str = "synthetic"
     # Distinct synthetic batches generated before timing and cycled through.
     num_batches: int = 4
+    # Where the CIFAR archives (python versions) are; scripts/download_cifar.py fetches them.
+    root: str = "data"
+    # Loader processes (torch DataLoader workers) / parallel calls (tf.data map).
+    workers: int = 2
+    # Keep converted samples in memory after the first pass (tf.data cache(); torch: a
+    # pre-converted tensor data set).
+    cache: bool = False
+    # Measure test_accuracy and test_loss after every epoch (labelled data only).
+    evaluate: bool = True
 
 
 @dataclass
@@ -81,11 +91,16 @@ class BenchConfig:
     image_size: int = 32
     num_classes: int = 10
     epochs: int = 2
+    # Steps per timed epoch; 0 means one full pass over a labelled training set.
     steps_per_epoch: int = 5
     warmup_steps: int = 2
     seed: int = 0
     # Intra-op and inter-op threads for both frameworks; 0 means one per usable CPU core.
     threads: int = 0
+    # fp32, or mixed precision with fp16 (CUDA only) or bf16 compute.
+    precision: str = "fp32"
+    # torch.compile / XLA jit_compile; compilation happens in the warm-up steps.
+    compile: bool = False
     timeout_s: float = 600.0
     force: bool = False
 
@@ -111,6 +126,22 @@ def usable_cpus() -> int:
 
 def resolved_threads(cfg: BenchConfig) -> int:
     return cfg.threads if cfg.threads > 0 else usable_cpus()
+
+
+def _check_precision(problems: list[str], cfg: BenchConfig) -> None:
+    if cfg.precision != "fp16":
+        return
+    if cfg.device == "cpu" or (cfg.device == "auto" and not _gpu_visible()):
+        problems.append(
+            "precision: fp16 mixed precision needs a CUDA device and this trial runs on the "
+            "CPU; use bf16 or fp32"
+        )
+
+
+def _gpu_visible() -> bool:
+    from bench.sysinfo import gpu_environment
+
+    return int(gpu_environment().get("gpu_count", "0")) > 0
 
 
 def _choice(problems: list[str], name: str, value: str, allowed: tuple[str, ...]) -> None:
@@ -185,9 +216,25 @@ def validate(cfg: BenchConfig) -> None:
     _choice(problems, "optimizer.name", cfg.optimizer.name, OPTIMIZERS)
     _choice(problems, "mode", cfg.mode, MODES)
     _choice(problems, "device", cfg.device, DEVICES)
-    for name in ("batch_size", "epochs", "steps_per_epoch", "num_classes", "data.num_batches"):
-        value = cfg.data.num_batches if name == "data.num_batches" else getattr(cfg, name)
-        _at_least(problems, name, value, 1)
+    _choice(problems, "precision", cfg.precision, PRECISIONS)
+    for name in ("batch_size", "epochs", "num_classes"):
+        _at_least(problems, name, getattr(cfg, name), 1)
+    _at_least(problems, "data.num_batches", cfg.data.num_batches, 1)
+    _at_least(problems, "data.workers", cfg.data.workers, 0)
+    if cfg.data.name == "synthetic":
+        _at_least(problems, "steps_per_epoch", cfg.steps_per_epoch, 1)
+    else:
+        _at_least(problems, "steps_per_epoch", cfg.steps_per_epoch, 0)
+    if cfg.compile and cfg.warmup_steps < 1:
+        problems.append(
+            "warmup_steps: compile=true needs at least 1 warm-up step, so that compilation "
+            "stays out of the timed window"
+        )
+    _check_precision(problems, cfg)
+    if cfg.data.name in DATASETS:
+        from bench import data
+
+        problems += data.check(cfg)
     _at_least(problems, "warmup_steps", cfg.warmup_steps, 0)
     _at_least(problems, "threads", cfg.threads, 0)
     _at_least(problems, "seed", cfg.seed, 0)

@@ -1,16 +1,37 @@
-"""Host-side data, made before any timed window and identical for every framework.
+"""Host-side data, identical bytes for every framework.
 
-Images are generated channels-first (N, C, H, W) as float32; an adapter that works
-channels-last transposes the same values.  Labels are int64 class indices.
+Two kinds:
+
+* :class:`HostBatches` (``data=synthetic``): a few random batches made before any timing
+  and put on the device once; the frameworks cycle through them, so no input pipeline
+  is measured.
+* :class:`LabelledData` (``data=digits|cifar10|cifar100``): real images as uint8
+  channels-last arrays with a held-out test split.  Each framework feeds them through its
+  own native pipeline (torch ``DataLoader`` with workers, ``tf.data``), converting and
+  normalizing per sample, optionally from an in-memory cache of the converted samples.
+
+Archives are checked by :func:`check` (called from config validation, before any trial
+starts) and read by :func:`load` in the trial.
 """
 
 from __future__ import annotations
 
+import functools
+import os
+import pickle
+import tarfile
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bench.config import BenchConfig
+if TYPE_CHECKING:
+    from bench.config import BenchConfig
+
+
+class DataError(ValueError):
+    """A data set that is missing, corrupt or does not fit; the message names the field."""
 
 
 @dataclass
@@ -20,6 +41,47 @@ class HostBatches:
 
     def __len__(self) -> int:
         return len(self.images)
+
+
+@dataclass
+class LabelledData:
+    name: str
+    train_x: np.ndarray  # (N, H, W, 3) uint8
+    train_y: np.ndarray  # (N,) int64
+    test_x: np.ndarray
+    test_y: np.ndarray
+    num_classes: int
+    mean: tuple[float, float, float]  # per channel, on the 0..1 scale
+    std: tuple[float, float, float]
+
+    def steps_per_pass(self, batch_size: int) -> int:
+        return len(self.train_x) // batch_size
+
+
+@dataclass(frozen=True)
+class CifarSpec:
+    archive: str
+    folder: str
+    train_members: tuple[str, ...]
+    test_member: str
+    label_key: bytes
+    num_classes: int
+
+
+CIFAR = {
+    "cifar10": CifarSpec(
+        "cifar-10-python.tar.gz",
+        "cifar-10-batches-py",
+        tuple(f"data_batch_{i}" for i in range(1, 6)),
+        "test_batch",
+        b"labels",
+        10,
+    ),
+    "cifar100": CifarSpec(
+        "cifar-100-python.tar.gz", "cifar-100-python", ("train",), "test", b"fine_labels", 100
+    ),
+}
+CLASSES = {"digits": 10, "cifar10": 10, "cifar100": 100}
 
 
 def synthetic(cfg: BenchConfig) -> HostBatches:
@@ -33,7 +95,143 @@ def synthetic(cfg: BenchConfig) -> HostBatches:
     return HostBatches(images, labels)
 
 
-def load(cfg: BenchConfig) -> HostBatches:
+def resize(images: np.ndarray, size: int) -> np.ndarray:
+    """Bilinear resize of (N, H, W, C) uint8 images to (N, size, size, C), in numpy."""
+    n, h, w, c = images.shape
+    if (h, w) == (size, size):
+        return images
+
+    def axis(old: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        pos = np.clip((np.arange(size) + 0.5) * old / size - 0.5, 0, old - 1)
+        lo = np.floor(pos).astype(np.int64)
+        hi = np.minimum(lo + 1, old - 1)
+        return lo, hi, (pos - lo).astype(np.float32)
+
+    y0, y1, wy = axis(h)
+    x0, x1, wx = axis(w)
+    img = images.astype(np.float32)
+    top = img[:, y0] * (1 - wy)[None, :, None, None] + img[:, y1] * wy[None, :, None, None]
+    out = top[:, :, x0] * (1 - wx)[None, None, :, None] + top[:, :, x1] * wx[None, None, :, None]
+    return np.clip(np.rint(out), 0, 255).astype(np.uint8)
+
+
+def _stats(train_x: np.ndarray) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
+    scaled = train_x.reshape(-1, 3).astype(np.float64) / 255.0
+    mean = scaled.mean(axis=0)
+    std = scaled.std(axis=0) + 1e-6
+    return (float(mean[0]), float(mean[1]), float(mean[2])), (
+        float(std[0]),
+        float(std[1]),
+        float(std[2]),
+    )
+
+
+def digits(cfg: BenchConfig) -> LabelledData:
+    """scikit-learn's bundled 8x8 handwritten digits, as 3-channel images of the model's size,
+    with a stratified 20% test split."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    bunch = load_digits()
+    gray = np.rint(bunch.images * (255.0 / 16.0)).astype(np.uint8)  # values are 0..16
+    rgb = np.repeat(gray[..., None], 3, axis=3)
+    x = resize(rgb, cfg.image_size)
+    y = bunch.target.astype(np.int64)
+    train_x, test_x, train_y, test_y = train_test_split(
+        x, y, test_size=0.2, random_state=cfg.seed, stratify=y
+    )
+    mean, std = _stats(train_x)
+    return LabelledData("digits", train_x, train_y, test_x, test_y, 10, mean, std)
+
+
+def _archive_path(root: str, spec: CifarSpec) -> Path:
+    return Path(os.path.expanduser(root)) / spec.archive
+
+
+@functools.lru_cache(maxsize=8)
+def _check_archive(path: Path, mtime: float, spec: CifarSpec) -> str:
+    """'' if ``path`` is a readable archive with every expected member, else why not."""
+    try:
+        with tarfile.open(path, "r:gz") as tar:
+            names = set(tar.getnames())
+    except (OSError, tarfile.TarError, EOFError) as exc:
+        return f"{path} is not a readable .tar.gz archive ({exc})"
+    wanted = [f"{spec.folder}/{m}" for m in (*spec.train_members, spec.test_member)]
+    missing = [m for m in wanted if m not in names]
+    if missing:
+        return f"{path} lacks {', '.join(missing)}: not the python version of {spec.archive}"
+    return ""
+
+
+def check(cfg: BenchConfig) -> list[str]:
+    """Problems with the configured data set, found without loading it."""
+    name = cfg.data.name
+    problems = []
+    if name in CLASSES and cfg.num_classes != CLASSES[name]:
+        problems.append(
+            f"num_classes: data={name} has {CLASSES[name]} classes, got {cfg.num_classes}"
+        )
+    if name in CIFAR:
+        spec = CIFAR[name]
+        path = _archive_path(cfg.data.root, spec)
+        if not path.is_file():
+            problems.append(
+                f"data.root: {spec.archive} not found in {str(path.parent)!r}; "
+                f"download it with: python scripts/download_cifar.py {name} --root {cfg.data.root}"
+            )
+        else:
+            why = _check_archive(path, path.stat().st_mtime, spec)
+            if why:
+                problems.append(f"data.root: {why}")
+    return problems
+
+
+def _unpickle(tar: tarfile.TarFile, member: str) -> dict[bytes, object]:
+    handle = tar.extractfile(member)
+    if handle is None:
+        raise DataError(f"data.root: {member} is not a file in the archive")
+    with handle:
+        data: dict[bytes, object] = pickle.load(handle, encoding="bytes")
+    return data
+
+
+def cifar(cfg: BenchConfig) -> LabelledData:
+    spec = CIFAR[cfg.data.name]
+    path = _archive_path(cfg.data.root, spec)
+
+    def read(tar: tarfile.TarFile, members: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+        xs, ys = [], []
+        for member in members:
+            batch = _unpickle(tar, f"{spec.folder}/{member}")
+            try:
+                raw = np.asarray(batch[b"data"], dtype=np.uint8)
+                labels = np.asarray(batch[spec.label_key], dtype=np.int64)
+            except KeyError as exc:
+                raise DataError(f"data.root: {member} in {path} has no {exc} entry") from exc
+            if raw.ndim != 2 or raw.shape[1] != 3072 or len(raw) != len(labels):
+                raise DataError(f"data.root: {member} in {path} is not 32x32x3 images")
+            xs.append(raw.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1))
+            ys.append(labels)
+        return np.concatenate(xs), np.concatenate(ys)
+
+    try:
+        with tarfile.open(path, "r:gz") as tar:
+            train_x, train_y = read(tar, spec.train_members)
+            test_x, test_y = read(tar, (spec.test_member,))
+    except (OSError, tarfile.TarError, EOFError, pickle.UnpicklingError) as exc:
+        raise DataError(f"data.root: cannot read {path}: {exc}") from exc
+    train_x, test_x = resize(train_x, cfg.image_size), resize(test_x, cfg.image_size)
+    mean, std = _stats(train_x)
+    return LabelledData(
+        cfg.data.name, train_x, train_y, test_x, test_y, spec.num_classes, mean, std
+    )
+
+
+def load(cfg: BenchConfig) -> HostBatches | LabelledData:
     if cfg.data.name == "synthetic":
         return synthetic(cfg)
-    raise ValueError(f"data: unknown data set {cfg.data.name!r}")
+    if cfg.data.name == "digits":
+        return digits(cfg)
+    if cfg.data.name in CIFAR:
+        return cifar(cfg)
+    raise DataError(f"data: unknown data set {cfg.data.name!r}")

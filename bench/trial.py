@@ -33,29 +33,39 @@ def _percentiles_ms(times_s: list[float]) -> tuple[float, float, float]:
 def _timed_epochs(
     session: Session, cfg: BenchConfig, on_epoch: EpochCallback | None
 ) -> tuple[list[EpochRecord], list[float]]:
-    """Run ``cfg.epochs`` timed epochs; return their records and every step time (s)."""
+    """Run ``cfg.epochs`` timed epochs; return their records and every step time (s).
+
+    A step's time runs from the end of the previous step (after its sync) to the end of
+    this one, so it includes waiting for the batch; that wait is also summed on its own as
+    the epoch's ``data_time_s``.
+    """
     perf = time.perf_counter
-    step, sync = session.step, session.sync
+    next_batch, step, sync = session.next_batch, session.step, session.sync
+    steps = cfg.steps_per_epoch or session.steps_per_pass
     records: list[EpochRecord] = []
     all_steps: list[float] = []
     for epoch in range(1, cfg.epochs + 1):
-        times = [0.0] * cfg.steps_per_epoch
+        times = [0.0] * steps
+        data_wait = 0.0
         sync()
         start = last = perf()
-        for i in range(cfg.steps_per_epoch):
-            step()
+        for i in range(steps):
+            batch = next_batch()
+            fetched = perf()
+            step(batch)
             sync()
             now = perf()
+            data_wait += fetched - last
             times[i] = now - last
             last = now
         elapsed = last - start
-        # Read outside the window: this may force a device-to-host copy.
+        # Everything below is outside the timed window.
         loss = session.take_mean_loss()
-        samples = cfg.steps_per_epoch * cfg.batch_size
+        samples = steps * cfg.batch_size
         p50, p90, p99 = _percentiles_ms(times)
         record = EpochRecord(
             epoch=epoch,
-            steps=cfg.steps_per_epoch,
+            steps=steps,
             samples=samples,
             epoch_time_s=elapsed,
             samples_per_s=samples / elapsed,
@@ -64,6 +74,13 @@ def _timed_epochs(
             step_time_p99_ms=p99,
             loss=loss,
         )
+        record.extra["data_time_s"] = data_wait
+        record.extra["data_wait_pct"] = 100.0 * data_wait / elapsed
+        evaluated = perf()
+        scores = session.evaluate()
+        if scores is not None:
+            record.extra["test_accuracy"], record.extra["test_loss"] = scores
+            record.extra["eval_time_s"] = perf() - evaluated
         records.append(record)
         all_steps.extend(times)
         if on_epoch is not None:
@@ -76,11 +93,11 @@ def _warm_up(session: Session, steps: int) -> tuple[float, float]:
     perf = time.perf_counter
     session.sync()
     t0 = perf()
-    session.step()
+    session.step(session.next_batch())
     session.sync()
     t1 = perf()
     for _ in range(steps - 1):
-        session.step()
+        session.step(session.next_batch())
     session.sync()
     session.take_mean_loss()  # warm-up losses are not reported
     return t1 - t0, perf() - t1

@@ -1,23 +1,29 @@
 """The protocol every framework adapter implements.
 
 An adapter turns a validated config and host-side data into a :class:`Session`: a model,
-optimizer and device-resident batches, ready to step.  The timing loop in
+an optimizer and an input source (device-resident batches or the framework's own input
+pipeline), ready to step.  The timing loop in
 :mod:`bench.trial` drives the session and is the same for every framework.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from bench.config import BenchConfig
-from bench.data import HostBatches
+from bench.data import HostBatches, LabelledData
 
 
 class Session(Protocol):
     num_parameters: int
     device: str  # what actually ran, e.g. "cpu" or "cuda:0"
+    # Steps in one pass over a labelled training set (0 for synthetic data).
+    steps_per_pass: int
 
-    def step(self) -> None:
+    def next_batch(self) -> Any:
+        """The next input batch, on the device: waiting for it is the trial's data time."""
+
+    def step(self, batch: Any) -> None:
         """One training step (forward, backward, update) or one inference batch."""
 
     def sync(self) -> None:
@@ -25,6 +31,9 @@ class Session(Protocol):
 
     def take_mean_loss(self) -> float | None:
         """Mean training loss over the steps since the last call; None in inference."""
+
+    def evaluate(self) -> tuple[float, float] | None:
+        """(accuracy, mean loss) on the held-out test split; None without one."""
 
     def peak_device_memory_mb(self) -> float | None:
         """Peak device memory allocated by the framework, or None on CPU."""
@@ -39,7 +48,7 @@ class Framework(Protocol):
     def environment(self) -> dict[str, str]:
         """Framework, CUDA and cuDNN versions and the GPU name, where present."""
 
-    def prepare(self, cfg: BenchConfig, data: HostBatches) -> Session:
+    def prepare(self, cfg: BenchConfig, data: HostBatches | LabelledData) -> Session:
         """Build the model, optimizer and device-resident batches."""
 
     def is_oom(self, exc: BaseException) -> bool:

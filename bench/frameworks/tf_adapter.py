@@ -2,13 +2,18 @@
 
 Optimizer semantics follow PyTorch's so both frameworks do the same arithmetic: weight decay
 is an L2 term added to the gradient (as in ``torch.optim.SGD``/``Adam``), and Adam's epsilon
-is 1e-8.
+is 1e-8.  Input: synthetic batches live on the device; labelled data goes through
+``tf.data`` (per-sample conversion with ``data.workers`` parallel calls, ``cache()`` when
+``data.cache=true``).  Mixed precision uses Keras policies (with loss scaling for fp16);
+``compile=true`` builds the step with XLA (``jit_compile=True``).
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Iterator
+from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -19,7 +24,10 @@ import tensorflow as tf  # noqa: E402
 
 from bench import models  # noqa: E402
 from bench.config import BenchConfig  # noqa: E402
-from bench.data import HostBatches  # noqa: E402
+from bench.data import HostBatches, LabelledData  # noqa: E402
+
+Batch = tuple[tf.Tensor, tf.Tensor]
+_POLICIES = {"fp32": "float32", "fp16": "mixed_float16", "bf16": "mixed_bfloat16"}
 
 
 def _device(requested: str) -> str:
@@ -29,54 +37,116 @@ def _device(requested: str) -> str:
     return "/GPU:0" if gpus and requested != "cpu" else "/CPU:0"
 
 
+def _pipeline(
+    x: np.ndarray, y: np.ndarray, data: LabelledData, cfg: BenchConfig, train: bool
+) -> tf.data.Dataset:
+    mean = tf.constant(data.mean, tf.float32)
+    std = tf.constant(data.std, tf.float32)
+
+    def convert(image: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        return (tf.cast(image, tf.float32) / 255.0 - mean) / std, label
+
+    calls = cfg.data.workers or None
+    ds = tf.data.Dataset.from_tensor_slices((x, y))
+    if cfg.data.cache:
+        ds = ds.map(convert, num_parallel_calls=calls).cache()
+    if train:
+        ds = ds.shuffle(len(x), seed=cfg.seed, reshuffle_each_iteration=True)
+    if not cfg.data.cache:
+        ds = ds.map(convert, num_parallel_calls=calls)
+    ds = ds.batch(cfg.batch_size, drop_remainder=train)
+    if train:
+        ds = ds.repeat()
+    if cfg.data.workers:
+        ds = ds.prefetch(2 * cfg.data.workers)
+    return ds
+
+
 class TFSession:
-    def __init__(self, cfg: BenchConfig, data: HostBatches) -> None:
+    def __init__(self, cfg: BenchConfig, data: HostBatches | LabelledData) -> None:
         self.tf_device = _device(cfg.device)
         self.device = "cuda:0" if "GPU" in self.tf_device else "cpu"
         self.training = cfg.mode == "train"
+        self.jit = cfg.compile
+        self.steps_per_pass = 0
+        self._test: tf.data.Dataset | None = None
+        self._batches: Iterator[Batch]
+        keras.mixed_precision.set_global_policy(_POLICIES[cfg.precision])
         with tf.device(self.tf_device):
             self.model = models.build("tf", cfg.model.name, cfg.num_classes, cfg.image_size)
             self.num_parameters = int(sum(np.prod(w.shape) for w in self.model.trainable_weights))
-            batches = [
-                (tf.constant(np.ascontiguousarray(x.transpose(0, 2, 3, 1))), tf.constant(y))
-                for x, y in zip(data.images, data.labels, strict=True)
-            ]
             self._loss_sum = tf.Variable(0.0, trainable=False)
-        self._batches = itertools.cycle(batches)
+            if isinstance(data, LabelledData):
+                self._batches = iter(_pipeline(data.train_x, data.train_y, data, cfg, True))
+                self.steps_per_pass = data.steps_per_pass(cfg.batch_size)
+                if cfg.data.evaluate:
+                    self._test = _pipeline(data.test_x, data.test_y, data, cfg, False)
+            else:
+                batches = [
+                    (tf.constant(np.ascontiguousarray(x.transpose(0, 2, 3, 1))), tf.constant(y))
+                    for x, y in zip(data.images, data.labels, strict=True)
+                ]
+                self._batches = itertools.cycle(batches)
         self._loss_steps = 0
+        self.loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         if self.training:
             self._fn = self._make_train_step(cfg)
         else:
             model = self.model
-            self._fn = tf.function(lambda x, y: model(x, training=False))
+            self._fn = tf.function(lambda x, y: model(x, training=False), jit_compile=self.jit)
+        self._eval_fn = self._make_eval_step()
 
-    def _make_train_step(self, cfg: BenchConfig) -> tf.types.experimental.GenericFunction:
+    def _make_train_step(self, cfg: BenchConfig) -> Any:
         opt = cfg.optimizer
         optimizer: keras.optimizers.Optimizer
         if opt.name == "adam":
             optimizer = keras.optimizers.Adam(learning_rate=opt.lr, epsilon=1e-8)
         else:
             optimizer = keras.optimizers.SGD(learning_rate=opt.lr, momentum=opt.momentum)
-        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-        model, loss_sum, decay = self.model, self._loss_sum, opt.weight_decay
+        scaled = cfg.precision == "fp16"
+        if scaled:
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        self.optimizer = optimizer
+        model, loss_fn, loss_sum, decay = self.model, self.loss_fn, self._loss_sum, opt.weight_decay
         variables = model.trainable_variables
 
-        @tf.function
+        @tf.function(jit_compile=self.jit)
         def train_step(x: tf.Tensor, y: tf.Tensor) -> None:
             with tf.GradientTape() as tape:
                 loss = loss_fn(y, model(x, training=True))
-            grads = tape.gradient(loss, variables)
+                objective = optimizer.scale_loss(loss) if scaled else loss
+            grads = tape.gradient(objective, variables)
             if decay:
                 grads = [g + decay * v for g, v in zip(grads, variables, strict=True)]
             optimizer.apply_gradients(zip(grads, variables, strict=True))
-            loss_sum.assign_add(loss)
+            loss_sum.assign_add(tf.cast(loss, tf.float32))
 
         return train_step
 
-    def step(self) -> None:
+    def _make_eval_step(self) -> Any:
+        model, loss_fn = self.model, self.loss_fn
+
+        @tf.function
+        def eval_step(x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            logits = tf.cast(model(x, training=False), tf.float32)
+            loss = loss_fn(y, logits) * tf.cast(tf.shape(y)[0], tf.float32)
+            hits = tf.reduce_sum(
+                tf.cast(tf.argmax(logits, axis=1) == tf.cast(y, tf.int64), tf.int32)
+            )
+            return hits, loss
+
+        return eval_step
+
+    def next_batch(self) -> Batch:
         x, y = next(self._batches)
+        if self.device != "cpu":
+            with tf.device(self.tf_device):
+                x, y = tf.identity(x), tf.identity(y)
+        return x, y
+
+    def step(self, batch: Batch) -> None:
         with tf.device(self.tf_device):
-            self._fn(x, y)
+            self._fn(*batch)
         if self.training:
             self._loss_steps += 1
 
@@ -91,6 +161,18 @@ class TFSession:
         self._loss_sum.assign(0.0)
         self._loss_steps = 0
         return mean
+
+    def evaluate(self) -> tuple[float, float] | None:
+        if self._test is None:
+            return None
+        correct, loss_sum, seen = 0, 0.0, 0
+        with tf.device(self.tf_device):
+            for x, y in self._test:
+                hits, loss = self._eval_fn(x, y)
+                correct += int(hits)
+                loss_sum += float(loss)
+                seen += int(y.shape[0])
+        return correct / seen, loss_sum / seen
 
     def peak_device_memory_mb(self) -> float | None:
         if self.device == "cpu":
@@ -130,7 +212,7 @@ class Adapter:
             env["gpu_name"] = str(details.get("device_name", ""))
         return env
 
-    def prepare(self, cfg: BenchConfig, data: HostBatches) -> TFSession:
+    def prepare(self, cfg: BenchConfig, data: HostBatches | LabelledData) -> TFSession:
         return TFSession(cfg, data)
 
     def is_oom(self, exc: BaseException) -> bool:

@@ -1,15 +1,27 @@
-"""PyTorch: an ``nn.Module`` trained with the idiomatic eager loop."""
+"""PyTorch: an ``nn.Module`` trained with the idiomatic eager loop.
+
+Input: synthetic batches live on the device and are cycled; labelled data goes through a
+``DataLoader`` with ``data.workers`` worker processes, converting and normalizing each
+sample (or indexing a pre-converted tensor when ``data.cache=true``).  Mixed precision uses
+``torch.autocast`` (with a ``GradScaler`` for fp16); ``compile=true`` wraps the model in
+``torch.compile``, which compiles on the first warm-up step.
+"""
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import torch
 
 from bench import models
 from bench.config import BenchConfig
-from bench.data import HostBatches
+from bench.data import HostBatches, LabelledData
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 
 def _device(requested: str) -> torch.device:
@@ -20,24 +32,91 @@ def _device(requested: str) -> torch.device:
     return torch.device("cpu")
 
 
+class _Images(torch.utils.data.Dataset[tuple[torch.Tensor, int]]):
+    """uint8 HWC images converted to normalized float CHW tensors one sample at a time."""
+
+    def __init__(self, x: np.ndarray, y: np.ndarray, data: LabelledData) -> None:
+        self.x, self.y = x, y
+        self.mean = torch.tensor(data.mean).view(3, 1, 1)
+        self.std = torch.tensor(data.std).view(3, 1, 1)
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        image = torch.from_numpy(self.x[i]).permute(2, 0, 1).float().div_(255.0)
+        return (image - self.mean) / self.std, int(self.y[i])
+
+
+class _Cached(torch.utils.data.Dataset[tuple[torch.Tensor, int]]):
+    """All samples converted once, up front; items are views into one tensor."""
+
+    def __init__(self, source: _Images) -> None:
+        x = torch.from_numpy(source.x).permute(0, 3, 1, 2).float().div_(255.0)
+        self.x = ((x - source.mean) / source.std).contiguous()
+        self.y = torch.from_numpy(source.y)
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        return self.x[i], int(self.y[i])
+
+
+def _loader(
+    dataset: torch.utils.data.Dataset[Any], cfg: BenchConfig, train: bool, pin: bool
+) -> torch.utils.data.DataLoader[Any]:
+    return torch.utils.data.DataLoader(
+        dataset,
+        batch_size=cfg.batch_size,
+        shuffle=train,
+        drop_last=train,
+        num_workers=cfg.data.workers,
+        persistent_workers=cfg.data.workers > 0,
+        pin_memory=pin,
+        generator=torch.Generator().manual_seed(cfg.seed),
+    )
+
+
+def _forever(loader: torch.utils.data.DataLoader[Any]) -> Iterator[Batch]:
+    while True:
+        yield from loader
+
+
 class TorchSession:
-    def __init__(self, cfg: BenchConfig, data: HostBatches) -> None:
+    def __init__(self, cfg: BenchConfig, data: HostBatches | LabelledData) -> None:
         self.dev = _device(cfg.device)
         self.device = str(self.dev)
         model = models.build("torch", cfg.model.name, cfg.num_classes, cfg.image_size)
         self.model = model.to(self.dev)
         self.num_parameters = sum(p.numel() for p in self.model.parameters())
-        batches = [
-            (torch.from_numpy(x).to(self.dev), torch.from_numpy(y).to(self.dev))
-            for x, y in zip(data.images, data.labels, strict=True)
-        ]
-        self._batches = itertools.cycle(batches)
+        self.forward = torch.compile(self.model) if cfg.compile else self.model
         self.training = cfg.mode == "train"
+        self.amp_dtype = _DTYPES.get(cfg.precision)
+        self.scaler = torch.amp.GradScaler("cuda") if cfg.precision == "fp16" else None
+        self.loss_fn = torch.nn.CrossEntropyLoss()
         self._loss_sum = torch.zeros((), device=self.dev)
         self._loss_steps = 0
+        self._test: torch.utils.data.DataLoader[Any] | None = None
+        self.steps_per_pass = 0
+        self._batches: Iterator[Batch]
+        if isinstance(data, LabelledData):
+            pin = self.dev.type == "cuda"
+            train = _Images(data.train_x, data.train_y, data)
+            dataset = _Cached(train) if cfg.data.cache else train
+            self._batches = _forever(_loader(dataset, cfg, True, pin))
+            self.steps_per_pass = data.steps_per_pass(cfg.batch_size)
+            if cfg.data.evaluate:
+                test = _Images(data.test_x, data.test_y, data)
+                self._test = _loader(_Cached(test) if cfg.data.cache else test, cfg, False, pin)
+        else:
+            device_batches = [
+                (torch.from_numpy(x).to(self.dev), torch.from_numpy(y).to(self.dev))
+                for x, y in zip(data.images, data.labels, strict=True)
+            ]
+            self._batches = itertools.cycle(device_batches)
         if self.training:
             self.model.train()
-            self.loss_fn = torch.nn.CrossEntropyLoss()
             opt = cfg.optimizer
             self.optimizer: torch.optim.Optimizer
             if opt.name == "adam":
@@ -54,18 +133,35 @@ class TorchSession:
         else:
             self.model.eval()
 
-    def step(self) -> None:
+    def _autocast(self) -> torch.autocast:
+        return torch.autocast(
+            self.dev.type, dtype=self.amp_dtype or torch.float32, enabled=bool(self.amp_dtype)
+        )
+
+    def next_batch(self) -> Batch:
         x, y = next(self._batches)
-        if self.training:
-            self.optimizer.zero_grad(set_to_none=True)
-            loss = self.loss_fn(self.model(x), y)
+        if x.device != self.dev:
+            x, y = x.to(self.dev, non_blocking=True), y.to(self.dev, non_blocking=True)
+        return x, y
+
+    def step(self, batch: Batch) -> None:
+        x, y = batch
+        if not self.training:
+            with torch.inference_mode(), self._autocast():
+                self.forward(x)
+            return
+        self.optimizer.zero_grad(set_to_none=True)
+        with self._autocast():
+            loss = self.loss_fn(self.forward(x), y)
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
             loss.backward()
             self.optimizer.step()
-            self._loss_sum += loss.detach()
-            self._loss_steps += 1
-        else:
-            with torch.inference_mode():
-                self.model(x)
+        self._loss_sum += loss.detach()
+        self._loss_steps += 1
 
     def sync(self) -> None:
         if self.dev.type == "cuda":
@@ -78,6 +174,22 @@ class TorchSession:
         self._loss_sum.zero_()
         self._loss_steps = 0
         return mean
+
+    def evaluate(self) -> tuple[float, float] | None:
+        if self._test is None:
+            return None
+        was_training = self.model.training
+        self.model.eval()
+        correct, loss_sum, seen = 0, 0.0, 0
+        with torch.inference_mode(), self._autocast():
+            for x, y in self._test:
+                x, y = x.to(self.dev), y.to(self.dev)
+                logits = self.forward(x)
+                loss_sum += float(self.loss_fn(logits.float(), y)) * len(y)
+                correct += int((logits.argmax(dim=1) == y).sum())
+                seen += len(y)
+        self.model.train(was_training)
+        return correct / seen, loss_sum / seen
 
     def peak_device_memory_mb(self) -> float | None:
         if self.dev.type != "cuda":
@@ -114,7 +226,10 @@ class Adapter:
                 pass
         return {k: str(v) for k, v in env.items()}
 
-    def prepare(self, cfg: BenchConfig, data: HostBatches) -> TorchSession:
+    def prepare(self, cfg: BenchConfig, data: HostBatches | LabelledData) -> TorchSession:
+        if cfg.precision == "bf16" and _device(cfg.device).type == "cuda":
+            if not torch.cuda.is_bf16_supported():
+                raise RuntimeError("precision: this GPU cannot compute in bf16; use fp16 or fp32")
         return TorchSession(cfg, data)
 
     def is_oom(self, exc: BaseException) -> bool:

@@ -15,13 +15,17 @@ class ScriptedSession:
 
     num_parameters = 1
     device = "cpu"
+    steps_per_pass = 0
 
     def __init__(self, durations: list[float]) -> None:
         self.durations = iter(durations)
         self.calls: list[str] = []
         self.losses: list[float] = []
 
-    def step(self) -> None:
+    def next_batch(self) -> None:
+        self.calls.append("batch")
+
+    def step(self, batch: None) -> None:
         time.sleep(next(self.durations))
         self.calls.append("step")
         self.losses.append(1.0)
@@ -33,6 +37,9 @@ class ScriptedSession:
         mean = sum(self.losses) / len(self.losses) if self.losses else None
         self.losses.clear()
         return mean
+
+    def evaluate(self) -> None:
+        return None
 
     def peak_device_memory_mb(self) -> None:
         return None
@@ -59,5 +66,5 @@ def test_every_timed_window_is_bracketed_by_syncs() -> None:
     session = ScriptedSession([0.0, 0.0])
     seen = []
     _timed_epochs(session, cfg, seen.append)
-    assert session.calls == ["sync", "step", "sync", "step", "sync"]
+    assert session.calls == ["sync", "batch", "step", "sync", "batch", "step", "sync"]
     assert [r.epoch for r in seen] == [1]
