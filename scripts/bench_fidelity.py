@@ -43,7 +43,8 @@ for i in range(cfg.warmup_steps):
 start = time.perf_counter()
 for i in range(cfg.steps_per_epoch):
     step(i)
-print(json.dumps({"samples_per_s": cfg.steps_per_epoch * cfg.batch_size / (time.perf_counter() - start)}))
+elapsed = time.perf_counter() - start
+print(json.dumps({"samples_per_s": cfg.steps_per_epoch * cfg.batch_size / elapsed}))
 """
 
 BARE_TF = """
@@ -75,7 +76,8 @@ for i in range(cfg.warmup_steps):
 start = time.perf_counter()
 for i in range(cfg.steps_per_epoch):
     train_step(*batches[i % len(batches)])
-print(json.dumps({"samples_per_s": cfg.steps_per_epoch * cfg.batch_size / (time.perf_counter() - start)}))
+elapsed = time.perf_counter() - start
+print(json.dumps({"samples_per_s": cfg.steps_per_epoch * cfg.batch_size / elapsed}))
 """
 
 BENCH = """
@@ -134,7 +136,7 @@ def main() -> None:
         b, o = statistics.median(bare), statistics.median(ours)
         print(
             f"{framework:10} {b:15.2f} {o:16.2f} {o / b:7.3f}   "
-            f"(bare {['%.1f' % v for v in bare]}, bench {['%.1f' % v for v in ours]}, "
+            f"(bare {[f'{v:.1f}' for v in bare]}, bench {[f'{v:.1f}' for v in ours]}, "
             f"{time.time() - started:.0f} s)"
         )
 

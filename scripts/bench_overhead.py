@@ -63,7 +63,8 @@ def main() -> None:
             print(f"\n{framework}:")
             for key in rows[0]:
                 values = [r[key] for r in rows]
-                print(f"  {key:24} {statistics.median(values):7.2f}   {['%.2f' % v for v in values]}")
+                shown = " ".join(f"{v:.2f}" for v in values)
+                print(f"  {key:24} {statistics.median(values):7.2f}   [{shown}]")
         store.end_sweep(sweep_id, ok=True, killed=False, summary="")
 
 

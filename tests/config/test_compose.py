@@ -9,8 +9,11 @@ from hydra import compose, initialize_config_dir
 
 from bench.cli import CONF_DIR, to_bench_config
 from bench.config import BenchConfig, validate
+from bench.data import CIFAR
+from tests.cifar_fixture import write_cifar_archive
 
-GROUPS = sorted(p.name for p in Path(CONF_DIR).iterdir() if p.is_dir())
+# Groups that pick one option each; experiment presets are tested on their own below.
+GROUPS = sorted(p.name for p in Path(CONF_DIR).iterdir() if p.is_dir() and p.name != "experiment")
 
 
 def options(group: str) -> list[str]:
@@ -20,12 +23,22 @@ def options(group: str) -> list[str]:
 @pytest.mark.parametrize(
     ("group", "option"), [(g, o) for g in GROUPS for o in options(g)], ids=lambda v: str(v)
 )
-def test_every_group_option_composes_and_validates(group: str, option: str) -> None:
+def test_every_group_option_composes_and_validates(group: str, option: str, tmp_path) -> None:  # noqa: ANN001
+    overrides = [f"{group}={option}"]
+    if option in CIFAR:  # a real-format archive, so that validation finds one
+        write_cifar_archive(tmp_path, option, per_member=2)
+        overrides.append(f"data.root={tmp_path}")
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = to_bench_config(compose("config", overrides=[f"{group}={option}"]))
+        cfg = to_bench_config(compose("config", overrides=overrides))
     assert isinstance(cfg, BenchConfig)
     assert getattr(cfg, group).name == option
     validate(cfg)
+
+
+def test_a_data_option_sets_its_number_of_classes() -> None:
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        assert compose("config", overrides=["data=cifar100"]).num_classes == 100
+        assert compose("config", overrides=["data=digits"]).num_classes == 10
 
 
 def test_groups_cover_the_documented_choices() -> None:
@@ -58,6 +71,10 @@ def test_defaults_are_the_cpu_friendly_main_job() -> None:
         (["device=tpu"], ["device", "auto", "cpu", "cuda"]),
         (["tracking.uri=sqlite:////proc/bench-nope/m.db"], ["tracking.uri", "/proc/bench-nope"]),
         (["-m", "batch_size=8,0", "framework=tf,torch"], ["batch_size=0", "batch_size: must"]),
+        (["data=cifar10", "data.root=/nonexistent"], ["data.root", "download_cifar.py cifar10"]),
+        (["data=cifar100", "num_classes=10"], ["num_classes: data=cifar100 has 100 classes"]),
+        (["precision=fp16", "device=cpu"], ["precision: fp16", "bf16"]),
+        (["compile=true", "warmup_steps=0"], ["warmup_steps: compile=true"]),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) else None,
 )
@@ -79,3 +96,26 @@ def test_unwritable_tracking_path_under_a_file(bench) -> None:  # noqa: ANN001
     result = bench.run(f"tracking.uri=sqlite:///{blocker}/m.db", timeout=120)
     assert result.returncode == 2
     assert "tracking.uri" in result.stderr and "Not a directory" in result.stderr
+
+
+@pytest.mark.parametrize("name", ["cifar10_study", "inference_batch_sweep"])
+def test_experiment_presets_compose(name: str) -> None:
+    from bench.cli import _job_overrides
+
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        config = compose("config", overrides=[f"+experiment={name}"], return_hydra_config=True)
+    assert str(config.hydra.mode) == "RunMode.MULTIRUN"
+    jobs = _job_overrides(config)
+    assert jobs is not None
+    frameworks = {dict(o.split("=", 1) for o in job)["framework"] for job in jobs}
+    assert frameworks == {"tf", "torch"}
+    if name == "cifar10_study":
+        assert len(jobs) == 4
+        assert (config.data.name, config.optimizer.name, config.optimizer.lr) == (
+            "cifar10",
+            "adam",
+            0.001,
+        )
+        assert (config.batch_size, config.epochs, config.steps_per_epoch) == (64, 10, 0)
+    else:
+        assert len(jobs) == 16 and config.mode == "infer"
