@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import sys
 import tempfile
 import time
 import urllib.error
@@ -90,6 +92,11 @@ def _artifact_root(uri: str) -> str | None:
 
 class MlflowStore:
     def __init__(self, uri: str, experiment: str) -> None:
+        # A dead server should cost seconds, not MLflow's default minutes of retries, before
+        # results go to the spool; both can still be set in the environment.
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
         from mlflow.tracking import MlflowClient
 
         _quiet()  # after the import: mlflow sets its own log level when imported
@@ -98,7 +105,10 @@ class MlflowStore:
         if local:
             Path(uri[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
         self.client = MlflowClient(tracking_uri=uri)
+        self.uri, self.experiment = uri, experiment
         self.where = f"{uri} (experiment {experiment!r})"
+        self.sweeps: dict[str, dict[str, Any]] = {}
+        self.spool: Spool | None = None
         found = self.client.get_experiment_by_name(experiment)
         if found is None:
             self.experiment_id = self.client.create_experiment(
@@ -111,15 +121,36 @@ class MlflowStore:
         run = self.client.create_run(
             self.experiment_id, run_name=name, tags={"bench.sweep": "true", **tags}
         )
+        self.sweeps[run.info.run_id] = {"name": name, "tags": tags}
         return str(run.info.run_id)
 
+    def fallback(self, sweep_id: str, exc: BaseException) -> Spool:
+        """The spool that takes over when the store fails in the middle of a sweep."""
+        if self.spool is None:
+            self.spool = Spool(self.uri, self.experiment, f"{type(exc).__name__}: {exc}")
+            print(f"bench: logging failed; results are kept in {self.spool.where}", file=sys.stderr)
+        if sweep_id not in self.spool.sweeps:
+            sweep = self.sweeps.get(sweep_id, {"name": "sweep", "tags": {}})
+            tags = {**sweep["tags"], "bench.spooled_from_sweep_run": sweep_id}
+            self.spool.sweeps[sweep_id] = {"name": sweep["name"], "tags": tags}
+        return self.spool
+
     def end_sweep(self, sweep_id: str, ok: bool, killed: bool, summary: str) -> None:
-        self.client.set_tag(sweep_id, "mlflow.note.content", f"```\n{summary}\n```")
-        self.client.log_text(sweep_id, summary, "summary.txt")
-        status = "KILLED" if killed else ("FINISHED" if ok else "FAILED")
-        self.client.set_terminated(sweep_id, status)
+        try:
+            self.client.set_tag(sweep_id, "mlflow.note.content", f"```\n{summary}\n```")
+            self.client.log_text(sweep_id, summary, "summary.txt")
+            status = "KILLED" if killed else ("FINISHED" if ok else "FAILED")
+            self.client.set_terminated(sweep_id, status)
+        except Exception as exc:  # noqa: BLE001 - the trials are already recorded
+            print(f"bench: could not close the sweep's run {sweep_id}: {exc}", file=sys.stderr)
 
     def find_ok_run(self, cfg: BenchConfig) -> dict[str, Any] | None:
+        try:
+            return self._find_ok_run(cfg)
+        except Exception:  # noqa: BLE001 - unreachable store: run the trial rather than skip
+            return None
+
+    def _find_ok_run(self, cfg: BenchConfig) -> dict[str, Any] | None:
         runs = self.client.search_runs(
             [self.experiment_id],
             filter_string=(
@@ -135,6 +166,14 @@ class MlflowStore:
 
     def start_trial(
         self, sweep_id: str, cfg: BenchConfig, name: str, tags: dict[str, str]
+    ) -> TrialRun:
+        try:
+            return self._start_trial(sweep_id, cfg, name, tags)
+        except Exception as exc:  # noqa: BLE001 - keep the result locally instead
+            return self.fallback(sweep_id, exc).start_trial(sweep_id, cfg, name, tags)
+
+    def _start_trial(
+        self, sweep_id: str, cfg: BenchConfig, name: str, tags: dict[str, str]
     ) -> MlflowTrialRun:
         from mlflow.entities import Param
 
@@ -147,12 +186,21 @@ class MlflowStore:
         params = [Param(k, str(v)[:_MAX_PARAM_LEN]) for k, v in flatten(to_dict(cfg)).items()]
         for i in range(0, len(params), _BATCH):
             self.client.log_batch(run_id, params=params[i : i + _BATCH])
-        return MlflowTrialRun(self.client, run_id, cfg)
+        return MlflowTrialRun(self, run_id, cfg, sweep_id, name, tags)
 
 
 class MlflowTrialRun:
-    def __init__(self, client: Any, run_id: str, cfg: BenchConfig) -> None:
-        self.client, self.run_id, self.cfg = client, run_id, cfg
+    def __init__(
+        self,
+        store: MlflowStore,
+        run_id: str,
+        cfg: BenchConfig,
+        sweep_id: str,
+        name: str,
+        tags: dict[str, str],
+    ) -> None:
+        self.store, self.client, self.run_id, self.cfg = store, store.client, run_id, cfg
+        self.sweep_id, self.name, self.tags = sweep_id, name, tags
         self.logged_epochs: set[int] = set()
 
     def log_epoch(self, record: EpochRecord) -> None:
@@ -160,10 +208,21 @@ class MlflowTrialRun:
 
         now = int(time.time() * 1000)
         metrics = [Metric(k, v, now, record.epoch) for k, v in record.metrics().items()]
-        self.client.log_batch(self.run_id, metrics=metrics)
+        try:
+            self.client.log_batch(self.run_id, metrics=metrics)
+        except Exception:  # noqa: BLE001 - finish() logs it again, or spools the whole record
+            return
         self.logged_epochs.add(record.epoch)
 
     def finish(self, result: TrialResult, files: list[Path]) -> None:
+        try:
+            self._finish(result, files)
+        except Exception as exc:  # noqa: BLE001 - the store failed: keep the record locally
+            spool = self.store.fallback(self.sweep_id, exc)
+            tags = {**self.tags, "bench.spooled_from_run": self.run_id}
+            SpooledTrial(spool, self.sweep_id, self.cfg, self.name, tags).finish(result, files)
+
+    def _finish(self, result: TrialResult, files: list[Path]) -> None:
         from mlflow.entities import Metric, Param, RunTag
 
         for record in result.epochs:
@@ -263,13 +322,28 @@ def open_store(uri: str, experiment: str) -> Store:
     return MlflowStore(uri, experiment)
 
 
+def _existing_run(store: MlflowStore, run_id: str | None) -> bool:
+    if not run_id:
+        return False
+    try:
+        store.client.get_run(run_id)
+        return True
+    except Exception:  # noqa: BLE001 - not in this store
+        return False
+
+
 def sync_spool(directory: Path = SPOOL_DIR, uri: str | None = None) -> int:
-    """Log every spooled record to its tracking server; return how many were synced."""
+    """Log every spooled record to its tracking server; return how many were synced.
+
+    A record whose trial or sweep already has a run in the target store (the store failed
+    part-way through) completes that run; otherwise new runs are made.  Errors propagate
+    and leave the remaining records in the spool.
+    """
     from bench.config import from_dict
 
     synced = 0
     stores: dict[tuple[str, str], MlflowStore] = {}
-    sweeps: dict[tuple[str, str], tuple[MlflowStore, str]] = {}
+    sweeps: dict[tuple[str, str], tuple[MlflowStore, str, bool]] = {}
     for path in sorted(directory.glob("*.json")):
         record = json.loads(path.read_text())
         target = uri or record["tracking_uri"]
@@ -280,18 +354,32 @@ def sync_spool(directory: Path = SPOOL_DIR, uri: str | None = None) -> int:
         key = (target, record["sweep_id"])
         if key not in sweeps:
             sweep = record["sweep"]
-            tags = {**sweep["tags"], "bench.synced_from_spool": "true"}
-            sweeps[key] = (store, store.start_sweep(sweep["name"], tags))
+            original = sweep["tags"].get("bench.spooled_from_sweep_run")
+            if _existing_run(store, original):
+                sweeps[key] = (store, original, True)
+            else:
+                tags = {**sweep["tags"], "bench.synced_from_spool": "true"}
+                sweeps[key] = (store, store.start_sweep(sweep["name"], tags), True)
+        sweep_id = sweeps[key][1]
         cfg = from_dict(BenchConfig, record["config"])
-        run = store.start_trial(sweeps[key][1], cfg, record["name"], record["tags"])
+        result = TrialResult.from_dict(record["result"])
+        tags = record["tags"]
+        original_run = tags.get("bench.spooled_from_run")
+        if _existing_run(store, original_run):
+            run = MlflowTrialRun(store, original_run, cfg, sweep_id, record["name"], tags)
+        else:
+            run = store._start_trial(sweep_id, cfg, record["name"], tags)
         with tempfile.TemporaryDirectory() as tmp:
             files = []
             for name, text in record["files"].items():
                 files.append(Path(tmp, name))
                 files[-1].write_text(text)
-            run.finish(TrialResult.from_dict(record["result"]), files)
+            run._finish(result, files)
+        if result.status != OK:
+            sweeps[key] = (store, sweep_id, False)
         path.unlink()
         synced += 1
-    for store, sweep_id in sweeps.values():
-        store.client.set_terminated(sweep_id, "FINISHED")
+    for store, sweep_id, ok in sweeps.values():
+        if store.client.get_run(sweep_id).info.status == "RUNNING":
+            store.client.set_terminated(sweep_id, "FINISHED" if ok else "FAILED")
     return synced
