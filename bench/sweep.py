@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -15,7 +16,7 @@ from typing import TextIO
 from bench import launchers, sysinfo, tracking
 from bench.config import BenchConfig
 from bench.launchers import TrialInterrupted
-from bench.result import OK, EpochRecord, TrialResult
+from bench.result import ERROR, OK, EpochRecord, TrialResult
 
 SKIPPED = "skipped"
 
@@ -132,6 +133,14 @@ class Sweep:
             self._record(run, stop.result, workdir, label, started)
             self.finish(killed=True)
             raise KeyboardInterrupt from stop
+        except Exception as exc:  # noqa: BLE001 - a launcher bug must not end the sweep
+            result = TrialResult(
+                status=ERROR,
+                framework=cfg.framework.name,
+                model=cfg.model.name,
+                mode=cfg.mode,
+                error="the launcher failed:\n" + "".join(traceback.format_exception(exc)),
+            )
         self._record(run, result, workdir, label, started)
         return result
 

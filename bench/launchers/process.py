@@ -146,7 +146,7 @@ class Launcher:
         events.poll()
         try:
             result = TrialResult.from_dict(json.loads((workdir / RESULT).read_text()))
-        except (OSError, ValueError):
+        except (OSError, ValueError, TypeError, KeyError):
             return self._partial(cfg, events, *_died(proc.returncode, cfg, workdir / LOG))
         result.marks["launched"] = launched
         return result
