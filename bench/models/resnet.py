@@ -1,11 +1,14 @@
-"""ResNet-50 (v1.5) for PyTorch and Keras 3.
+"""ResNet-18, -50 and -152 (v1.5) for PyTorch and Keras 3.
 
 Both builders follow the torchvision layout: a 7x7/2 stem conv, BN, ReLU and 3x3/2 max-pool,
-then [3, 4, 6, 3] bottleneck blocks (widths 64-512, expansion 4, stride on the 3x3 conv, 1x1
-conv + BN projection on each stage's first block), global average pooling and a linear head.
+then four stages of residual blocks (widths 64-512), global average pooling and a linear head.
+ResNet-18 stacks [2, 2, 2, 2] basic blocks (two 3x3 convs, expansion 1); ResNet-50 and -152
+stack [3, 4, 6, 3] and [3, 8, 36, 3] bottleneck blocks (1x1, 3x3, 1x1, expansion 4, stride on
+the 3x3 conv).  A block whose stride or channel count changes gets a 1x1 conv + BN projection.
 Convs have no bias and BN uses eps 1e-5 / momentum 0.1 (Keras 0.9). Keras pads stride-2 layers
 symmetrically with ZeroPadding2D + "valid" to match PyTorch exactly, so trainable parameter
-counts are identical (25,557,032 at 1000 classes).
+counts are identical: 11,689,512 / 25,557,032 / 60,192,808 at 1000 classes, torchvision's.
+The builders take ``depth`` (default 50); the registry passes it for resnet18 and resnet152.
 """
 
 from __future__ import annotations
@@ -17,29 +20,68 @@ if TYPE_CHECKING:
     import keras
     import torch
 
-_STAGES: tuple[tuple[int, int], ...] = ((64, 3), (128, 4), (256, 6), (512, 3))  # (width, blocks)
-_EXPANSION = 4
+_WIDTHS = (64, 128, 256, 512)
+# depth -> (bottleneck blocks?, blocks per stage)
+_DEPTHS: dict[int, tuple[bool, tuple[int, ...]]] = {
+    18: (False, (2, 2, 2, 2)),
+    50: (True, (3, 4, 6, 3)),
+    152: (True, (3, 8, 36, 3)),
+}
 _BN_EPS = 1e-5
 
 
-def _blocks() -> list[tuple[int, int, int]]:
-    """(in_channels, width, stride) for every bottleneck block, in order."""
+def _arch(depth: int) -> tuple[bool, int]:
+    """(bottleneck?, expansion) for a supported depth."""
+    if depth not in _DEPTHS:
+        raise ValueError(f"ResNet depth must be one of {sorted(_DEPTHS)}, got {depth}")
+    bottleneck = _DEPTHS[depth][0]
+    return bottleneck, 4 if bottleneck else 1
+
+
+def _blocks(depth: int) -> list[tuple[int, int, int]]:
+    """(in_channels, width, stride) for every residual block, in order."""
+    _, expansion = _arch(depth)
     specs, in_ch = [], 64
-    for stage, (width, n) in enumerate(_STAGES):
+    for stage, (width, n) in enumerate(zip(_WIDTHS, _DEPTHS[depth][1], strict=True)):
         for b in range(n):
             specs.append((in_ch, width, 2 if stage > 0 and b == 0 else 1))
-            in_ch = width * _EXPANSION
+            in_ch = width * expansion
     return specs
 
 
-def build_torch(num_classes: int, image_size: int) -> torch.nn.Module:
-    """ResNet-50 taking NCHW float32 input and returning logits (image_size is unused)."""
+def build_torch(num_classes: int, image_size: int, depth: int = 50) -> torch.nn.Module:
+    """ResNet-``depth`` taking NCHW float32 input and returning logits (image_size unused)."""
     from torch import nn
+
+    bottleneck, expansion = _arch(depth)
+
+    def projection(in_ch: int, out_ch: int, stride: int) -> nn.Module | None:
+        if stride == 1 and in_ch == out_ch:
+            return None
+        return nn.Sequential(
+            nn.Conv2d(in_ch, out_ch, 1, stride=stride, bias=False),
+            nn.BatchNorm2d(out_ch, eps=_BN_EPS),
+        )
+
+    class BasicBlock(nn.Module):
+        def __init__(self, in_ch: int, width: int, stride: int) -> None:
+            super().__init__()
+            self.conv1 = nn.Conv2d(in_ch, width, 3, stride=stride, padding=1, bias=False)
+            self.bn1 = nn.BatchNorm2d(width, eps=_BN_EPS)
+            self.conv2 = nn.Conv2d(width, width, 3, padding=1, bias=False)
+            self.bn2 = nn.BatchNorm2d(width, eps=_BN_EPS)
+            self.relu = nn.ReLU(inplace=True)
+            self.downsample = projection(in_ch, width, stride)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            identity = x if self.downsample is None else self.downsample(x)
+            out = self.relu(self.bn1(self.conv1(x)))
+            return self.relu(self.bn2(self.conv2(out)) + identity)
 
     class Bottleneck(nn.Module):
         def __init__(self, in_ch: int, width: int, stride: int) -> None:
             super().__init__()
-            out_ch = width * _EXPANSION
+            out_ch = width * expansion
             self.conv1 = nn.Conv2d(in_ch, width, 1, bias=False)
             self.bn1 = nn.BatchNorm2d(width, eps=_BN_EPS)
             self.conv2 = nn.Conv2d(width, width, 3, stride=stride, padding=1, bias=False)
@@ -47,12 +89,7 @@ def build_torch(num_classes: int, image_size: int) -> torch.nn.Module:
             self.conv3 = nn.Conv2d(width, out_ch, 1, bias=False)
             self.bn3 = nn.BatchNorm2d(out_ch, eps=_BN_EPS)
             self.relu = nn.ReLU(inplace=True)
-            self.downsample: nn.Module | None = None
-            if stride != 1 or in_ch != out_ch:
-                self.downsample = nn.Sequential(
-                    nn.Conv2d(in_ch, out_ch, 1, stride=stride, bias=False),
-                    nn.BatchNorm2d(out_ch, eps=_BN_EPS),
-                )
+            self.downsample = projection(in_ch, out_ch, stride)
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             identity = x if self.downsample is None else self.downsample(x)
@@ -60,15 +97,16 @@ def build_torch(num_classes: int, image_size: int) -> torch.nn.Module:
             out = self.relu(self.bn2(self.conv2(out)))
             return self.relu(self.bn3(self.conv3(out)) + identity)
 
+    block = Bottleneck if bottleneck else BasicBlock
     model = nn.Sequential(
         nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False),
         nn.BatchNorm2d(64, eps=_BN_EPS),
         nn.ReLU(inplace=True),
         nn.MaxPool2d(3, stride=2, padding=1),
-        *(Bottleneck(*spec) for spec in _blocks()),
+        *(block(*spec) for spec in _blocks(depth)),
         nn.AdaptiveAvgPool2d(1),
         nn.Flatten(),
-        nn.Linear(_STAGES[-1][0] * _EXPANSION, num_classes),  # default torch init
+        nn.Linear(_WIDTHS[-1] * expansion, num_classes),  # default torch init
     )
     for m in model.modules():
         if isinstance(m, nn.Conv2d):
@@ -79,11 +117,12 @@ def build_torch(num_classes: int, image_size: int) -> torch.nn.Module:
     return model
 
 
-def build_keras(num_classes: int, image_size: int) -> keras.Model:
-    """ResNet-50 taking NHWC float32 input and returning logits."""
+def build_keras(num_classes: int, image_size: int, depth: int = 50) -> keras.Model:
+    """ResNet-``depth`` taking NHWC float32 input and returning logits."""
     import keras
     from keras import layers
 
+    bottleneck, expansion = _arch(depth)
     conv_init = keras.initializers.VarianceScaling(2.0, "fan_out", "untruncated_normal")
 
     def conv(x: Any, filters: int, kernel: int, stride: int = 1) -> Any:
@@ -102,21 +141,25 @@ def build_keras(num_classes: int, image_size: int) -> keras.Model:
     inputs = keras.Input((image_size, image_size, 3))
     x = layers.ReLU()(bn(conv(inputs, 64, 7, 2)))
     x = layers.MaxPooling2D(3, strides=2)(layers.ZeroPadding2D(1)(x))  # zeros are safe after ReLU
-    for in_ch, width, stride in _blocks():
-        out_ch = width * _EXPANSION
+    for in_ch, width, stride in _blocks(depth):
+        out_ch = width * expansion
         identity = x
         if stride != 1 or in_ch != out_ch:
             identity = bn(conv(x, out_ch, 1, stride))
-        y = layers.ReLU()(bn(conv(x, width, 1)))
-        y = layers.ReLU()(bn(conv(y, width, 3, stride)))
-        y = bn(conv(y, out_ch, 1))
+        if bottleneck:
+            y = layers.ReLU()(bn(conv(x, width, 1)))
+            y = layers.ReLU()(bn(conv(y, width, 3, stride)))
+            y = bn(conv(y, out_ch, 1))
+        else:
+            y = layers.ReLU()(bn(conv(x, width, 3, stride)))
+            y = bn(conv(y, width, 3))
         x = layers.ReLU()(layers.Add()([y, identity]))
     x = layers.GlobalAveragePooling2D()(x)
     # Same U(-1/sqrt(fan_in), 1/sqrt(fan_in)) as torch's default Linear init.
-    bound = 1.0 / math.sqrt(_STAGES[-1][0] * _EXPANSION)
+    bound = 1.0 / math.sqrt(_WIDTHS[-1] * expansion)
     outputs = layers.Dense(
         num_classes,
         kernel_initializer=keras.initializers.VarianceScaling(1.0 / 3.0, "fan_in", "uniform"),
         bias_initializer=keras.initializers.RandomUniform(-bound, bound),
     )(x)
-    return keras.Model(inputs, outputs, name="resnet50")
+    return keras.Model(inputs, outputs, name=f"resnet{depth}")

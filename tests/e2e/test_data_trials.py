@@ -1,0 +1,69 @@
+"""Real data through each framework's own pipeline: the models learn, the loaders work."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cifar_fixture import write_cifar_archive
+
+pytestmark = pytest.mark.e2e
+
+
+def test_lenet5_learns_digits_in_both_frameworks(bench) -> None:  # noqa: ANN001
+    result = bench.run(
+        "-m",
+        "framework=torch,tf",
+        "model=lenet5",
+        "data=digits",
+        "optimizer.name=adam",
+        "optimizer.lr=0.002",
+        "batch_size=32",
+        "epochs=4",
+        "steps_per_epoch=0",
+        "warmup_steps=1",
+    )
+    assert result.returncode == 0, result.output
+    client = bench.client()
+    children = bench.children()
+    assert {c.data.tags["bench.framework"] for c in children} == {"torch", "tf"}
+    for child in children:
+        history = client.get_metric_history(child.info.run_id, "test_accuracy")
+        assert [m.step for m in history] == [1, 2, 3, 4]
+        final = max(history, key=lambda m: m.step).value
+        assert final >= 0.90, (child.data.tags["bench.framework"], [m.value for m in history])
+        # a full pass over the 1437 training images at batch 32
+        assert child.data.metrics["epochs_completed"] == 4
+        assert len(client.get_metric_history(child.info.run_id, "test_loss")) == 4
+
+
+def test_cifar_pipelines_with_and_without_cache(bench) -> None:  # noqa: ANN001
+    write_cifar_archive(bench.root / "data", "cifar10", per_member=32)
+    result = bench.run(
+        "-m",
+        "framework=torch,tf",
+        "data.cache=false,true",
+        "model=lenet5",
+        "data=cifar10",
+        f"data.root={bench.root / 'data'}",
+        "batch_size=16",
+        "epochs=2",
+        "steps_per_epoch=0",
+        "warmup_steps=1",
+        "data.workers=1",
+    )
+    assert result.returncode == 0, result.output
+    children = bench.children()
+    assert len(children) == 4
+    for child in children:
+        assert child.data.tags["bench.status"] == "ok"
+        # 5 batch files x 32 images = 160 training images = 10 steps of 16
+        assert child.data.metrics["samples_per_s"] > 0
+        assert 0 <= child.data.metrics["data_wait_pct"] < 100
+        assert 0 <= child.data.metrics["test_accuracy"] <= 1
+        assert child.data.params["data.cache"] in ("True", "False")
+    steps = {
+        m.value
+        for c in children
+        for m in bench.client().get_metric_history(c.info.run_id, "epoch_time_s")
+    }
+    assert len(steps) == 8
