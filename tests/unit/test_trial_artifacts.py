@@ -1,0 +1,48 @@
+"""Artifact files a trial writes (plots, traces, profile folders) reach MLflow, also by way
+of the spool, byte for byte."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench import tracking
+from bench.config import BenchConfig
+from bench.result import OK, TrialResult
+
+FILES = {
+    "telemetry_host.csv": b"time_s,epoch\n0.1000,1\n",
+    "telemetry_host.png": bytes(range(256)) * 4,  # not text
+    "tf_profile/plugins/profile/2026_01_01/host.xplane.pb": b"\x00\xff\x10binary",
+}
+
+
+def test_files_and_folders_survive_the_spool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workdir = tmp_path / "trial"
+    for name, data in FILES.items():
+        (workdir / name).parent.mkdir(parents=True, exist_ok=True)
+        (workdir / name).write_bytes(data)
+    monkeypatch.chdir(tmp_path)  # the spool lives under ./mlruns/spool
+    spool = tracking.Spool("http://127.0.0.1:9", "bench", "unreachable in this test")
+    run = spool.start_trial(spool.start_sweep("sweep", {}), BenchConfig(), "trial", {})
+    result = TrialResult(OK, "tf", "resnet50", "train")
+    result.files = ["telemetry_host.csv", "telemetry_host.png", "tf_profile"]
+    run.finish(result, [workdir / name for name in result.files])
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert tracking.sync_spool(tracking.SPOOL_DIR, uri) == 1
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name("bench")
+    (child,) = [
+        r
+        for r in client.search_runs([experiment.experiment_id])
+        if "mlflow.parentRunId" in r.data.tags
+    ]
+    for name, data in FILES.items():
+        local = client.download_artifacts(child.info.run_id, name, str(tmp_path / "back"))
+        assert Path(local).read_bytes() == data, name
