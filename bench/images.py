@@ -1,0 +1,377 @@
+"""bench's per-framework container images: pinned, tagged by content hash, built when missing.
+
+An image is ``bench/<framework>:<variant>-<hash>``, where the hash covers everything that
+goes into it: the framework's Dockerfile and constraints file (docker/), the wheels it may
+take from the wheelhouse, bench's own sources (baked in, so that the image alone reruns a
+trial), the build arguments and the base image's digest.  An unchanged image is never
+rebuilt and a changed one always is.
+
+The base is pinned by digest: a base named by tag is resolved to ``repo@sha256:...`` (pulled
+first if it is missing) or, for a base built here that no registry knows
+(scripts/build_base_image.sh), to its image id.  A CA bundle for pip is used in the build
+stage only; it is neither in the image nor in its hash.
+
+    python -m bench.images build torch --variant cpu --base-image bench-base:bookworm
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+
+    from bench.config import BenchConfig, DockerConfig
+
+REPO = Path(__file__).resolve().parent.parent
+VARIANTS = ("cpu", "cuda")
+# uid of the `bench` user in the images; trials of a root host run as this uid.
+BENCH_UID = 1000
+# Used when launcher.docker.base_image is empty: the frameworks' official CUDA images, and
+# the official Python image (the framework then comes from pip) for the CPU variants.
+DEFAULT_BASES = {
+    ("torch", "cuda"): "pytorch/pytorch:2.13.0-cuda12.8-cudnn9-runtime",
+    ("tf", "cuda"): "tensorflow/tensorflow:2.21.0-gpu",
+    ("torch", "cpu"): "python:3.11-slim-bookworm",
+    ("tf", "cpu"): "python:3.11-slim-bookworm",
+    ("mlflow", "cpu"): "python:3.11-slim-bookworm",
+}
+LOCAL_BASE_HINT = (
+    "without a registry, build a local base with `bash scripts/build_base_image.sh` and "
+    "pass launcher.docker.base_image=bench-base:bookworm"
+)
+
+
+class ImageError(RuntimeError):
+    """An image that cannot be found, pulled or built; the message names the field."""
+
+
+@dataclass(frozen=True)
+class BuildSpec:
+    name: str  # a framework (torch, tf), or mlflow: the tracking server of compose.yaml
+    variant: str
+    base_image: str = ""
+    ca_bundle: str = ""
+    wheelhouse: str = ""
+
+    @classmethod
+    def from_config(cls, cfg: BenchConfig) -> BuildSpec:
+        d = cfg.launcher.docker
+        return cls(cfg.framework.name, resolved_variant(d), d.base_image, d.ca_bundle, d.wheelhouse)
+
+    @property
+    def base(self) -> str:
+        return self.base_image or DEFAULT_BASES[(self.name, self.variant)]
+
+
+@dataclass
+class Image:
+    id: str  # sha256:... (the digest of the image's config)
+    tag: str
+    digest: str  # the registry digest when it has one, else its id
+    base_image: str
+    base_digest: str
+    size_bytes: int
+    build_s: float = 0.0  # time spent building it just now; 0 when it was there
+
+    def environment(self) -> dict[str, str]:
+        """Result environment entries, logged as ``bench.<key>`` tags."""
+        env = {"image.id": self.id, "image.tag": self.tag, "image.digest": self.digest}
+        if self.base_image:
+            env["base_image"] = self.base_image
+        if self.base_digest:
+            env["base_image.digest"] = self.base_digest
+        return env
+
+
+def resolved_variant(d: DockerConfig) -> str:
+    if d.variant in VARIANTS:
+        return d.variant
+    return "cuda" if d.gpus.strip() else "cpu"
+
+
+_clients: list[DockerClient] = []
+
+
+def client() -> DockerClient:
+    """A client of the Docker engine (``DOCKER_HOST``, else the local socket), checked to
+    answer; one per process."""
+    import docker
+
+    try:
+        c = _clients[0] if _clients else docker.from_env(timeout=300)
+        c.ping()
+    except docker.errors.DockerException as exc:
+        raise ImageError(
+            f"cannot reach the Docker engine ({exc}); start dockerd "
+            "(scripts/system_deps.sh does) or set DOCKER_HOST"
+        ) from exc
+    if not _clients:
+        _clients.append(c)
+    return c
+
+
+def _digest_of(img: Any) -> str:
+    """The registry digest of an image, or its id when no registry knows it."""
+    repo_digests = img.attrs.get("RepoDigests") or []
+    return str(repo_digests[0].split("@", 1)[1]) if repo_digests else str(img.id)
+
+
+def _pinned_ref(img: Any) -> str:
+    repo_digests = img.attrs.get("RepoDigests") or []
+    return str(repo_digests[0]) if repo_digests else str(img.id)
+
+
+def resolve_base(c: DockerClient, ref: str) -> tuple[str, str]:
+    """(a reference to ``ref`` pinned by digest, that digest); pulls ``ref`` if missing."""
+    import docker
+    from docker.utils import parse_repository_tag
+
+    try:
+        img = c.images.get(ref)
+    except docker.errors.ImageNotFound:
+        repo, tag = parse_repository_tag(ref)
+        try:
+            img = c.images.pull(repo, tag=tag or "latest")
+        except docker.errors.APIError as exc:
+            raise ImageError(
+                f"launcher.docker.base_image: {ref!r} is not in the local engine and cannot "
+                f"be pulled ({exc.explanation or exc}); {LOCAL_BASE_HINT}"
+            ) from exc
+    return _pinned_ref(img), _digest_of(img)
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _pinned_names(constraints: Path) -> set[str]:
+    names = set()
+    for line in constraints.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "==" in line:
+            names.add(_norm(line.split("==", 1)[0]))
+    return names
+
+
+def context_files(spec: BuildSpec) -> dict[str, Path]:
+    """What goes into the build context, by path inside it (the repository's layout)."""
+    fw = spec.name
+    files: dict[str, Path] = {}
+    for rel in (f"docker/{fw}.Dockerfile", f"docker/constraints-{fw}.txt"):
+        if not (REPO / rel).is_file():
+            raise ImageError(
+                f"launcher.docker.image: {rel} is missing; bench builds its images from its "
+                "source checkout (or pass an image to run)"
+            )
+        files[rel] = REPO / rel
+    if spec.wheelhouse:
+        pinned = _pinned_names(REPO / f"docker/constraints-{fw}.txt")
+        for wheel in sorted(Path(spec.wheelhouse).glob("*.whl")):
+            name, version = wheel.name.split("-")[:2]
+            # A CPU-only build (a +cpu local version) must not stand in for the CUDA one.
+            if _norm(name) in pinned and not (spec.variant == "cuda" and "+cpu" in version):
+                files[f"docker/wheelhouse/{wheel.name}"] = wheel
+    for path in sorted((REPO / "bench").rglob("*")) if fw != "mlflow" else []:
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+            files[path.relative_to(REPO).as_posix()] = path
+    return files
+
+
+_file_digests: dict[tuple[str, int, int], str] = {}
+
+
+def _file_digest(path: Path) -> str:
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if key not in _file_digests:
+        with open(path, "rb") as f:
+            _file_digests[key] = hashlib.file_digest(f, "sha256").hexdigest()
+    return _file_digests[key]
+
+
+def content_hash(files: dict[str, Path], buildargs: dict[str, str]) -> str:
+    h = hashlib.sha256()
+    for rel in sorted(files):
+        h.update(f"{rel}\0{_file_digest(files[rel])}\n".encode())
+    h.update(json.dumps(buildargs, sort_keys=True).encode())
+    return h.hexdigest()[:16]
+
+
+@dataclass
+class Plan:
+    """What :func:`ensure` would build: the tag, its inputs and the pinned base."""
+
+    spec: BuildSpec
+    tag: str
+    files: dict[str, Path]
+    buildargs: dict[str, str]
+    base_digest: str
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {
+            "bench.image": self.spec.name,
+            "bench.variant": self.spec.variant,
+            "bench.content_hash": self.tag.rsplit("-", 1)[1],
+            "bench.base_image": self.spec.base,
+            "bench.base_image.digest": self.base_digest,
+            "org.opencontainers.image.base.name": self.spec.base,
+            "org.opencontainers.image.base.digest": self.base_digest,
+        }
+
+
+def plan(spec: BuildSpec, c: DockerClient) -> Plan:
+    pinned, base_digest = resolve_base(c, spec.base)
+    files = context_files(spec)
+    buildargs = {"BASE_IMAGE": pinned, "VARIANT": spec.variant, "BENCH_UID": str(BENCH_UID)}
+    tag = f"bench/{spec.name}:{spec.variant}-{content_hash(files, buildargs)}"
+    return Plan(spec, tag, files, buildargs, base_digest)
+
+
+_ensured: dict[BuildSpec, Image] = {}
+
+
+def ensure(spec: BuildSpec, c: DockerClient | None = None, log: TextIO = sys.stderr) -> Image:
+    """bench's image for ``spec``, built if its content-hash tag is missing.
+
+    Remembered for the rest of the process, so that every trial of a sweep runs in the image
+    resolved for its first one."""
+    if spec in _ensured:
+        return _ensured[spec]
+    import docker
+
+    c = c or client()
+    p = plan(spec, c)
+    build_s = 0.0
+    try:
+        img = c.images.get(p.tag)
+    except docker.errors.ImageNotFound:
+        print(f"bench: building image {p.tag} on {spec.base} (once)", file=log, flush=True)
+        started = time.monotonic()
+        _build(c, p)
+        build_s = time.monotonic() - started
+        img = c.images.get(p.tag)
+        mib = img.attrs["Size"] / 2**20
+        print(f"bench: built {p.tag} in {build_s:.0f} s ({mib:,.0f} MiB)", file=log, flush=True)
+    image = Image(
+        id=str(img.id),
+        tag=p.tag,
+        digest=_digest_of(img),
+        base_image=spec.base,
+        base_digest=p.base_digest,
+        size_bytes=int(img.attrs["Size"]),
+        build_s=build_s,
+    )
+    _ensured[spec] = image
+    return image
+
+
+def existing(ref: str, c: DockerClient | None = None) -> Image:
+    """An image named by ``launcher.docker.image``, as it is (never built nor pulled)."""
+    import docker
+
+    c = c or client()
+    try:
+        img = c.images.get(ref)
+    except docker.errors.ImageNotFound as exc:
+        raise ImageError(
+            f"launcher.docker.image: no image {ref!r} in the local Docker engine; pull or "
+            "load it first, or leave launcher.docker.image empty to build bench's own"
+        ) from exc
+    labels = img.labels or {}
+    tags = img.tags or []
+    return Image(
+        id=str(img.id),
+        tag=ref if ref in tags or not tags else str(tags[0]),
+        digest=_digest_of(img),
+        base_image=labels.get("bench.base_image", ""),
+        base_digest=labels.get("bench.base_image.digest", ""),
+        size_bytes=int(img.attrs["Size"]),
+    )
+
+
+def _stage(p: Plan, where: Path) -> None:
+    for rel, src in p.files.items():
+        dst = where / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copyfile(src, dst)
+    if p.spec.ca_bundle:
+        shutil.copyfile(p.spec.ca_bundle, where / "docker" / "ca-bundle.pem")
+
+
+def _build(c: DockerClient, p: Plan) -> None:
+    import docker
+
+    log: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="bench-build-") as tmp:
+        _stage(p, Path(tmp))
+        try:
+            for chunk in c.api.build(
+                path=tmp,
+                dockerfile=f"docker/{p.spec.name}.Dockerfile",
+                tag=p.tag,
+                buildargs=p.buildargs,
+                labels=p.labels,
+                rm=True,
+                forcerm=True,
+                decode=True,
+            ):
+                log.append(str(chunk.get("stream", "")))
+                if "error" in chunk:
+                    log.append(str(chunk["error"]))
+                    raise ImageError(_build_failure(p, log))
+        except docker.errors.APIError as exc:
+            log.append(str(exc.explanation or exc))
+            raise ImageError(_build_failure(p, log)) from exc
+
+
+def _build_failure(p: Plan, log: list[str]) -> str:
+    lines = "".join(log).splitlines()
+    tail = "\n".join(line for line in lines[-25:] if line.strip())
+    hint = ""
+    if "CERTIFICATE_VERIFY_FAILED" in tail:
+        hint = "\n(pip could not verify TLS: pass a CA bundle with launcher.docker.ca_bundle)"
+    return f"building {p.tag} on {p.spec.base} failed:\n{tail}{hint}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.images", description="Build bench's image for a framework."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    build = sub.add_parser("build", help="build the image if its content-hash tag is missing")
+    build.add_argument("name", choices=("torch", "tf", "mlflow"))
+    build.add_argument("--variant", choices=VARIANTS, default="cpu")
+    build.add_argument("--base-image", default="", help="default: the framework's official one")
+    build.add_argument("--ca-bundle", default=os.environ.get("PIP_CERT", ""))
+    wheelhouse = os.environ.get("PIP_FIND_LINKS", "")
+    build.add_argument("--wheelhouse", default=wheelhouse if os.path.isdir(wheelhouse) else "")
+    args = parser.parse_args(argv)
+    spec = BuildSpec(args.name, args.variant, args.base_image, args.ca_bundle, args.wheelhouse)
+    try:
+        image = ensure(spec)
+    except ImageError as exc:
+        print(f"bench.images: {exc}", file=sys.stderr)
+        return 1
+    how = f"built in {image.build_s:.0f} s" if image.build_s else "already built"
+    print(f"{image.tag}  {image.id}  {image.size_bytes / 2**20:,.0f} MiB  ({how})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,539 @@
+"""Run each trial in its own fresh container of the framework's pinned image (``launcher=docker``).
+
+The container runs ``python -m bench.worker /trial`` with the trial's working directory
+bind-mounted at ``/trial``: the worker appends its per-epoch records there and the host
+streams them into MLflow as they come, exactly as with ``launcher=process`` (the container
+needs no route to the tracking server).  The container has no network, runs as a non-root
+user, never sees the Docker socket, has the host's IPC namespace and the memlock and stack
+limits NVIDIA recommends for deep learning, and gets GPUs as device requests.
+
+Nothing outlives a trial.  The container is created with auto-remove, so the engine deletes
+it as soon as it exits; a timeout or Ctrl-C stops it; and if the host process itself dies,
+the worker stops on its own once the heartbeat file that the host keeps touching goes stale
+(:mod:`bench.heartbeat`).  Containers of a host process that is gone are removed when the
+next trial starts.  The exit code comes from waiting on the container and an out-of-memory
+kill from the engine's event log, since the container is gone by the time it is looked at.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import resource
+import shutil
+import socket
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import docker
+import psutil
+from docker.types import DeviceRequest, Ulimit
+
+from bench import heartbeat, images
+from bench.config import DOCKER_VARIANTS, BenchConfig, to_dict
+from bench.launchers.base import TrialInterrupted
+from bench.launchers.process import LOG, POLL_S, _EventReader, tail
+from bench.result import ERROR, HOST_OOM, KILLED, TIMEOUT, TrialResult
+from bench.trial import EpochCallback
+from bench.worker import CONFIG, EVENTS, RESULT, write_json_atomic
+
+MOUNT = "/trial"
+DATA_MOUNT = "/data"
+HEARTBEAT_FILE = ".heartbeat"
+LABEL_TRIAL = "bench.trial"  # the trial's working directory on the host
+LABEL_OWNER = "bench.owner"  # host/pid/start time of the bench process that started it
+# NVIDIA's recommendation for deep-learning containers (with --ipc=host): unlimited locked
+# memory and a 64 MiB stack.
+RECOMMENDED_ULIMITS = {"memlock": -1, "stack": 64 * 2**20}
+_RLIMITS = {"memlock": resource.RLIMIT_MEMLOCK, "stack": resource.RLIMIT_STACK}
+_CAP_SYS_RESOURCE = 24
+_GPU_ID = re.compile(r"[0-9]+|(GPU|MIG)-[0-9A-Za-z/:-]+")
+
+
+# --- GPUs -----------------------------------------------------------------------------------
+
+
+def parse_gpus(gpus: str) -> int | list[str] | None:
+    """``launcher.docker.gpus`` as None (no GPU), a count (-1: all) or device ids.
+
+    Forms: "" | "all" | a count "2" | ids "0,1" or "device=0" (one id, as docker's --gpus
+    writes it).  Raises ValueError saying what is wrong."""
+    text = gpus.strip()
+    if not text:
+        return None
+    if text == "all":
+        return -1
+    if re.fullmatch(r"[0-9]+", text):
+        if int(text) == 0:
+            raise ValueError(
+                "'0' asks for no GPU: leave it empty for none, or write device=0 for the GPU "
+                "with id 0"
+            )
+        return int(text)
+    ids = [part.strip() for part in text.removeprefix("device=").split(",")]
+    bad = [part for part in ids if not _GPU_ID.fullmatch(part)]
+    if bad:
+        raise ValueError(
+            f"{gpus!r} is not 'all', a count (2) or device ids (0,1 or device=0): bad id {bad[0]!r}"
+        )
+    return ids
+
+
+def device_requests(gpus: str) -> list[DeviceRequest]:
+    """The engine's device requests for ``launcher.docker.gpus`` (what ``--gpus`` sends)."""
+    wanted = parse_gpus(gpus)
+    if wanted is None:
+        return []
+    if isinstance(wanted, int):
+        return [DeviceRequest(driver="nvidia", count=wanted, capabilities=[["gpu"]])]
+    return [DeviceRequest(driver="nvidia", device_ids=wanted, capabilities=[["gpu"]])]
+
+
+def nvidia_runtime_problem(info: dict[str, Any], hook_on_path: bool) -> str:
+    """Why an engine (``docker info``) cannot pass GPUs to a container ('' if it can)."""
+    runtimes = sorted((info.get("Runtimes") or {}).keys())
+    if "nvidia" in runtimes or info.get("DefaultRuntime") == "nvidia" or hook_on_path:
+        return ""
+    return (
+        "GPUs were asked for but this Docker engine has no NVIDIA container runtime "
+        f"(its runtimes: {', '.join(runtimes) or 'none'}); install the NVIDIA Container "
+        "Toolkit and restart dockerd, or leave launcher.docker.gpus empty"
+    )
+
+
+def _local_engine() -> bool:
+    host = os.environ.get("DOCKER_HOST", "")
+    return not host or host.startswith("unix://")
+
+
+def _nvidia_hook_on_path() -> bool:
+    """The toolkit's hook, with which a local engine serves GPU device requests."""
+    return _local_engine() and bool(
+        shutil.which("nvidia-container-runtime-hook") or shutil.which("nvidia-container-cli")
+    )
+
+
+# --- limits ------------------------------------------------------------------------------
+
+
+def granted(wanted: int, hard: int, can_raise: bool) -> int:
+    """The most of ``wanted`` (-1: unlimited) an engine can grant when its own hard limit is
+    ``hard`` (-1: unlimited): raising past it takes CAP_SYS_RESOURCE."""
+    if can_raise or hard == -1:
+        return wanted
+    return hard if wanted == -1 else min(wanted, hard)
+
+
+def _can_raise_limits() -> bool:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("CapEff:"):
+                return bool(int(line.split()[1], 16) >> _CAP_SYS_RESOURCE & 1)
+    except (OSError, ValueError):
+        pass
+    return True
+
+
+def ulimits() -> list[Ulimit]:
+    """NVIDIA's recommended limits, as far as the engine can grant them.
+
+    A local engine started without CAP_SYS_RESOURCE (some sandboxes) fails to start a
+    container whose limits exceed its own; there the limits are capped at the engine's hard
+    limit (this process's, on the same host), and the result records what was applied."""
+    can_raise = not _local_engine() or _can_raise_limits()
+    out = []
+    for name, wanted in RECOMMENDED_ULIMITS.items():
+        hard = resource.getrlimit(_RLIMITS[name])[1]
+        value = granted(wanted, -1 if hard == resource.RLIM_INFINITY else hard, can_raise)
+        out.append(Ulimit(name=name, soft=value, hard=value))
+    return out
+
+
+# --- validation (called by bench.config.validate) -------------------------------------------
+
+
+def check(cfg: BenchConfig) -> list[str]:
+    """Problems with ``launcher=docker`` settings, each naming its field ([] if none)."""
+    d = cfg.launcher.docker
+    problems: list[str] = []
+    if d.variant not in DOCKER_VARIANTS:
+        problems.append(
+            f"launcher.docker.variant: {d.variant!r} is not allowed; choose one of "
+            f"{', '.join(DOCKER_VARIANTS)}"
+        )
+    try:
+        wanted = parse_gpus(d.gpus)
+    except ValueError as exc:
+        problems.append(f"launcher.docker.gpus: {exc}")
+        wanted = None
+    if wanted is not None and d.variant == "cpu":
+        problems.append(
+            "launcher.docker.gpus: GPUs need the cuda image; launcher.docker.variant is cpu "
+            "(use cuda or auto)"
+        )
+    if cfg.device == "cuda" and wanted is None:
+        problems.append(
+            "device: cuda in a container needs GPUs passed to it; set launcher.docker.gpus "
+            "(all, a count or device ids)"
+        )
+    if d.ca_bundle and not _readable_pem(d.ca_bundle):
+        problems.append(
+            f"launcher.docker.ca_bundle: {d.ca_bundle!r} is not a readable PEM file of "
+            "certificates (default: $PIP_CERT)"
+        )
+    if d.wheelhouse and not Path(d.wheelhouse).is_dir():
+        problems.append(
+            f"launcher.docker.wheelhouse: {d.wheelhouse!r} is not a directory of wheels "
+            "(default: $PIP_FIND_LINKS)"
+        )
+    if d.heartbeat_timeout_s < 2 * heartbeat.INTERVAL_S:
+        problems.append(
+            f"launcher.docker.heartbeat_timeout_s: must be >= {2 * heartbeat.INTERVAL_S:g} "
+            f"seconds, got {d.heartbeat_timeout_s:g}"
+        )
+    if problems:
+        return problems
+    return _check_engine(cfg, wanted is not None)
+
+
+_engine_info: dict[str, Any] = {}
+
+
+def _check_engine(cfg: BenchConfig, gpus: bool) -> list[str]:
+    d = cfg.launcher.docker
+    try:
+        c = images.client()
+    except images.ImageError as exc:
+        return [f"launcher: docker: {exc}"]
+    if d.image:
+        try:
+            images.existing(d.image, c)
+        except images.ImageError as exc:
+            return [str(exc)]
+    else:
+        for rel in (f"docker/{cfg.framework.name}.Dockerfile",):
+            if not (images.REPO / rel).is_file():
+                return [
+                    f"launcher.docker.image: {rel} is missing; bench builds its images from "
+                    "its source checkout (or pass an image to run)"
+                ]
+    if gpus:
+        if not _engine_info:
+            _engine_info.update(c.info())
+        problem = nvidia_runtime_problem(_engine_info, _nvidia_hook_on_path())
+        if problem:
+            return [f"launcher.docker.gpus: {d.gpus!r}: {problem}"]
+    return []
+
+
+def _readable_pem(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return b"-----BEGIN CERTIFICATE-----" in f.read()
+    except OSError:
+        return False
+
+
+# --- the container ---------------------------------------------------------------------------
+
+
+def _user() -> tuple[int, int]:
+    """The trial's uid:gid: the host user's, or the images' `bench` user for a root host."""
+    uid, gid = os.getuid(), os.getgid()
+    return (uid, gid) if uid != 0 else (images.BENCH_UID, images.BENCH_UID)
+
+
+def _data_root(cfg: BenchConfig) -> Path | None:
+    """The host directory a labelled data set is read from, mounted read-only."""
+    if cfg.data.name == "synthetic":
+        return None
+    root = Path(os.path.expanduser(cfg.data.root)).resolve()
+    return root if root.is_dir() else None
+
+
+def container_config(cfg: BenchConfig) -> dict[str, Any]:
+    """The config the worker reads inside the container (paths as it sees them)."""
+    data = to_dict(cfg)
+    if _data_root(cfg) is not None:
+        data["data"]["root"] = DATA_MOUNT
+    return data
+
+
+def owner_label(pid: int | None = None) -> str:
+    pid = os.getpid() if pid is None else pid
+    return f"{socket.gethostname()}/{pid}/{psutil.Process(pid).create_time():.2f}"
+
+
+def _owner_alive(owner: str) -> bool:
+    host, _, rest = owner.partition("/")
+    if host != socket.gethostname():
+        return True  # another machine's trial: not ours to judge
+    try:
+        return owner_label(int(rest.partition("/")[0])) == owner
+    except (ValueError, psutil.Error):
+        return False
+
+
+def container_options(cfg: BenchConfig, workdir: Path, owner: str) -> dict[str, Any]:
+    """Keyword arguments of ``containers.create`` for the trial in ``workdir``."""
+    uid, gid = _user()
+    volumes = {str(workdir): {"bind": MOUNT, "mode": "rw"}}
+    root = _data_root(cfg)
+    if root is not None:
+        volumes[str(root)] = {"bind": DATA_MOUNT, "mode": "ro"}
+    opts: dict[str, Any] = {
+        "command": ["sh", "-c", f"exec python3 -m bench.worker {MOUNT} >{MOUNT}/{LOG} 2>&1"],
+        "name": f"bench-trial-{uuid.uuid4().hex[:12]}",
+        "user": f"{uid}:{gid}",
+        "working_dir": MOUNT,
+        "environment": {
+            heartbeat.ENV_PATH: f"{MOUNT}/{HEARTBEAT_FILE}",
+            heartbeat.ENV_TIMEOUT: str(cfg.launcher.docker.heartbeat_timeout_s),
+            "HOME": "/tmp",
+            "PYTHONUNBUFFERED": "1",
+        },
+        "volumes": volumes,
+        "network_mode": "none",  # no trial is distributed yet
+        "ipc_mode": "host",
+        "ulimits": ulimits(),
+        "security_opt": ["no-new-privileges"],
+        "labels": {LABEL_TRIAL: str(workdir), LABEL_OWNER: owner},
+        "init": True,
+        "auto_remove": True,
+    }
+    requests = device_requests(cfg.launcher.docker.gpus)
+    if requests:
+        opts["device_requests"] = requests
+    if cfg.launcher.memory_limit_mb:
+        limit = f"{cfg.launcher.memory_limit_mb}m"
+        opts["mem_limit"] = opts["memswap_limit"] = limit  # no swap beyond the limit
+    return opts
+
+
+def _gone(c: docker.DockerClient, container_id: str, wait_s: float = 30.0) -> None:
+    """Remove the container (if auto-remove has not yet) and wait until it no longer exists."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            c.api.remove_container(container_id, force=True)
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError:
+            pass  # removal already in progress
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.1)
+
+
+def _stop(c: docker.DockerClient, container_id: str, grace_s: float) -> None:
+    """SIGTERM, SIGKILL after ``grace_s``, then make sure the container is removed."""
+    try:
+        c.api.stop(container_id, timeout=max(0, math.ceil(grace_s)))
+    except docker.errors.NotFound:
+        return
+    except docker.errors.APIError:
+        pass
+    _gone(c, container_id)
+
+
+_orphans_checked: list[bool] = []
+
+
+def remove_orphans(c: docker.DockerClient) -> int:
+    """Remove trial containers whose bench process is gone; return how many."""
+    removed = 0
+    for found in c.api.containers(all=True, filters={"label": LABEL_OWNER}):
+        if not _owner_alive(found["Labels"].get(LABEL_OWNER, "")):
+            _gone(c, found["Id"])
+            removed += 1
+    return removed
+
+
+class _ExitWatch:
+    """Waits for the container's exit in a thread, so the host can poll and stream meanwhile."""
+
+    def __init__(self, c: docker.DockerClient, container_id: str) -> None:
+        self.code: int | None = None
+        self.done = threading.Event()
+        self._c, self.container_id = c, container_id
+        threading.Thread(target=self._wait, name="bench-container-wait", daemon=True).start()
+
+    def _wait(self) -> None:
+        try:
+            self.code = int(self._c.api.wait(self.container_id, timeout=None)["StatusCode"])
+        except (docker.errors.DockerException, OSError, ValueError, KeyError):
+            pass  # already removed: the engine's event log has the exit code
+        finally:
+            self.done.set()
+
+
+def _engine_events(c: docker.DockerClient, container_id: str, since: float) -> list[dict[str, Any]]:
+    stream = c.api.events(
+        since=f"{since:.9f}",
+        until=f"{time.time():.9f}",
+        filters={"container": container_id},
+        decode=True,
+    )
+    return list(stream)
+
+
+def _exit_state(c: docker.DockerClient, watch: _ExitWatch, since: float) -> tuple[int | None, bool]:
+    """(exit code, killed by the out-of-memory killer) of an exited container."""
+    code, oom = watch.code, False
+    for attempt in range(10):  # the engine may log the events a moment after the exit
+        events = _engine_events(c, watch.container_id, since)
+        actions = [(e.get("Action") or e.get("status"), e) for e in events]
+        oom = any(action == "oom" for action, _ in actions)
+        for action, e in actions:
+            if action == "die" and code is None:
+                code = int(e.get("Actor", {}).get("Attributes", {}).get("exitCode", -1))
+        if (code is not None and (oom or code != 137)) or attempt == 9:
+            break
+        time.sleep(0.1)
+    return code, oom
+
+
+def _tree(root: Path) -> list[Path]:
+    paths = [root]
+    for parent, dirs, files in os.walk(root):
+        paths += [Path(parent, name) for name in dirs + files]
+    return paths
+
+
+def _hand_over(workdir: Path, uid: int, gid: int) -> None:
+    """Let the trial's uid write its working directory (only a root host needs to)."""
+    if os.getuid() == 0 and uid != 0:
+        for path in _tree(workdir):
+            os.chown(path, uid, gid, follow_symlinks=False)
+
+
+def _hand_back(workdir: Path) -> None:
+    """Give what the trial wrote back to the host user (root)."""
+    if os.getuid() == 0:
+        for path in _tree(workdir):
+            try:
+                os.chown(path, 0, 0, follow_symlinks=False)
+            except OSError:
+                pass
+
+
+def _died(code: int | None, oom: bool, cfg: BenchConfig, log: Path) -> tuple[str, str]:
+    """Status and message for a container that ended without the worker's result."""
+    limit = cfg.launcher.memory_limit_mb
+    if oom:
+        where = f"at its memory limit (launcher.memory_limit_mb={limit})" if limit else ""
+        status, how = HOST_OOM, f"was killed by the kernel's out-of-memory killer {where}"
+    elif code == 137:
+        status, how = ERROR, "was killed (SIGKILL, exit code 137)"
+    elif code == heartbeat.EXIT_NO_HEARTBEAT:
+        status, how = ERROR, "stopped itself: it lost the host's heartbeat"
+    else:
+        status, how = ERROR, f"exited with code {code}"
+    return status, f"the trial's container {how.strip()} without a result; its last output:\n" + (
+        tail(log)
+    )
+
+
+class Launcher:
+    def launch(self, cfg: BenchConfig, workdir: Path, on_epoch: EpochCallback) -> TrialResult:
+        workdir = workdir.resolve()
+        workdir.mkdir(parents=True, exist_ok=True)
+        for name in (EVENTS, RESULT, LOG):
+            (workdir / name).unlink(missing_ok=True)
+        write_json_atomic(workdir / CONFIG, container_config(cfg))
+        events = _EventReader(workdir / EVENTS, on_epoch)
+        env: dict[str, str] = {}
+        try:
+            c = images.client()
+            if not _orphans_checked:
+                remove_orphans(c)
+                _orphans_checked.append(True)
+            d = cfg.launcher.docker
+            if d.image:
+                image = images.existing(d.image, c)
+            else:
+                image = images.ensure(images.BuildSpec.from_config(cfg), c)
+        except images.ImageError as exc:
+            return _partial(cfg, events, ERROR, str(exc), env)
+        except docker.errors.DockerException as exc:
+            return _partial(cfg, events, ERROR, f"the Docker engine failed: {exc}", env)
+        env.update(image.environment())
+        uid, gid = _user()
+        (workdir / LOG).touch()
+        _hand_over(workdir, uid, gid)
+        beat = heartbeat.Beat(workdir / HEARTBEAT_FILE)
+        try:
+            return self._run(c, cfg, workdir, image.id, events, env)
+        finally:
+            beat.stop()
+            _hand_back(workdir)
+
+    def _run(
+        self,
+        c: docker.DockerClient,
+        cfg: BenchConfig,
+        workdir: Path,
+        image_id: str,
+        events: _EventReader,
+        env: dict[str, str],
+    ) -> TrialResult:
+        opts = container_options(cfg, workdir, owner_label())
+        launched = time.time()
+        try:
+            container = c.containers.create(image_id, **opts)
+        except docker.errors.APIError as exc:
+            why = f"cannot create the trial's container: {exc.explanation or exc}"
+            return _partial(cfg, events, ERROR, why, env)
+        env.update({"container.id": str(container.id), "container.name": opts["name"]})
+        for limit in opts["ulimits"]:
+            value = "unlimited" if limit["Hard"] == -1 else str(limit["Hard"])
+            env[f"container.ulimit_{limit['Name']}"] = value
+        try:
+            container.start()
+            watch = _ExitWatch(c, str(container.id))
+            deadline = time.monotonic() + cfg.timeout_s
+            while not watch.done.wait(POLL_S):
+                events.poll()
+                if time.monotonic() > deadline:
+                    _stop(c, str(container.id), cfg.launcher.kill_grace_s)
+                    events.poll()
+                    why = f"timed out after {cfg.timeout_s:g} s (timeout_s)"
+                    return _partial(cfg, events, TIMEOUT, why, env)
+        except KeyboardInterrupt as exc:
+            _stop(c, str(container.id), cfg.launcher.kill_grace_s)
+            events.poll()
+            why = "interrupted (Ctrl-C or SIGTERM)"
+            raise TrialInterrupted(_partial(cfg, events, KILLED, why, env)) from exc
+        except docker.errors.APIError as exc:
+            _gone(c, str(container.id))
+            why = f"cannot start the trial's container: {exc.explanation or exc}"
+            return _partial(cfg, events, ERROR, why, env)
+        code, oom = _exit_state(c, watch, launched - 1)
+        _gone(c, str(container.id))
+        events.poll()
+        try:
+            result = TrialResult.from_dict(json.loads((workdir / RESULT).read_text()))
+        except (OSError, ValueError):
+            return _partial(cfg, events, *_died(code, oom, cfg, workdir / LOG), env)
+        result.environment.update(env)
+        result.marks["launched"] = launched
+        return result
+
+
+def _partial(
+    cfg: BenchConfig, events: _EventReader, status: str, error: str, env: dict[str, str]
+) -> TrialResult:
+    return TrialResult(
+        status=status,
+        framework=cfg.framework.name,
+        model=cfg.model.name,
+        mode=cfg.mode,
+        epochs=events.epochs,
+        environment=dict(env),
+        error=error,
+    )

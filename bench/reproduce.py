@@ -1,0 +1,141 @@
+"""``python -m bench.reproduce RUN_ID``: run a logged containerized trial again, exactly.
+
+Reads the trial's resolved config (its ``config.json`` artifact) and the image it ran in
+(``mlflow.docker.image.id``), runs that config again in that very image (``launcher=docker``
+with ``launcher.docker.image`` pinned to the id, ``force=true``) as a new run in the same
+experiment tagged ``bench.reproduces=RUN_ID``, and prints the two results side by side.
+
+    python -m bench.reproduce RUN_ID [--tracking-uri URI]
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+from bench import tracking
+from bench.config import BenchConfig, ConfigError, TrackingConfig, from_dict, validate
+
+# What is compared, in this order, where either run has it.
+COMPARED = (
+    "trial_samples_per_s",
+    "trial_time_s",
+    "trial_step_time_p50_ms",
+    "trial_step_time_p90_ms",
+    "trial_step_time_p99_ms",
+    "final_loss",
+    "peak_host_rss_mb",
+    "import_time_s",
+    "build_time_s",
+    "compile_time_s",
+    "epochs_completed",
+)
+TAGS = ("bench.status", "mlflow.docker.image.id", "bench.base_image.digest", "bench.config_hash")
+
+
+def pinned_config(
+    config: dict[str, object], image_id: str, uri: str, experiment: str
+) -> BenchConfig:
+    """The logged config, to run again in ``image_id`` and log beside the original."""
+    cfg = from_dict(BenchConfig, config)
+    cfg.launcher.name = "docker"
+    d = cfg.launcher.docker
+    d.image = image_id
+    d.base_image = d.ca_bundle = d.wheelhouse = ""  # nothing is built: the image is given
+    cfg.force = True
+    cfg.tracking = TrackingConfig(uri=uri, experiment=experiment)
+    return cfg
+
+
+def _fmt(value: float | str | None) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        return value
+    return f"{value:,.4g}" if abs(value) < 1000 else f"{value:,.1f}"
+
+
+def side_by_side(original: tracking.RunRecord, again: tracking.RunRecord) -> str:
+    """A table of the two runs' status, image and metrics, with the relative change."""
+    rows = [("", f"original {original.run_id[:8]}", f"reproduction {again.run_id[:8]}", "change")]
+    for tag in TAGS:
+        a, b = original.tags.get(tag, "-"), again.tags.get(tag, "-")
+        if tag.endswith(("image.id", ".digest")):
+            a, b = a.removeprefix("sha256:")[:12], b.removeprefix("sha256:")[:12]
+        rows.append((tag, a, b, "same" if a == b else "differs"))
+    for key in COMPARED:
+        x, y = original.metrics.get(key), again.metrics.get(key)
+        if x is None and y is None:
+            continue
+        change = f"{(y / x - 1) * 100:+.1f}%" if x and y is not None else ""
+        rows.append((key, _fmt(x), _fmt(y), change))
+    widths = [max(len(r[c]) for r in rows) for c in range(4)]
+    lines = []
+    for row in rows:
+        values = zip(row[1:], widths[1:], strict=True)
+        cells = [row[0].ljust(widths[0])] + [v.rjust(w) for v, w in values]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def _sigterm(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.reproduce", description=__doc__)
+    parser.add_argument("run_id", help="the trial run to reproduce")
+    parser.add_argument(
+        "--tracking-uri",
+        default=TrackingConfig.uri,
+        help=f"where the run is logged, and where the new one goes (default {TrackingConfig.uri})",
+    )
+    args = parser.parse_args(argv)
+
+    def fail(message: str) -> int:
+        print(f"bench.reproduce: {message}", file=sys.stderr)
+        return 2
+
+    try:
+        original, config, experiment = tracking.load_trial(args.tracking_uri, args.run_id)
+    except LookupError as exc:
+        return fail(str(exc))
+    image_id = original.tags.get("mlflow.docker.image.id", "")
+    if not image_id:
+        launcher = original.tags.get("bench.launcher", "?")
+        return fail(
+            f"run {args.run_id} did not run in a container (launcher={launcher}), so nothing "
+            "pins its software; only launcher=docker runs can be reproduced"
+        )
+    try:
+        cfg = pinned_config(config, image_id, args.tracking_uri, experiment)
+        validate(cfg)
+    except ConfigError as exc:
+        return fail(f"cannot rerun {args.run_id}:\n  " + "\n  ".join(exc.problems))
+
+    from bench.sweep import Sweep  # after the checks: it opens the store and a parent run
+
+    signal.signal(signal.SIGTERM, _sigterm)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    workdir = Path("outputs") / "reproduce" / f"{args.run_id[:8]}-{stamp}"
+    sweep = Sweep(cfg, 1, f"reproduce-{args.run_id[:8]}", [f"reproduces={args.run_id}"])
+    label = original.name or f"framework={cfg.framework.name} model={cfg.model.name}"
+    try:
+        sweep.run(cfg, label, workdir, tags={"bench.reproduces": args.run_id})
+    except KeyboardInterrupt:
+        sweep.finish(killed=True)
+        print("bench.reproduce: interrupted", file=sys.stderr)
+        return 130
+    code = sweep.finish()
+    again, _, _ = tracking.load_trial(args.tracking_uri, sweep.rows[-1].run_id)
+    print()
+    print(side_by_side(original, again))
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

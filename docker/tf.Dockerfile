@@ -1,0 +1,46 @@
+# bench's TensorFlow image: the pinned framework, bench's trial code, a non-root user.
+#
+# Built by bench (bench/images.py, tagged bench/tf:VARIANT-CONTENTHASH) or by
+# `docker compose build tf`; the build context is the repository root (see .dockerignore).
+# Build arguments:
+#   BASE_IMAGE   the image to build on, pinned by digest (bench resolves a tag to one).
+#                Default: TensorFlow's official GPU image.  Needs python3 with venv.
+#   VARIANT      cuda (default): `tensorflow` (the official GPU image's own when it matches
+#                the pin); cpu: `tensorflow-cpu`.
+#   BENCH_UID    uid of the image's `bench` user (the launcher runs trials as a non-root uid).
+# Optional files in docker/: ca-bundle.pem (a CA bundle for pip, used in the build stage
+# only and never part of the image) and wheelhouse/*.whl (wheels pip may install).
+ARG BASE_IMAGE=tensorflow/tensorflow:2.21.0-gpu
+
+FROM ${BASE_IMAGE} AS build
+ARG VARIANT=cuda
+# The bracketed names are optional: a pattern that matches nothing copies nothing.
+COPY docker/constraints-tf.txt docker/ca-bundle.pe[m] docker/wheelhous[e] /ctx/
+RUN set -eu; \
+    if [ -s /ctx/ca-bundle.pem ]; then export PIP_CERT=/ctx/ca-bundle.pem; fi; \
+    case "$VARIANT" in \
+      cpu) framework=tensorflow-cpu ;; \
+      cuda) framework=tensorflow ;; \
+      *) echo "VARIANT must be cpu or cuda, got '$VARIANT'" >&2; exit 1 ;; \
+    esac; \
+    python3 -m venv --system-site-packages /opt/venv; \
+    pip="/opt/venv/bin/python -m pip --no-cache-dir --disable-pip-version-check --no-input -q"; \
+    $pip install --constraint /ctx/constraints-tf.txt pip; \
+    $pip install --constraint /ctx/constraints-tf.txt --find-links /ctx \
+      "$framework" keras numpy psutil nvidia-ml-py scikit-learn matplotlib; \
+    /opt/venv/bin/python -c "import tensorflow as tf; print('tensorflow', tf.__version__)"
+
+FROM ${BASE_IMAGE}
+ARG BENCH_UID=1000
+COPY --from=build /opt/venv /opt/venv
+RUN useradd --uid "$BENCH_UID" --user-group --create-home bench 2>/dev/null \
+      || useradd --user-group --create-home bench; \
+    mkdir -p /trial && chown bench:bench /trial
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONPATH=/opt/bench \
+    PYTHONUNBUFFERED=1
+COPY bench/ /opt/bench/bench/
+RUN python -m compileall -q /opt/bench
+USER bench
+WORKDIR /trial
+CMD ["python", "-m", "bench.worker", "/trial"]

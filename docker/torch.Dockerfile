@@ -1,0 +1,49 @@
+# bench's PyTorch image: the pinned framework, bench's trial code, a non-root user.
+#
+# Built by bench (bench/images.py, tagged bench/torch:VARIANT-CONTENTHASH) or by
+# `docker compose build torch`; the build context is the repository root (see .dockerignore).
+# Build arguments:
+#   BASE_IMAGE   the image to build on, pinned by digest (bench resolves a tag to one).
+#                Default: PyTorch's official CUDA runtime image.  Needs python3 with venv.
+#   VARIANT      cuda (default): the framework build for NVIDIA GPUs (the official image's
+#                own torch when it matches the pin); cpu: the CPU-only build, from
+#                docker/wheelhouse/ if a torch wheel is there, else from TORCH_CPU_INDEX_URL.
+#   BENCH_UID    uid of the image's `bench` user (the launcher runs trials as a non-root uid).
+# Optional files in docker/: ca-bundle.pem (a CA bundle for pip, used in the build stage
+# only and never part of the image) and wheelhouse/*.whl (wheels pip may install).
+ARG BASE_IMAGE=pytorch/pytorch:2.13.0-cuda12.8-cudnn9-runtime
+
+FROM ${BASE_IMAGE} AS build
+ARG VARIANT=cuda
+ARG TORCH_CPU_INDEX_URL=https://download.pytorch.org/whl/cpu
+# The bracketed names are optional: a pattern that matches nothing copies nothing.
+COPY docker/constraints-torch.txt docker/ca-bundle.pe[m] docker/wheelhous[e] /ctx/
+RUN set -eu; \
+    if [ -s /ctx/ca-bundle.pem ]; then export PIP_CERT=/ctx/ca-bundle.pem; fi; \
+    case "$VARIANT" in \
+      cpu) if ls /ctx/torch-*.whl >/dev/null 2>&1; then index=""; \
+           else index="--extra-index-url $TORCH_CPU_INDEX_URL"; fi ;; \
+      cuda) index="" ;; \
+      *) echo "VARIANT must be cpu or cuda, got '$VARIANT'" >&2; exit 1 ;; \
+    esac; \
+    python3 -m venv --system-site-packages /opt/venv; \
+    pip="/opt/venv/bin/python -m pip --no-cache-dir --disable-pip-version-check --no-input -q"; \
+    $pip install --constraint /ctx/constraints-torch.txt pip; \
+    $pip install --constraint /ctx/constraints-torch.txt --find-links /ctx $index \
+      torch numpy psutil nvidia-ml-py scikit-learn matplotlib; \
+    /opt/venv/bin/python -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
+
+FROM ${BASE_IMAGE}
+ARG BENCH_UID=1000
+COPY --from=build /opt/venv /opt/venv
+RUN useradd --uid "$BENCH_UID" --user-group --create-home bench 2>/dev/null \
+      || useradd --user-group --create-home bench; \
+    mkdir -p /trial && chown bench:bench /trial
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONPATH=/opt/bench \
+    PYTHONUNBUFFERED=1
+COPY bench/ /opt/bench/bench/
+RUN python -m compileall -q /opt/bench
+USER bench
+WORKDIR /trial
+CMD ["python", "-m", "bench.worker", "/trial"]

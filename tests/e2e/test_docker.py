@@ -1,0 +1,312 @@
+"""Tier 3 with a real Docker engine: ``launcher=docker`` sweeps, failures that leave no
+container behind, a killed host, the compose file's tracking server, and reproduction.
+
+The images are built here (once per content hash: a re-run finds them) on the local base
+image that scripts/build_base_image.sh makes, since no registry can be reached.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import images
+from tests.conftest import REPO, TINY, Bench
+
+pytestmark = pytest.mark.e2e
+
+BASE = "bench-base:bookworm"
+FRAMEWORKS = ("torch", "tf")
+
+
+def _ca_bundle() -> str:
+    for path in (os.environ.get("PIP_CERT", ""), "/etc/ssl/certs/ca-certificates.crt"):
+        if path and Path(path).is_file():
+            return path
+    return ""
+
+
+def _wheelhouse() -> str:
+    """A directory with a CPU build of torch (PyPI's torch is the CUDA build), if any."""
+    for where in (*os.environ.get("PIP_FIND_LINKS", "").split(), "/opt/wheels"):
+        if Path(where).is_dir() and list(Path(where).glob("torch-*+cpu-*.whl")):
+            return where
+    return ""
+
+
+DOCKER = [
+    "launcher=docker",
+    f"launcher.docker.base_image={BASE}",
+    f"launcher.docker.ca_bundle={_ca_bundle()}",
+    f"launcher.docker.wheelhouse={_wheelhouse()}",
+]
+
+
+@pytest.fixture(scope="session")
+def engine() -> Any:
+    client = images.client()
+    subprocess.run(["bash", str(REPO / "scripts" / "build_base_image.sh"), BASE], check=True)
+    return client
+
+
+@pytest.fixture(scope="session")
+def built(engine: Any) -> dict[str, images.Image]:
+    """bench's CPU images of both frameworks and the tracking server's image, built now (in
+    parallel: downloads overlap unpacking) unless their content-hash tags exist."""
+    specs = {
+        fw: images.BuildSpec(fw, "cpu", BASE, _ca_bundle(), _wheelhouse()) for fw in FRAMEWORKS
+    }
+    specs["mlflow"] = images.BuildSpec("mlflow", "cpu", BASE, _ca_bundle())
+    with ThreadPoolExecutor(len(specs)) as pool:
+        futures = {name: pool.submit(images.ensure, spec, engine) for name, spec in specs.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
+@pytest.fixture(scope="session")
+def framework_images(built: dict[str, images.Image]) -> dict[str, images.Image]:
+    return {fw: built[fw] for fw in FRAMEWORKS}
+
+
+def trial_containers(engine: Any, root: Path) -> list[Any]:
+    """Containers (running or not) of trials whose working directory is under ``root``."""
+    found = engine.containers.list(all=True, filters={"label": "bench.trial"})
+    return [c for c in found if c.labels["bench.trial"].startswith(str(root))]
+
+
+def wait_for_container(engine: Any, root: Path, timeout_s: float = 120) -> Any:
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        running = [c for c in trial_containers(engine, root) if c.status == "running"]
+        if running:
+            return running[0]
+        time.sleep(0.3)
+    raise AssertionError("no trial container started")
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory: pytest.TempPathFactory, framework_images: dict[str, Any]) -> Any:
+    bench = Bench(tmp_path_factory.mktemp("docker-sweep"))
+    run = bench.run("-m", f"framework={','.join(FRAMEWORKS)}", *TINY, *DOCKER, timeout=900)
+    return bench, run
+
+
+def test_two_trial_sweep_runs_each_trial_in_its_own_container(sweep: Any, engine: Any) -> None:
+    bench, run = sweep
+    assert run.returncode == 0, run.output
+    children = bench.children()
+    assert sorted(c.data.tags["bench.framework"] for c in children) == sorted(FRAMEWORKS)
+    client = bench.client()
+    containers = set()
+    for child in children:
+        tags = child.data.tags
+        assert tags["bench.status"] == "ok" and child.info.status == "FINISHED"
+        assert child.data.params["launcher.name"] == "docker"
+        assert tags["bench.image.tag"].startswith(f"bench/{tags['bench.framework']}:cpu-")
+        image = engine.images.get(tags["bench.image.tag"])
+        assert image.labels["bench.image"] == tags["bench.framework"]
+        assert tags["mlflow.docker.image.id"] == tags["bench.image.id"] == image.id
+        assert tags["bench.image.digest"] == image.id  # built here: no registry digest
+        assert tags["bench.base_image"] == BASE
+        assert tags["bench.base_image.digest"] == engine.images.get(BASE).id
+        version = "torch_version" if tags["bench.framework"] == "torch" else "tensorflow_version"
+        assert tags[f"bench.{version}"]
+        containers.add(tags["bench.container.id"])
+        history = client.get_metric_history(child.info.run_id, "samples_per_s")
+        assert sorted(m.step for m in history) == [1, 2]
+        artifacts = {a.path for a in client.list_artifacts(child.info.run_id)}
+        assert {"config.json", "result.json", "worker.log"} <= artifacts
+    assert len(containers) == len(FRAMEWORKS), "each trial has its own container"
+    assert trial_containers(engine, bench.root) == []
+
+
+def test_timeout_is_recorded_and_removes_the_container(bench: Bench, engine: Any) -> None:
+    started = time.time()
+    run = bench.run(
+        "framework=torch", "epochs=1000", "steps_per_epoch=1000", "timeout_s=6", *DOCKER
+    )
+    assert run.returncode == 1, run.output
+    (child,) = bench.children()
+    assert child.data.tags["bench.status"] == "timeout"
+    assert "timed out after 6 s" in child.data.tags["bench.error"]
+    assert child.data.tags["mlflow.docker.image.id"].startswith("sha256:")
+    assert time.time() - started < 120
+    assert trial_containers(engine, bench.root) == []
+
+
+def test_out_of_memory_kill_is_host_oom(bench: Bench, engine: Any) -> None:
+    run = bench.run("framework=torch", "launcher.memory_limit_mb=96", *TINY, *DOCKER)
+    assert run.returncode == 1, run.output
+    (child,) = bench.children()
+    assert child.data.tags["bench.status"] == "host_oom", child.data.tags.get("bench.error")
+    assert "out-of-memory killer" in child.data.tags["bench.error"]
+    assert "launcher.memory_limit_mb=96" in child.data.tags["bench.error"]
+    assert trial_containers(engine, bench.root) == []
+
+
+def test_a_crashing_trial_is_recorded_and_the_sweep_goes_on(
+    bench: Bench, engine: Any, framework_images: dict[str, images.Image]
+) -> None:
+    # The bare base image has no bench: the worker dies at once, without a result.
+    crash = f"launcher.docker.image={BASE},{framework_images['torch'].id}"
+    run = bench.run("-m", "framework=torch", crash, *TINY, *DOCKER)
+    assert run.returncode == 1, run.output
+    by_image = {c.data.tags["mlflow.docker.image.id"]: c for c in bench.children()}
+    crashed = by_image[engine.images.get(BASE).id]
+    assert crashed.data.tags["bench.status"] == "error"
+    assert "exited with code 1" in crashed.data.tags["bench.error"]
+    assert "No module named 'bench'" in crashed.data.tags["bench.error"]
+    assert by_image[framework_images["torch"].id].data.tags["bench.status"] == "ok"
+    assert trial_containers(engine, bench.root) == []
+
+
+def test_ctrl_c_records_killed_and_removes_the_container(bench: Bench, engine: Any) -> None:
+    proc = bench.popen("framework=torch", "epochs=1000", "steps_per_epoch=1000", *DOCKER)
+    try:
+        wait_for_container(engine, bench.root)
+        time.sleep(2)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, out + err
+    (child,) = bench.children()
+    assert child.data.tags["bench.status"] == "killed" and child.info.status == "KILLED"
+    assert trial_containers(engine, bench.root) == []
+
+
+def test_a_killed_host_leaves_no_container(bench: Bench, engine: Any) -> None:
+    proc = bench.popen(
+        "framework=torch",
+        "epochs=1000",
+        "steps_per_epoch=1000",
+        "launcher.docker.heartbeat_timeout_s=3",
+        *DOCKER,
+    )
+    try:
+        container = wait_for_container(engine, bench.root)
+        time.sleep(1)
+    finally:
+        proc.kill()  # SIGKILL: no handler, no cleanup on the host side
+        proc.communicate(timeout=30)
+    deadline = time.time() + 30
+    while trial_containers(engine, bench.root) and time.time() < deadline:
+        time.sleep(0.5)
+    assert trial_containers(engine, bench.root) == [], f"{container.name} outlived its host"
+
+
+def test_asking_for_a_gpu_without_the_nvidia_runtime_fails_before_anything(
+    bench: Bench, engine: Any
+) -> None:
+    run = bench.run("framework=torch", "launcher.docker.gpus=all", *TINY, *DOCKER)
+    assert run.returncode == 2, run.output
+    assert "launcher.docker.gpus: 'all': GPUs were asked for" in run.stderr
+    assert "no NVIDIA container runtime" in run.stderr
+    assert bench.runs() == []
+    assert trial_containers(engine, bench.root) == []
+
+
+def test_reproduce_reruns_a_logged_trial_in_the_same_image(sweep: Any, engine: Any) -> None:
+    bench, first = sweep
+    assert first.returncode == 0, first.output
+    (original,) = [c for c in bench.children() if c.data.tags["bench.framework"] == "torch"]
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.reproduce",
+            original.info.run_id,
+            "--tracking-uri",
+            bench.uri,
+        ],
+        cwd=bench.root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (again,) = [
+        c for c in bench.children() if c.data.tags.get("bench.reproduces") == original.info.run_id
+    ]
+    assert again.info.run_id != original.info.run_id
+    assert again.data.tags["bench.status"] == "ok"
+    for tag in ("mlflow.docker.image.id", "bench.base_image.digest", "bench.torch_version"):
+        assert again.data.tags[tag] == original.data.tags[tag], tag
+    same = ("batch_size", "model.name", "epochs", "steps_per_epoch", "seed", "threads")
+    assert {k: again.data.params[k] for k in same} == {k: original.data.params[k] for k in same}
+    out = proc.stdout
+    assert f"original {original.info.run_id[:8]}" in out
+    assert f"reproduction {again.info.run_id[:8]}" in out
+    assert "trial_samples_per_s" in out
+    assert trial_containers(engine, bench.root) == []
+
+
+def _compose() -> list[str]:
+    if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
+        return ["docker", "compose"]
+    assert shutil.which("docker-compose"), "no compose tool (scripts/system_deps.sh installs one)"
+    return ["docker-compose"]
+
+
+def test_compose_file_is_valid_and_its_mlflow_service_takes_a_run(
+    built: dict[str, images.Image],
+) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    mlflow_image = built["mlflow"]
+    env = dict(
+        os.environ,
+        BENCH_BASE_IMAGE=BASE,
+        BENCH_MLFLOW_IMAGE=mlflow_image.tag,
+        BENCH_MLFLOW_PORT=str(port),
+    )
+    project = ["-p", f"bench-test-{os.getpid()}", "-f", str(REPO / "compose.yaml")]
+    compose = [*_compose(), *project]
+    config = subprocess.run([*compose, "config"], capture_output=True, text=True, env=env)
+    assert config.returncode == 0, config.stderr
+    assert f"127.0.0.1:{port}:5000" in config.stdout
+    assert "driver: nvidia" in config.stdout and "- gpu" in config.stdout
+    try:
+        up = subprocess.run(
+            [*compose, "up", "-d", "--no-build", "mlflow"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
+        assert up.returncode == 0, up.stderr
+        uri = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"{uri}/health", timeout=2)
+                break
+            except OSError:
+                assert time.time() < deadline, "the mlflow service never answered"
+                time.sleep(1)
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=uri)
+        exp = client.create_experiment("compose")
+        run = client.create_run(exp)
+        client.log_metric(run.info.run_id, "samples_per_s", 12.5, step=1)
+        client.log_text(run.info.run_id, "hello", "note.txt")
+        client.set_terminated(run.info.run_id)
+        back = client.get_run(run.info.run_id)
+        assert back.data.metrics["samples_per_s"] == 12.5
+        assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["note.txt"]
+    finally:
+        down = subprocess.run([*compose, "down", "-v"], capture_output=True, text=True, env=env)
+        assert down.returncode == 0, down.stderr
