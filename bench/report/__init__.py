@@ -1,0 +1,160 @@
+"""The comparison report: the studies' tables and figures from a set of runs, with verdicts.
+
+:func:`build` turns plain run records (:class:`bench.tracking.RunSet`) into a
+:class:`~bench.report.document.Report`; :func:`write` renders it as ``report.html`` (self
+contained) and ``report.md`` (figures in ``figures/``).  Reading the runs and logging the
+result are :mod:`bench.tracking`'s; ``python -m bench.report`` ties them together.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from bench import stats
+from bench.report import render, sections
+from bench.report.document import Cell, Report, Section, Table, num
+from bench.report.sections import HISTORY_KEYS, Context
+from bench.report.trials import Trial, group, to_trial
+from bench.tracking import RunSet
+
+__all__ = ["HISTORY_KEYS", "build", "write", "report_sweep"]
+
+METHOD = (
+    "Each verdict compares the runs of one configuration in two frameworks, using the timed "
+    "wall time per sample of every run.  It says 'not comparable' when the runs' environments "
+    "differ (device, CPU, GPU, Python version or container image between the frameworks; any "
+    "version or hardware between repeats of one framework), when their parameter counts "
+    "differ, or when a side is unstable (coefficient of variation of 10% or more).  Otherwise "
+    "the ratio of mean times gets a 95% percentile-bootstrap confidence interval (10,000 "
+    "resamples, fixed seed); with fewer than 8 runs a side a two-sided exact Mann-Whitney U "
+    "test must also give p < 0.05.  'A is faster than B by x%' (B takes x% longer) is said "
+    "only then; otherwise 'no significant difference'.  With 3 runs a side the Mann-Whitney "
+    "p-value cannot go below 0.1, so use repeats >= 4 for small-sample verdicts."
+)
+
+
+def _overview(ctx: Context, runs: RunSet) -> Section:
+    section = Section("Overview", "overview")
+    counts: dict[str, int] = {}
+    for t in ctx.trials:
+        counts[t.status] = counts.get(t.status, 0) + 1
+    tally = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    frameworks = sorted({t.framework for t in ctx.trials})
+    models = sorted({t.model for t in ctx.trials})
+    section.blocks.append(
+        f"{len(ctx.trials)} runs ({tally or 'none'}); frameworks: {', '.join(frameworks) or '-'}; "
+        f"models: {', '.join(models) or '-'}."
+    )
+    repeats = [len(v) for v in group(ctx.ok, lambda t: (t.framework, t.config)).values()]
+    if repeats:
+        each = (
+            f"{min(repeats)}"
+            if min(repeats) == max(repeats)
+            else f"{min(repeats)} to {max(repeats)}"
+        )
+        section.blocks.append(
+            f"{len(repeats)} configurations (framework included) ran ok, with {each} runs each."
+        )
+    envs = group(ctx.trials, lambda t: (t.framework, tuple(sorted(t.environment.items()))))
+    rows = []
+    for (framework, env), members in sorted(envs.items()):
+        pairs = dict(env)
+        version = pairs.get("torch_version") or pairs.get("tensorflow_version") or "-"
+        rows.append(
+            [
+                Cell(framework),
+                Cell(version),
+                Cell(pairs.get("device", "-")),
+                Cell(pairs.get("cpu_model", "-")),
+                Cell(pairs.get("gpu_names", "-")),
+                Cell(pairs.get("python_version", "-")),
+                Cell(pairs.get("image", "-")[:19]),
+                num(str(len(members))),
+            ]
+        )
+    columns = ["Framework", "Version", "Device", "CPU", "GPU", "Python", "Image", "Runs"]
+    section.blocks.append(Table(columns, rows, "Environments"))
+    return section
+
+
+def _verdicts(ctx: Context) -> Section | None:
+    if not ctx.verdicts:
+        return None
+    section = Section("Verdicts", "verdicts")
+    kinds: dict[str, int] = {}
+    for _, _, v in ctx.verdicts:
+        key = f"{v.faster} faster" if v.kind == stats.FASTER else v.kind
+        kinds[key] = kinds.get(key, 0) + 1
+    section.blocks.append(
+        f"{len(ctx.verdicts)} compared pair{'s' if len(ctx.verdicts) != 1 else ''}: "
+        + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+        + ".  "
+        + METHOD
+    )
+    rows = [
+        [Cell(what), Cell(label), Cell(v.text, v.kind.replace(" ", "-"))]
+        for what, label, v in ctx.verdicts
+    ]
+    section.blocks.append(Table(["Compared", "Configuration", "Verdict"], rows, "Every verdict"))
+    return section
+
+
+def build(runs: RunSet, title: str = "") -> Report:
+    """The report of ``runs``: every section the runs hold data for."""
+    trials: list[Trial] = [to_trial(r) for r in runs.records]
+    ctx = Context(trials)
+    where = f"sweep {runs.sweep_name or runs.sweep_id}" if runs.sweep_id else "all runs"
+    report = Report(
+        title=title or f"bench comparison report: {runs.experiment}",
+        subtitle=(
+            f"{runs.uri}, experiment {runs.experiment!r}, {where}; written "
+            f"{time.strftime('%Y-%m-%d %H:%M:%S')}"
+        ),
+    )
+    builders: list[Callable[[], Section | None]] = [
+        lambda: sections.relative_time(ctx, "train"),
+        lambda: sections.relative_time(ctx, "infer"),
+        lambda: sections.inference_vs_batch(ctx),
+        lambda: sections.power(ctx),
+        lambda: sections.breakdown(ctx),
+        lambda: sections.distributed(ctx),
+        lambda: sections.epochs_and_utilization(ctx),
+        lambda: sections.oom_frontier(ctx),
+        lambda: sections.accuracy(ctx),
+    ]
+    body = [s for s in (b() for b in builders) if s is not None]
+    summary = _verdicts(ctx)
+    report.sections = [_overview(ctx, runs)] + ([summary] if summary else []) + body
+    if not ctx.trials:
+        report.sections[0].blocks.append("There are no trial runs to report on.")
+    return report
+
+
+def write(report: Report, out: Path) -> Path:
+    """Write ``report.html``, ``report.md`` and ``figures/*.png`` under ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    figures = out / "figures"
+    figures.mkdir(exist_ok=True)
+    for stale in figures.glob("*.png"):  # an earlier report's figures
+        stale.unlink()
+    for section in report.sections:
+        for block in section.blocks:
+            if not isinstance(block, str | Table):
+                (figures / f"{block.name}.png").write_bytes(block.png)
+    (out / "report.md").write_text(render.to_markdown(report))
+    page = out / "report.html"
+    page.write_text(render.to_html(report))
+    return page
+
+
+def report_sweep(uri: str, sweep_id: str) -> str:
+    """Build the report of one sweep and log it to the sweep's run; return the page's URI."""
+    from bench import tracking
+
+    runs = tracking.load_runs(uri, sweep=sweep_id, history_keys=HISTORY_KEYS)
+    with tempfile.TemporaryDirectory() as tmp:
+        write(build(runs), Path(tmp))
+        return tracking.log_report(uri, sweep_id, Path(tmp))

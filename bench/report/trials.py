@@ -1,0 +1,206 @@
+"""Trials as the report sees them: plain views of run records, grouped by configuration."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from bench.tracking import RunRecord
+
+# Params that say how or where a run was recorded, or which run of a configuration it was;
+# two runs that differ only in these measured the same thing.
+_NOT_CONFIG = ("repeat", "repeats", "report", "force", "timeout_s", "num_parameters")
+_NOT_CONFIG_PREFIXES = ("framework.", "tracking.", "hydra.", "launcher.kill_grace_s")
+# Shown in their own columns or words; any other param that varies joins the label.
+_STANDARD = ("model.name", "mode", "batch_size", "image_size", "device")
+# Tags (without "bench.") that describe what a run ran on.
+ENVIRONMENT_TAGS = (
+    "device",
+    "python_version",
+    "os",
+    "cpu_model",
+    "gpu_names",
+    "gpu_driver",
+    "cuda_version",
+    "cudnn_version",
+    "torch_version",
+    "tensorflow_version",
+    "keras_version",
+)
+DOCKER_IMAGE_TAG = "mlflow.docker.image.id"
+PREFERRED_BASELINE = "torch"
+
+Config = tuple[tuple[str, str], ...]
+
+
+def _float(value: str | None, default: float = math.nan) -> float:
+    try:
+        return float(value) if value is not None else default
+    except ValueError:
+        return default
+
+
+@dataclass
+class Trial:
+    record: RunRecord
+    framework: str
+    model: str
+    mode: str
+    device: str
+    batch_size: int
+    image_size: int
+    config: Config  # every param that decides what was measured, except the framework
+    environment: dict[str, str]
+
+    @property
+    def status(self) -> str:
+        return self.record.status
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def metric(self, key: str) -> float:
+        return self.record.metrics.get(key, math.nan)
+
+    def param(self, key: str, default: str = "") -> str:
+        return self.record.params.get(key, default)
+
+    @property
+    def num_parameters(self) -> int:
+        return int(_float(self.record.params.get("num_parameters"), 0))
+
+    @property
+    def ms_per_sample(self) -> float:
+        """Timed wall time per sample over the whole trial (ms)."""
+        rate = self.metric("trial_samples_per_s")
+        return 1000.0 / rate if rate > 0 else math.nan
+
+    @property
+    def epoch_time_s(self) -> float:
+        epochs = self.metric("epochs_completed")
+        return self.metric("trial_time_s") / epochs if epochs > 0 else math.nan
+
+    def mean_over_epochs(self, key: str) -> float:
+        """The mean of a per-epoch metric over the epochs (its last value without history)."""
+        history = self.record.history.get(key)
+        if history:
+            return statistics.fmean(v for _, v in history)
+        return self.metric(key)
+
+    @property
+    def operators_ms(self) -> dict[str, float]:
+        """Profiled self time per step by operator category (``op_<category>_ms``)."""
+        return {
+            k[3:-3]: v
+            for k, v in self.record.metrics.items()
+            if k.startswith("op_") and k.endswith("_ms")
+        }
+
+    def config_without(self, *keys: str) -> Config:
+        return tuple((k, v) for k, v in self.config if k not in keys)
+
+
+def _in_config(key: str) -> bool:
+    return key not in _NOT_CONFIG and not key.startswith(_NOT_CONFIG_PREFIXES)
+
+
+def to_trial(record: RunRecord) -> Trial:
+    params, tags = record.params, record.tags
+    device = tags.get("bench.device") or params.get("device", "?")
+    config = {k: v for k, v in params.items() if _in_config(k)}
+    config["device"] = device  # the device it ran on, not "auto"
+    environment = {k: tags[f"bench.{k}"] for k in ENVIRONMENT_TAGS if f"bench.{k}" in tags}
+    if DOCKER_IMAGE_TAG in tags:
+        environment["image"] = tags[DOCKER_IMAGE_TAG]
+    return Trial(
+        record=record,
+        framework=tags.get("bench.framework") or params.get("framework.name", "?"),
+        model=tags.get("bench.model") or params.get("model.name", "?"),
+        mode=tags.get("bench.mode") or params.get("mode", "?"),
+        device=device,
+        batch_size=int(_float(params.get("batch_size"), 0)),
+        image_size=int(_float(params.get("image_size"), 0)),
+        config=tuple(sorted(config.items())),
+        environment=environment,
+    )
+
+
+class Labeller:
+    """Short names for configurations: the standard fields and whatever else varies."""
+
+    def __init__(self, trials: Iterable[Trial]) -> None:
+        configs = [dict(t.config) for t in trials]
+        keys = {k for config in configs for k in config}
+        # A key some runs lack (e.g. data.name before labelled data existed) varies too.
+        varying = {k for k in keys if len({c.get(k, "") for c in configs}) > 1}
+        self.mode_varies = "mode" in varying
+        self.varying = sorted(varying - set(_STANDARD))
+
+    def label(self, config: Config, *skip: str) -> str:
+        """e.g. ``resnet50 · batch 32 · 224 px · cuda:0 · precision=bf16``; ``skip`` leaves
+        out fields that a table shows in a column of their own."""
+        pairs = dict(config)
+        parts = []
+        if "model.name" not in skip:
+            parts.append(pairs.get("model.name", "?"))
+        if self.mode_varies and "mode" not in skip:
+            parts.append(pairs.get("mode", "?"))
+        if "batch_size" not in skip:
+            parts.append(f"batch {pairs.get('batch_size', '?')}")
+        if "image_size" not in skip:
+            parts.append(f"{pairs.get('image_size', '?')} px")
+        if "device" not in skip:
+            parts.append(pairs.get("device", "?"))
+        parts += [f"{k}={pairs[k]}" for k in self.varying if k in pairs and k not in skip]
+        return " · ".join(parts)
+
+
+K = TypeVar("K", bound=Hashable)
+
+
+def group(trials: Iterable[Trial], key: Callable[[Trial], K]) -> dict[K, list[Trial]]:
+    out: dict[K, list[Trial]] = {}
+    for trial in trials:
+        out.setdefault(key(trial), []).append(trial)
+    return out
+
+
+def framework_pairs(frameworks: Iterable[str]) -> list[tuple[str, str]]:
+    """Every pair of frameworks, the baseline (torch where present) first."""
+    names = sorted(set(frameworks), key=lambda f: (f != PREFERRED_BASELINE, f))
+    return [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
+
+
+def finite(values: Iterable[float]) -> list[float]:
+    return [v for v in values if not math.isnan(v)]
+
+
+def mean_sd(values: Sequence[float]) -> tuple[float, float]:
+    if not values:
+        return math.nan, math.nan
+    sd = statistics.stdev(values) if len(values) > 1 else math.nan
+    return statistics.fmean(values), sd
+
+
+def fmt(value: float, digits: int = 3) -> str:
+    """A number with ``digits`` significant digits, thousands separated; '-' for nan."""
+    if value is None or math.isnan(value):
+        return "-"
+    if value == 0:
+        return "0"
+    magnitude = math.floor(math.log10(abs(value)))
+    decimals = max(0, digits - 1 - magnitude)
+    return f"{value:,.{decimals}f}"
+
+
+def fmt_mean_sd(values: Sequence[float], digits: int = 3) -> str:
+    """``mean ± sd (n)``; the sd is left out for a single run."""
+    mean, sd = mean_sd(values)
+    if math.isnan(mean):
+        return "-"
+    spread = f" ± {fmt(sd, 2)}" if not math.isnan(sd) else ""
+    return f"{fmt(mean, digits)}{spread} (n={len(values)})"

@@ -1,0 +1,208 @@
+"""The statistics behind the report's verdicts; plain numbers in, no I/O.
+
+A comparison takes two samples of per-run times (one value per run, lower is faster) and
+says which side is faster, and by how much, only when the data support it:
+
+- ``not comparable`` when the runs differ in what they ran on (environment), in what they
+  ran (parameter counts), or a side is unstable (coefficient of variation >= 10%);
+- otherwise the ratio of mean times gets a 95% percentile-bootstrap confidence interval
+  (seeded, so a report is reproducible).  With at least ``BOOTSTRAP_MIN_RUNS`` runs a side,
+  the difference is significant when that interval excludes 1; with fewer, a two-sided
+  exact Mann-Whitney U test must also reject equality at the 5% level;
+- ``no significant difference`` in every other case.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+ALPHA = 0.05
+UNSTABLE_CV = 0.10
+BOOTSTRAP_MIN_RUNS = 8
+BOOTSTRAP_RESAMPLES = 10_000
+SEED = 20240917
+
+FASTER = "faster"
+SAME = "no significant difference"
+NOT_COMPARABLE = "not comparable"
+
+
+@dataclass
+class Sample:
+    """The runs of one side of a comparison."""
+
+    name: str
+    values: Sequence[float]  # one time per run (lower is faster), e.g. ms per sample
+    # Per run: what it ran on (device, CPU, versions...); compared as described in compare().
+    environments: Sequence[Mapping[str, str]] = field(default_factory=list)
+    num_parameters: Sequence[int] = field(default_factory=list)
+
+
+@dataclass
+class Verdict:
+    kind: str  # FASTER, SAME or NOT_COMPARABLE
+    text: str
+    ratio: float = math.nan  # mean time of b / mean time of a
+    ci_low: float = math.nan
+    ci_high: float = math.nan
+    p_value: float = math.nan  # Mann-Whitney, when the samples are small
+    faster: str = ""  # the faster side's name when kind == FASTER
+    reasons: list[str] = field(default_factory=list)
+
+
+def cv(values: Sequence[float]) -> float:
+    """Coefficient of variation (sample standard deviation / mean); nan below 2 values."""
+    x = np.asarray(values, dtype=float)
+    if len(x) < 2 or x.mean() == 0:
+        return math.nan
+    return float(x.std(ddof=1) / abs(x.mean()))
+
+
+def bootstrap_ratio(
+    a: Sequence[float], b: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES, seed: int = SEED
+) -> tuple[float, float, float]:
+    """mean(b) / mean(a) and its 95% percentile-bootstrap interval (each side resampled)."""
+    xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    ratio = float(xb.mean() / xa.mean())
+    rng = np.random.default_rng(seed)
+    ma = xa[rng.integers(0, len(xa), (resamples, len(xa)))].mean(axis=1)
+    mb = xb[rng.integers(0, len(xb), (resamples, len(xb)))].mean(axis=1)
+    low, high = np.percentile(mb / ma, [100 * ALPHA / 2, 100 * (1 - ALPHA / 2)])
+    return ratio, float(low), float(high)
+
+
+def mann_whitney(a: Sequence[float], b: Sequence[float]) -> float:
+    """Two-sided Mann-Whitney U p-value (exact for small samples without ties)."""
+    from scipy.stats import mannwhitneyu
+
+    if np.ptp(np.concatenate([a, b])) == 0:
+        return 1.0  # all equal: scipy would warn and return nan
+    return float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
+
+
+def smallest_p(n_a: int, n_b: int) -> float:
+    """The smallest two-sided p-value an exact Mann-Whitney test can give for these sizes."""
+    return min(1.0, 2.0 / math.comb(n_a + n_b, n_a))
+
+
+# Environment keys that must agree between the two sides of a comparison; the framework's
+# own version (torch_version vs tensorflow_version) naturally differs and is not among them.
+SHARED_ENVIRONMENT = ("device", "cpu_model", "gpu_names", "python_version", "image")
+
+
+def _environment_problems(a: Sample, b: Sample) -> list[str]:
+    problems = []
+    for side in (a, b):  # repeats of one configuration: everything must agree
+        keys = sorted({k for env in side.environments for k in env})
+        for key in keys:
+            seen = sorted({env.get(key, "?") for env in side.environments})
+            if len(seen) > 1:
+                problems.append(f"{side.name} runs differ in {key} ({', '.join(seen)})")
+    for key in SHARED_ENVIRONMENT:
+        seen_a = {env[key] for env in a.environments if key in env}
+        seen_b = {env[key] for env in b.environments if key in env}
+        if seen_a and seen_b and seen_a != seen_b:
+            both = ", ".join(sorted(seen_a | seen_b))
+            problems.append(f"{key} differs between {a.name} and {b.name} ({both})")
+    return problems
+
+
+def _comparability(a: Sample, b: Sample) -> list[str]:
+    reasons = _environment_problems(a, b)
+    counts = sorted({int(n) for n in [*a.num_parameters, *b.num_parameters] if n})
+    if len(counts) > 1:
+        reasons.append(
+            "architectures differ: parameter counts " + ", ".join(f"{n:,}" for n in counts)
+        )
+    for side in (a, b):
+        spread = cv(side.values)
+        if spread >= UNSTABLE_CV:
+            reasons.append(
+                f"{side.name} is unstable (CV {100 * spread:.0f}% over {len(side.values)} runs)"
+            )
+    return reasons
+
+
+def percent_faster(ratio: float) -> float:
+    """How much longer the slower side takes, in percent, given mean time b / mean time a."""
+    return 100 * ((ratio if ratio >= 1 else 1 / ratio) - 1)
+
+
+def _interval_text(ratio: float, low: float, high: float) -> str:
+    if ratio >= 1:
+        lo, hi = 100 * (low - 1), 100 * (high - 1)
+    else:
+        lo, hi = 100 * (1 / high - 1), 100 * (1 / low - 1)
+    return f"[95% CI {lo:.1f}%, {hi:.1f}%]"
+
+
+def compare(a: Sample, b: Sample) -> Verdict:
+    """Which of ``a`` and ``b`` is faster, if the runs say so (see the module's docstring).
+
+    The ratio and its interval are filled in whatever the verdict, so that a figure can
+    still show them (marked) for pairs that are not comparable.
+    """
+    na, nb = len(a.values), len(b.values)
+    if na == 0 or nb == 0:
+        raise ValueError("compare: each side needs at least one run")
+    verdict = Verdict(SAME, "")
+    verdict.ratio, verdict.ci_low, verdict.ci_high = bootstrap_ratio(a.values, b.values)
+    small = min(na, nb) < BOOTSTRAP_MIN_RUNS
+    if small:
+        verdict.p_value = mann_whitney(a.values, b.values)
+    verdict.reasons = _comparability(a, b)
+    if verdict.reasons:
+        verdict.kind = NOT_COMPARABLE
+        verdict.text = f"{NOT_COMPARABLE}: " + "; ".join(verdict.reasons)
+        return verdict
+    ratio, low, high = verdict.ratio, verdict.ci_low, verdict.ci_high
+    significant = low > 1 or high < 1
+    if small:
+        significant = significant and verdict.p_value < ALPHA
+    if significant:
+        fast, slow = (a, b) if ratio > 1 else (b, a)
+        verdict.kind, verdict.faster = FASTER, fast.name
+        verdict.text = (
+            f"{fast.name} is faster than {slow.name} by {percent_faster(ratio):.1f}% "
+            f"{_interval_text(ratio, low, high)}"
+        )
+        return verdict
+    why = f"{na} vs {nb} runs"
+    if min(na, nb) < 2:
+        why += ": too few to test; use repeats >= 4"
+    elif small:
+        why += f", Mann-Whitney p = {verdict.p_value:.2g}"
+        floor = smallest_p(na, nb)
+        if floor >= ALPHA:
+            why += f", and with so few runs p cannot go below {floor:.2g}: use repeats >= 4"
+    verdict.text = f"{SAME} ({why})"
+    return verdict
+
+
+@dataclass
+class Trend:
+    text: str
+    rho: float = math.nan
+    p_value: float = math.nan
+    direction: str = ""  # "decreases", "increases" or "" (none found)
+
+
+def trend(x: Sequence[float], y: Sequence[float], what: str, against: str) -> Trend:
+    """Does ``y`` move monotonically with ``x``?  Spearman's rank correlation over all runs."""
+    from scipy.stats import spearmanr
+
+    if len(set(x)) < 3:
+        return Trend(f"{what}: too few {against} values to test a trend (need 3)")
+    if np.ptp(np.asarray(y, dtype=float)) == 0:
+        return Trend(f"{what}: no trend with {against} (all values equal)", 0.0, 1.0)
+    result = spearmanr(x, y)
+    rho, p = float(result.statistic), float(result.pvalue)
+    stats_text = f"Spearman rho = {rho:+.2f}, p = {p:.2g}, {len(x)} runs"
+    if p < ALPHA:
+        direction = "decreases" if rho < 0 else "increases"
+        return Trend(f"{what} {direction} with {against} ({stats_text})", rho, p, direction)
+    return Trend(f"{what}: no significant trend with {against} ({stats_text})", rho, p)

@@ -1,0 +1,230 @@
+"""The report's verdicts and sections on constructed data (no MLflow, no frameworks)."""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from bench import stats
+from bench.report import build, render, write
+from bench.report.document import Figure, Report, Table
+from bench.tracking import RunSet
+from tests.report_data import every_section, record, runset
+
+
+def draws(mean: float, n: int, seed: int, cv: float = 0.02) -> list[float]:
+    rng = random.Random(seed)
+    return [rng.gauss(mean, mean * cv) for _ in range(n)]
+
+
+def env(**extra: str) -> dict[str, str]:
+    return {"device": "cpu", "cpu_model": "Test CPU", "python_version": "3.11.7", **extra}
+
+
+def sample(name: str, values: list[float], **kwargs: object) -> stats.Sample:
+    n = len(values)
+    return stats.Sample(
+        name,
+        values,
+        environments=kwargs.get("environments", [env()] * n),  # type: ignore[arg-type]
+        num_parameters=kwargs.get("num_parameters", [1000] * n),  # type: ignore[arg-type]
+    )
+
+
+# --- verdicts ---
+
+
+@pytest.mark.parametrize("n", [10, 5])  # bootstrap alone; bootstrap and Mann-Whitney
+def test_a_clear_difference_names_the_faster_side_and_how_much(n: int) -> None:
+    fast, slow = draws(10.0, n, 1), draws(12.0, n, 2)
+    verdict = stats.compare(sample("torch", fast), sample("tf", slow))
+    assert verdict.kind == stats.FASTER and verdict.faster == "torch"
+    assert verdict.text.startswith("torch is faster than tf by ")
+    percent = float(re.search(r"by ([\d.]+)%", verdict.text).group(1))  # type: ignore[union-attr]
+    assert 15 < percent < 25  # truly 20%
+    low, high = (float(x) for x in re.search(r"CI ([\d.-]+)%, ([\d.-]+)%", verdict.text).groups())  # type: ignore[union-attr]
+    assert 0 < low < percent < high
+    assert verdict.ratio == pytest.approx(sum(slow) / sum(fast))
+    # The other way round: the sign follows the data, not the argument order.
+    swapped = stats.compare(sample("tf", slow), sample("torch", fast))
+    assert swapped.kind == stats.FASTER and swapped.faster == "torch"
+    assert swapped.text.startswith("torch is faster than tf by ")
+    assert swapped.ratio == pytest.approx(1 / verdict.ratio)
+
+
+def test_identical_distributions_give_no_significant_difference() -> None:
+    values = draws(10.0, 10, 3)
+    same = stats.compare(sample("torch", values), sample("tf", list(values)))
+    assert same.kind == stats.SAME and same.text.startswith("no significant difference")
+    assert same.ratio == pytest.approx(1.0)
+    assert same.ci_low < 1 < same.ci_high
+    # Two draws from one distribution, small samples (Mann-Whitney decides).
+    small = stats.compare(sample("torch", draws(10.0, 5, 4)), sample("tf", draws(10.0, 5, 5)))
+    assert small.kind == stats.SAME
+    assert small.p_value > stats.ALPHA
+
+
+def test_three_runs_a_side_cannot_be_significant_and_the_verdict_says_why() -> None:
+    verdict = stats.compare(sample("torch", [10.0, 10.1, 10.2]), sample("tf", [20.0, 20.1, 20.2]))
+    assert verdict.kind == stats.SAME
+    assert "p = 0.1" in verdict.text and "repeats >= 4" in verdict.text
+    assert stats.smallest_p(3, 3) == pytest.approx(0.1)
+    assert stats.smallest_p(4, 4) < stats.ALPHA
+
+
+def test_differing_parameter_counts_are_not_comparable() -> None:
+    verdict = stats.compare(
+        sample("torch", draws(10.0, 10, 1), num_parameters=[25_557_032] * 10),
+        sample("tf", draws(12.0, 10, 2), num_parameters=[25_636_712] * 10),
+    )
+    assert verdict.kind == stats.NOT_COMPARABLE
+    assert "parameter counts 25,557,032, 25,636,712" in verdict.text
+    assert not math.isnan(verdict.ratio)  # still computed, for the figure
+
+
+def test_environments_must_agree_except_the_frameworks_own_versions() -> None:
+    fast, slow = draws(10.0, 10, 1), draws(12.0, 10, 2)
+    own_versions = stats.compare(
+        sample("torch", fast, environments=[env(torch_version="2.13")] * 10),
+        sample("tf", slow, environments=[env(tensorflow_version="2.21")] * 10),
+    )
+    assert own_versions.kind == stats.FASTER
+    other_device = stats.compare(
+        sample("torch", fast), sample("tf", slow, environments=[env(device="cuda:0")] * 10)
+    )
+    assert other_device.kind == stats.NOT_COMPARABLE
+    assert "device differs between torch and tf (cpu, cuda:0)" in other_device.text
+    mixed_repeats = [env(torch_version="2.12")] * 5 + [env(torch_version="2.13")] * 5
+    drifted = stats.compare(sample("torch", fast, environments=mixed_repeats), sample("tf", slow))
+    assert drifted.kind == stats.NOT_COMPARABLE
+    assert "torch runs differ in torch_version (2.12, 2.13)" in drifted.text
+
+
+def test_an_unstable_side_is_not_comparable() -> None:
+    shaky = [10.0, 12.0, 8.0, 11.5, 8.5, 10.0, 12.5, 7.5]  # CV about 18%
+    verdict = stats.compare(sample("torch", shaky), sample("tf", draws(20.0, 8, 2)))
+    assert verdict.kind == stats.NOT_COMPARABLE and "torch is unstable (CV" in verdict.text
+    steady = [10.0, 10.9, 9.1, 10.0]  # CV about 7%
+    assert stats.cv(steady) < stats.UNSTABLE_CV
+    assert stats.compare(sample("a", steady), sample("b", steady)).kind == stats.SAME
+
+
+def test_the_bootstrap_is_reproducible() -> None:
+    a, b = draws(10.0, 6, 1), draws(11.0, 6, 2)
+    assert stats.bootstrap_ratio(a, b) == stats.bootstrap_ratio(a, b)
+
+
+def test_trend_against_batch_size() -> None:
+    batches = [1, 1, 8, 8, 32, 32, 128, 128]
+    falling = [10.0, 10.2, 4.0, 4.1, 2.0, 2.1, 1.5, 1.4]
+    assert stats.trend(batches, falling, "time", "batch").direction == "decreases"
+    flat = draws(100.0, 8, 7)
+    assert stats.trend(batches, flat, "power", "batch").direction == ""
+    assert "too few" in stats.trend([1, 8, 1, 8], [1.0, 2.0, 1.0, 2.0], "x", "batch").text
+
+
+# --- sections from constructed runs ---
+
+
+@pytest.fixture(scope="module")
+def full() -> Report:
+    return build(every_section())
+
+
+def tables(report: Report, title: str) -> list[Table]:
+    section = next(s for s in report.sections if s.title == title)
+    return [b for b in section.blocks if isinstance(b, Table)]
+
+
+def test_every_section_is_built_when_the_runs_hold_its_data(full: Report) -> None:
+    report = full
+    titles = [s.title for s in report.sections]
+    assert titles == [
+        "Overview",
+        "Verdicts",
+        "Relative training time",
+        "Relative inference time",
+        "Inference time against batch size",
+        "Power and energy against batch size",
+        "Time breakdown",
+        "Distributed training",
+        "Time per epoch and GPU utilization",
+        "Out-of-memory frontier",
+        "Test accuracy per epoch",
+    ]
+    for section in report.sections[2:]:
+        if section.title not in ("Time per epoch and GPU utilization", "Out-of-memory frontier"):
+            assert any(isinstance(b, Figure) and b.png[:4] == b"\x89PNG" for b in section.blocks)
+
+
+def test_sections_hold_the_right_numbers(full: Report) -> None:
+    report = full
+    training = tables(report, "Relative training time")[0]
+    cifar = next(r for r in training.rows if "data.name=cifar10" in r[0].text)
+    assert cifar[4].text.startswith("torch is faster than tf by 2")  # 125 vs 100 samples/s
+    inference = tables(report, "Inference time against batch size")[0]
+    assert {r[3].text.split(" (")[0] for r in inference.rows} == {
+        "time per sample decreases with batch"
+    }
+    oom = tables(report, "Out-of-memory frontier")[0]
+    assert {(r[0].text, r[2].text, r[3].text) for r in oom.rows if r[3].text != "-"} == {
+        ("torch", "256", "512"),
+        ("tf", "256", "512"),
+    }
+    scaling = tables(report, "Distributed training")[0]
+    four = [r for r in scaling.rows if r[1].text.startswith("4 ")]
+    assert four and all(r[3].text.startswith("7") for r in four)  # 0.9^3 = 73% of linear
+    phases = tables(report, "Time breakdown")[1]
+    forward = next(r for r in phases.rows if r[1].text == "forward")
+    assert forward[3].text.startswith("torch is faster than tf by 4")  # 10 vs 14 ms
+    operators = tables(report, "Time breakdown")[2]
+    conv = next(r for r in operators.rows if r[1].text == "convolution")
+    assert conv[5].text.startswith("tf is faster than torch")
+    epochs = tables(report, "Time per epoch and GPU utilization")[0]
+    gpu = [r for r in epochs.rows if "cifar10" in r[2].text]
+    assert gpu and all(r[4].text == "46.0 ± 0 (n=4)" for r in gpu)  # mean of 45 and 47
+
+
+def test_power_is_energy_over_time_and_energy_per_sample_follows() -> None:
+    run = record("torch", rate=50.0, batch=10, metrics={"trial_cpu_energy_j": 40.0})
+    seconds = run.metrics["trial_time_s"]  # 2 epochs x 5 steps x 10 samples / 50 per s = 2 s
+    report = build(runset([run]))
+    row = tables(report, "Power and energy against batch size")[0].rows[0]
+    assert seconds == pytest.approx(2.0)
+    assert row[1].text == "10: 20.0"  # 40 J / 2 s
+    assert row[2].text == "10: 0.400"  # 40 J / 100 samples
+
+
+def test_sections_without_data_are_left_out() -> None:
+    report = build(runset([record("torch"), record("tf")]))
+    titles = {s.title for s in report.sections}
+    assert "Relative training time" in titles
+    for absent in (
+        "Power and energy against batch size",
+        "Out-of-memory frontier",
+        "Distributed training",
+    ):
+        assert absent not in titles
+    assert build(runset([])).sections[0].title == "Overview"
+
+
+def test_html_and_markdown_hold_the_same_tables(full: Report, tmp_path: Path) -> None:
+    page = write(full, tmp_path)
+    html_text, md_text = page.read_text(), (tmp_path / "report.md").read_text()
+    separators = [line for line in md_text.splitlines() if line.startswith("|---")]
+    assert html_text.count("<table>") == len(separators) > 5
+    figures = list((tmp_path / "figures").glob("*.png"))
+    assert (
+        len(figures)
+        == html_text.count('src="data:image/png;base64,')
+        == md_text.count("](figures/")
+    )
+    assert "<script" not in html_text and "http" not in html_text.split("<body>")[1]
+    hostile = RunSet([record("to|rch")], "sqlite:///x.db", "<b>x</b>", "", "")
+    escaped = render.to_html(build(hostile))
+    assert "&lt;b&gt;x&lt;/b&gt;" in escaped and "<b>x" not in escaped
+    assert "| to\\|rch |" in render.to_markdown(build(hostile))  # a cell, not two
