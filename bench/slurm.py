@@ -1,0 +1,99 @@
+"""Sweeps on a Slurm cluster, through Hydra's submitit launcher.
+
+``-m hydra/launcher=submitit_slurm`` selects Hydra's own submitit Slurm launcher with bench's
+defaults (:class:`BenchSlurmConf`: the job's time limit derived from ``timeout_s``).  Each
+trial is one sbatch job running the same task function as a local sweep, so it logs to the
+same MLflow experiment (the tracking store must be reachable from the compute nodes: a
+server, or a sqlite file on a shared filesystem).
+
+Its launcher (``hydra_plugins/bench_slurm_launcher``, where Hydra wants launchers to live)
+differs from the plugin's in one way: a job that Slurm ends (time
+limit, preemption, node failure) does not abort the sweep.  It is noted in
+:data:`ENDED_BY_SLURM`, and :mod:`bench.sweep` records its trial with the status Slurm gives.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+from hydra.core.config_store import ConfigStore
+from hydra_plugins.hydra_submitit_launcher.config import SlurmQueueConf
+from omegaconf import II
+
+from bench.result import ERROR, KILLED, OOM, TIMEOUT
+
+
+@dataclass
+class EndedJob:
+    job_id: str
+    overrides: list[str]
+    state: str
+    error: str
+
+
+# Jobs of the current sweep that ended without returning a result.
+ENDED_BY_SLURM: list[EndedJob] = []
+
+# Slurm job states (sacct) and the trial status each one means.
+STATE_STATUS = {
+    "TIMEOUT": TIMEOUT,
+    "DEADLINE": TIMEOUT,
+    "PREEMPTED": KILLED,
+    "CANCELLED": KILLED,
+    "NODE_FAIL": ERROR,
+    "BOOT_FAIL": ERROR,
+    "OUT_OF_MEMORY": OOM,
+    "FAILED": ERROR,
+}
+
+
+@dataclass
+class BenchSlurmConf(SlurmQueueConf):
+    """The plugin's Slurm settings with bench's defaults."""
+
+    _target_: str = "hydra_plugins.bench_slurm_launcher.bench_slurm_launcher.SlurmLauncher"
+    # timeout_s in minutes, rounded up, plus one: the trial's own timeout acts first and is
+    # recorded as `timeout`; Slurm's limit is the backstop.
+    timeout_min: int = II("bench_minutes:${timeout_s}")
+    name: str = "bench"
+    # No requeue at the time limit: a benchmark that ran out of time is a result.
+    max_num_timeout: int = 0
+    signal_delay_s: int = 30
+
+
+def register_launcher_config() -> None:
+    """Replace the plugin's ``hydra/launcher=submitit_slurm`` entry with bench's.
+
+    Hydra's plugin scan executes the plugin's config module again (re-registering its own
+    entry), so the scan is run first: it happens once per process and is cached.
+    """
+    from hydra.core.plugins import Plugins
+
+    Plugins.instance()
+    ConfigStore.instance().store(
+        group="hydra/launcher", name="submitit_slurm", node=BenchSlurmConf, provider="bench"
+    )
+
+
+def job_state(job_id: str) -> str:
+    """The job's state from Slurm's accounting (e.g. TIMEOUT); "" if unknown."""
+    if not shutil.which("sacct"):
+        return ""
+    try:
+        out = subprocess.run(
+            ["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "State"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    words = out.split()
+    return words[0].upper() if words else ""  # e.g. "CANCELLED by 0" -> "CANCELLED"
+
+
+def status_for(state: str) -> str:
+    return STATE_STATUS.get(state, ERROR)

@@ -1,0 +1,58 @@
+"""bench's Slurm launcher: Hydra's submitit Slurm launcher that survives jobs Slurm ends.
+
+Selected by ``hydra/launcher=submitit_slurm`` (see :mod:`bench.slurm`, which holds the
+configuration and the Slurm-side helpers).
+"""
+
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from hydra.core.utils import JobReturn, JobStatus
+from hydra_plugins.hydra_submitit_launcher.submitit_launcher import (
+    SlurmLauncher as _PluginSlurmLauncher,
+)
+
+from bench.slurm import ENDED_BY_SLURM, EndedJob, job_state
+
+
+class SlurmLauncher(_PluginSlurmLauncher):
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Any:
+        import submitit
+
+        # The plugin creates its executor inside launch() and only returns once every job
+        # has a result; intercept map_array to keep hold of the jobs it submits.
+        ENDED_BY_SLURM.clear()
+        submitted: list[Any] = []
+        original = submitit.AutoExecutor.map_array
+
+        def keep(executor: Any, fn: Any, *iterables: Any) -> Any:
+            jobs = original(executor, fn, *iterables)
+            submitted.extend(jobs)
+            ids = ", ".join(str(job.job_id) for job in jobs)
+            print(
+                f"bench: {len(jobs)} trial(s) submitted to Slurm as job(s) {ids}; waiting",
+                file=sys.stderr,
+            )
+            return jobs
+
+        submitit.AutoExecutor.map_array = keep  # type: ignore[method-assign,assignment]
+        try:
+            try:
+                return super().launch(job_overrides, initial_job_idx)
+            except Exception:  # noqa: BLE001 - some job ended without a result
+                pass
+        finally:
+            submitit.AutoExecutor.map_array = original  # type: ignore[method-assign]
+        returns = []
+        for job, overrides in zip(submitted, job_overrides, strict=True):
+            try:
+                returns.append(job.results()[0])
+            except Exception as exc:  # noqa: BLE001 - recorded as the trial's result
+                state = job_state(str(job.job_id)) or "UNKNOWN"
+                ENDED_BY_SLURM.append(EndedJob(str(job.job_id), list(overrides), state, str(exc)))
+                # Not FAILED: Hydra's sweeper would abort the whole sweep on it.
+                ended = JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED)
+                ended._return_value = None
+                returns.append(ended)
+        return returns

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# A real one-node Slurm cluster on this machine, for the tests and for trying the Slurm
+# launcher: munge, MariaDB + slurmdbd (accounting, which sacct and so submitit need),
+# slurmctld and slurmd, with one partition "debug" holding this host.
+#
+#   bash scripts/slurm_cluster.sh          # install (Debian, root) and start; idempotent
+#   bash scripts/slurm_cluster.sh stop     # stop the daemons
+#
+# State lives in /var/lib/bench-slurm; the daemons run as root (a test cluster, not a
+# production set-up).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+state=/var/lib/bench-slurm
+host=$(hostname -s)
+
+stop() {
+  for daemon in slurmd slurmctld slurmdbd; do pkill -x "$daemon" 2>/dev/null || true; done
+  if [ -f "$state/mariadb.pid" ]; then kill "$(cat "$state/mariadb.pid")" 2>/dev/null || true; fi
+  pkill -x munged 2>/dev/null || true
+  for _ in $(seq 40); do
+    pgrep -x 'slurmd|slurmctld|slurmdbd|mariadbd|munged' >/dev/null || return 0
+    sleep 0.25
+  done
+}
+
+if [ "${1:-start}" = stop ]; then stop; exit 0; fi
+
+source scripts/system_deps.sh --functions-only
+apt_install slurm-wlm slurmdbd munge mariadb-server mariadb-client
+
+mkdir -p "$state"/{ctld,slurmd,log,mysql} /etc/slurm /run/mysqld /run/munge /var/log/munge /var/lib/munge
+cpus=$(nproc)
+mem_mb=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 - 1024 ))
+
+# --- munge: the authentication every Slurm daemon and client uses
+if [ ! -s /etc/munge/munge.key ]; then
+  dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 status=none
+fi
+chown -R munge:munge /etc/munge /run/munge /var/log/munge /var/lib/munge
+chmod 0700 /etc/munge && chmod 0400 /etc/munge/munge.key
+if ! pgrep -x munged >/dev/null; then
+  runuser -u munge -- /usr/sbin/munged --force
+fi
+
+# --- MariaDB for slurmdbd
+if ! mysqladmin --socket="/run/mysqld/mysqld.sock" ping >/dev/null 2>&1; then
+  if [ ! -d "$state/mysql/mysql" ]; then
+    mariadb-install-db --user=root --datadir="$state/mysql" --auth-root-authentication-method=socket \
+      >"$state/log/mariadb-install.log" 2>&1
+  fi
+  (mariadbd --user=root --datadir="$state/mysql" --socket="/run/mysqld/mysqld.sock" \
+     --pid-file="$state/mariadb.pid" --skip-networking=0 --bind-address=127.0.0.1 --port=3306 \
+     >"$state/log/mariadb.log" 2>&1 &)
+  for _ in $(seq 60); do
+    mysqladmin --socket="/run/mysqld/mysqld.sock" ping >/dev/null 2>&1 && break
+    sleep 0.5
+  done
+fi
+mysql --socket="/run/mysqld/mysqld.sock" -u root <<'SQL'
+CREATE DATABASE IF NOT EXISTS slurm_acct_db;
+CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'bench-slurm';
+GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';
+FLUSH PRIVILEGES;
+SQL
+
+# --- configuration
+cat >/etc/slurm/slurmdbd.conf <<EOF
+AuthType=auth/munge
+DbdHost=localhost
+SlurmUser=root
+StorageType=accounting_storage/mysql
+StorageHost=localhost
+StorageLoc=slurm_acct_db
+StorageUser=slurm
+StoragePass=bench-slurm
+StoragePort=3306
+LogFile=$state/log/slurmdbd.log
+PidFile=$state/slurmdbd.pid
+EOF
+chmod 600 /etc/slurm/slurmdbd.conf
+
+cat >/etc/slurm/slurm.conf <<EOF
+ClusterName=bench
+SlurmctldHost=$host
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+StateSaveLocation=$state/ctld
+SlurmdSpoolDir=$state/slurmd
+SlurmctldPidFile=$state/slurmctld.pid
+SlurmdPidFile=$state/slurmd.pid
+SlurmctldLogFile=$state/log/slurmctld.log
+SlurmdLogFile=$state/log/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=none
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=localhost
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+ReturnToService=2
+KillWait=10
+MinJobAge=300
+InactiveLimit=0
+NodeName=$host CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN
+PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
+EOF
+echo "CgroupAutomount=no" >/etc/slurm/cgroup.conf
+
+if ! pgrep -x slurmdbd >/dev/null; then slurmdbd; fi
+for _ in $(seq 60); do sacctmgr -n list cluster >/dev/null 2>&1 && break; sleep 0.5; done
+if ! sacctmgr -n -P list cluster format=cluster | grep -qx bench; then
+  sacctmgr -i add cluster bench >/dev/null
+fi
+if ! pgrep -x slurmctld >/dev/null; then slurmctld; fi
+if ! pgrep -x slurmd >/dev/null; then slurmd; fi
+for _ in $(seq 60); do
+  state_now=$(sinfo -h -n "$host" -o %T 2>/dev/null || true)
+  case "$state_now" in idle*|mixed*|allocated*) break ;; esac
+  sleep 0.5
+done
+scontrol update NodeName="$host" State=RESUME >/dev/null 2>&1 || true
+sinfo -h -o "slurm: partition %P, %D node(s) %N, state %T"

@@ -1,0 +1,137 @@
+"""Sweeps through a real one-node Slurm cluster (scripts/slurm_cluster.sh) and submitit."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+
+import psutil
+import pytest
+
+from tests.conftest import TINY
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module", autouse=True)
+def slurm_cluster() -> None:
+    if not shutil.which("sinfo"):
+        if os.environ.get("CI") == "true":
+            pytest.fail("Slurm is not installed: scripts/system_deps.sh should have set it up")
+        pytest.skip("Slurm is not installed here: run scripts/slurm_cluster.sh")
+    up = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True)
+    if up.returncode != 0 or not up.stdout.strip():
+        subprocess.run(["bash", "scripts/slurm_cluster.sh"], check=True, timeout=600)
+
+
+def test_two_trial_sweep_lands_in_mlflow_with_job_ids(bench) -> None:  # noqa: ANN001
+    result = bench.run(
+        "-m", "hydra/launcher=submitit_slurm", "framework=torch,tf", "model=lenet5", *TINY
+    )
+    assert result.returncode == 0, result.output
+    assert "submitted to Slurm" in result.stderr
+    children = bench.children()
+    assert {c.data.tags["bench.framework"] for c in children} == {"torch", "tf"}
+    job_ids = {c.data.tags["bench.slurm_job_id"] for c in children}
+    assert len(job_ids) == 2 and all(j.isdigit() for j in job_ids)
+    for child in children:
+        assert child.data.tags["bench.status"] == "ok"
+        assert child.data.tags["bench.slurm_partition"]
+        assert child.data.tags["bench.slurm_nodelist"]
+    (parent,) = bench.parents()
+    assert parent.info.status == "FINISHED"
+    assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parent.info.run_id}
+    assert "2 trials: 2 ok" in result.stdout
+
+    again = bench.run(
+        "-m", "hydra/launcher=submitit_slurm", "framework=torch,tf", "model=lenet5", *TINY
+    )
+    assert again.returncode == 0, again.output
+    assert len(bench.children()) == 2, "resubmitting must skip the finished trials"
+
+
+def test_a_job_past_its_time_limit_is_recorded_as_timeout(bench) -> None:  # noqa: ANN001
+    result = bench.run(
+        "-m",
+        "hydra/launcher=submitit_slurm",
+        "hydra.launcher.timeout_min=1",
+        "framework=torch",
+        "model=lenet5",
+        "batch_size=2",
+        "epochs=1",
+        "steps_per_epoch=10000000",
+        "warmup_steps=1",
+        "timeout_s=3600",
+        timeout=400,
+    )
+    assert result.returncode == 1, result.output
+    (child,) = bench.children()
+    assert child.data.tags["bench.status"] == "timeout", child.data.tags.get("bench.error")
+    assert "time limit" in child.data.tags["bench.error"]
+    assert child.info.status == "FAILED"
+    assert bench.parents()[0].info.status == "FAILED"
+
+
+def start_long_trial(bench) -> tuple[subprocess.Popen[str], str]:  # noqa: ANN001
+    sweep = bench.popen(
+        "-m",
+        "hydra/launcher=submitit_slurm",
+        "framework=torch",
+        "model=lenet5",
+        "batch_size=2",
+        "epochs=1",
+        "steps_per_epoch=10000000",
+        "warmup_steps=1",
+    )
+    deadline = time.time() + 180
+    job = ""
+    while time.time() < deadline and not job:  # wait until its trial is running
+        time.sleep(2)
+        try:  # the store may still be being created by the sweep
+            runs = bench.children() if bench.db.exists() else []
+        except Exception:  # noqa: BLE001
+            continue
+        job = runs[0].data.tags.get("bench.slurm_job_id", "") if runs else ""
+    assert job, "the job never started its trial"
+    return sweep, job
+
+
+def test_a_cancelled_job_is_recorded_as_killed(bench) -> None:  # noqa: ANN001
+    sweep, job = start_long_trial(bench)
+    subprocess.run(["scancel", job], check=True)
+    out, err = sweep.communicate(timeout=240)
+    assert sweep.returncode == 1, out + err
+    (child,) = bench.children()
+    assert child.data.tags["bench.status"] == "killed", child.data.tags.get("bench.error")
+    assert child.info.status == "KILLED"
+    assert bench.parents()[0].info.status == "FAILED"
+
+
+def test_a_job_that_dies_silently_is_closed_from_slurm_accounting(bench) -> None:  # noqa: ANN001
+    """The job's own process is SIGKILLed (as on a node failure): nothing in the job can
+    record anything, so the submitting host closes the trial's run from Slurm's state."""
+    sweep, job = start_long_trial(bench)
+    victims = [
+        p
+        for p in psutil.process_iter(["cmdline", "environ"])
+        if "submitit" in " ".join(p.info["cmdline"] or [])
+        and (p.info["environ"] or {}).get("SLURM_JOB_ID") == job
+    ]
+    assert victims, "the job's python process was not found"
+    for proc in victims:
+        proc.kill()
+    out, err = sweep.communicate(timeout=240)
+    assert sweep.returncode == 1, out + err
+    (child,) = bench.children()
+    assert child.info.status != "RUNNING"
+    assert child.data.tags["bench.status"] == "error", child.data.tags.get("bench.error")
+    assert f"job {job}" in child.data.tags["bench.error"]
+    assert "FAILED" in child.data.tags["bench.error"]
+    assert not [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if "bench.worker" in " ".join(p.info["cmdline"] or [])
+        and str(bench.root) in " ".join(p.info["cmdline"] or [])
+    ]
