@@ -8,6 +8,9 @@ job's config into a typed :class:`BenchConfig` and hands it to the :class:`Sweep
 
 from __future__ import annotations
 
+import json
+import math
+import os
 import signal
 import sys
 from pathlib import Path
@@ -21,9 +24,26 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from bench.config import BenchConfig, ConfigError, validate
+from bench.launchers.base import TimeLimitReached
 from bench.sweep import Sweep
 
 ConfigStore.instance().store(name="bench_schema", node=BenchConfig)
+
+
+def _job_minutes(timeout_s: float) -> int:
+    """Slurm time limit for a trial: timeout_s in minutes, rounded up, plus a minute, so the
+    trial's own timeout acts first and Slurm's is the backstop."""
+    return math.ceil(float(timeout_s) / 60.0) + 1
+
+
+OmegaConf.register_new_resolver("bench_minutes", _job_minutes)
+try:  # `hydra/launcher=submitit_slurm` gets bench's defaults (bench/slurm.py)
+    from bench.slurm import register_launcher_config
+
+    register_launcher_config()
+except ImportError:  # pragma: no cover - hydra-submitit-launcher is not installed
+    pass
+SWEEP_INFO = ".bench-sweep.json"
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 
 _state: dict[str, Any] = {"sweep": None, "exit": 0, "varying": []}
@@ -76,24 +96,60 @@ def _fail(problems: list[str]) -> None:
     sys.exit(2)
 
 
-def _job_overrides(config: DictConfig) -> list[list[str]] | None:
-    """Every job's overrides, expanded as Hydra's basic sweeper will; None for other sweepers."""
+def expand_jobs(overrides: list[Any], repeats: int) -> list[list[str]]:
+    """Every job's overrides in launch order, from a sweep's parsed overrides.
+
+    The cartesian product, first key varying slowest (as Hydra's basic sweeper makes it),
+    run ``repeats`` times in rounds: ``repeat=0`` over every configuration, then
+    ``repeat=1`` over them in reverse order, and so on, so that a drift of the machine
+    during the sweep falls evenly on every configuration.  The ``bench`` sweeper
+    (hydra_plugins/bench_sweeper) launches this list and the validation below checks it.
+    """
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+    keys = {o.key_or_group.lstrip("+~"): o for o in overrides}
+    if "repeats" in keys and keys["repeats"].is_sweep_override():
+        raise ConfigError(["repeats: give one number of runs per configuration, not a sweep"])
+    if repeats > 1 and "repeat" in keys:
+        raise ConfigError(
+            [f"repeat: set by the sweeper when repeats > 1 (repeats={repeats}); leave it out"]
+        )
+    jobs = [list(job) for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
+    if repeats <= 1:
+        return jobs
+    rounds = []
+    for r in range(repeats):
+        order = jobs if r % 2 == 0 else jobs[::-1]
+        rounds += [[f"repeat={r}", *job] for job in order]
+    return rounds
+
+
+def _job_overrides(config: DictConfig) -> list[list[str]] | None:
+    """Every job's overrides, expanded as the basic or the bench sweeper will; None for
+    other sweepers."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    if not str(config.hydra.sweeper.get("_target_", "")).endswith("BasicSweeper"):
+    target = str(config.hydra.sweeper.get("_target_", ""))
+    repeats = int(config.get("repeats", 1))
+    if not target.endswith(("BasicSweeper", "BenchSweeper")):
         return None
+    if target.endswith("BasicSweeper") and repeats > 1:
+        raise ConfigError(
+            ["repeats: needs bench's sweeper (hydra/sweeper=bench, the default), not Hydra's basic"]
+        )
     params = config.hydra.sweeper.get("params") or {}
     args = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
     parsed = OverridesParser.create().parse_overrides(args)
-    batches = BasicSweeper.split_arguments(parsed, None)
-    return [list(job) for batch in batches for job in batch]
+    return expand_jobs(parsed, repeats if target.endswith("BenchSweeper") else 1)
 
 
 def _sweep_configs(config: DictConfig) -> list[tuple[str, BenchConfig]] | None:
     from hydra.core.global_hydra import GlobalHydra
 
-    jobs = _job_overrides(config)
+    try:
+        jobs = _job_overrides(config)
+    except ConfigError as exc:
+        _fail(exc.problems)
     if jobs is None:
         return None
     loader = GlobalHydra.instance().config_loader()
@@ -126,19 +182,31 @@ def _check_all(configs: list[tuple[str, BenchConfig]]) -> None:
 class BenchCallback(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         cfg = to_bench_config(config)
+        if cfg.repeats > 1:
+            _fail([f"repeats: {cfg.repeats} runs of a configuration are a sweep; add -m"])
         _check_all([(trial_label(cfg, []), cfg)])
         _state["sweep"] = Sweep(cfg, 1, _sweep_name(), list(config.hydra.overrides.task))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         configs = _sweep_configs(config)
         if configs is None:  # another sweeper: each job is checked when it starts
+            if int(config.get("repeats", 1)) > 1:
+                _fail(["repeats: needs bench's sweeper (hydra/sweeper=bench, the default)"])
             return
         if not configs:
             _fail(["the sweep has no trials"])
         _check_all(configs)
-        _state["sweep"] = Sweep(
-            configs[0][1], len(configs), _sweep_name(), list(config.hydra.overrides.task)
-        )
+        sweep = Sweep(configs[0][1], len(configs), _sweep_name(), list(config.hydra.overrides.task))
+        _state["sweep"] = sweep
+        launcher = str(config.hydra.launcher.get("_target_", ""))
+        if not launcher.endswith("BasicLauncher"):  # jobs run in other processes or hosts
+            sweep.remote = True
+            info = {"sweep_id": sweep.sweep_id, "total": len(configs), "varying": _state["varying"]}
+            directory = Path(str(config.hydra.sweep.dir))
+            directory.mkdir(parents=True, exist_ok=True)
+            (directory / SWEEP_INFO).write_text(json.dumps(info))
+            jobs = _job_overrides(config) or []
+            sweep.configs = {tuple(job): cfg for job, (_, cfg) in zip(jobs, configs, strict=True)}
 
     def on_run_end(self, config: DictConfig, **kwargs: Any) -> None:
         self._end()
@@ -159,22 +227,39 @@ def _sweep_name() -> str:
     return "sweep-" + time.strftime("%Y%m%d-%H%M%S")
 
 
-@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
-def main(config: DictConfig) -> float | None:
+def task(config: DictConfig) -> float | None:
+    """One Hydra job: one trial.  Kept importable by name (``main`` below is Hydra's wrapper
+    of it), so launchers that pickle it, like submitit's, send a reference to this module
+    rather than a copy of its state."""
     cfg = to_bench_config(config)
     try:
         validate(cfg)
     except ConfigError as exc:
         _fail(exc.problems)
     hc = HydraConfig.get()
+    if os.environ.get("SLURM_JOB_ID"):  # Slurm warns with SIGUSR2 before its time limit
+        signal.signal(signal.SIGUSR2, _time_limit)
     if _state["sweep"] is None:  # a job started by a launcher in another process
-        _state["sweep"] = Sweep(cfg, None, _sweep_name(), list(hc.overrides.task))
+        info_path = Path(str(hc.sweep.dir)) / SWEEP_INFO
+        if info_path.is_file():  # that sweep's parent run was opened by the submitting host
+            info = json.loads(info_path.read_text())
+            _state["varying"] = info["varying"]
+            _state["sweep"] = Sweep.attach(cfg, info["sweep_id"], info["total"])
+        else:
+            _state["sweep"] = Sweep(cfg, None, _sweep_name(), list(hc.overrides.task))
     sweep: Sweep = _state["sweep"]
     label = trial_label(cfg, list(hc.overrides.task))
     result = sweep.run(cfg, label, Path(hc.runtime.output_dir))
     if result is None:
         return None
     return result.summary.get("trial_samples_per_s")
+
+
+main = hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")(task)
+
+
+def _time_limit(signum: int, frame: FrameType | None) -> None:
+    raise TimeLimitReached
 
 
 def _sigterm(signum: int, frame: FrameType | None) -> None:

@@ -21,7 +21,8 @@ from typing import Any, TypeVar
 FRAMEWORKS = ("torch", "tf")
 MODES = ("train", "infer")
 DEVICES = ("auto", "cpu", "cuda")
-LAUNCHERS = ("process", "inline")
+LAUNCHERS = ("process", "inline", "docker")
+DOCKER_VARIANTS = ("auto", "cpu", "cuda")
 DATASETS = ("synthetic", "digits", "cifar10", "cifar100")
 PRECISIONS = ("fp32", "fp16", "bf16")
 OPTIMIZERS = ("sgd", "adam")
@@ -35,6 +36,20 @@ class FrameworkConfig:
 @dataclass
 class ModelConfig:
     name: str = "resnet50"
+    # "bench": bench's own architecture, identical in both frameworks; "stock": the framework
+    # library's model (torchvision.models / keras.applications), where it has one.
+    source: str = "bench"
+    # Sizes of the sequence models (lstm, transformer, bert_base, deepspeech2), set per model
+    # in conf/model/<name>.yaml; image models ignore them (and sequence models ignore
+    # image_size and num_classes).  The defaults are small enough for CPU tests.
+    seq_len: int = 32  # tokens per sample; spectrogram frames for deepspeech2
+    vocab_size: int = 1000  # tokens; output characters incl. the CTC blank for deepspeech2
+    layers: int = 2  # LSTM layers, encoder blocks, bidirectional GRU layers
+    hidden: int = 128  # LSTM units (and embedding width), encoder width, GRU units
+    heads: int = 4  # attention heads (transformer)
+    intermediate: int = 512  # feed-forward width (transformer)
+    max_positions: int = 512  # position embeddings (transformer)
+    freq_bins: int = 80  # spectrogram frequency bins (deepspeech2)
 
 
 @dataclass
@@ -62,19 +77,50 @@ class OptimizerConfig:
 
 
 @dataclass
+class DockerConfig:
+    """``launcher=docker``: each trial in a fresh container of the framework's pinned image."""
+
+    # An image to run as it is (tag or id); empty: bench's own image for the framework,
+    # built from docker/ when its content-hash tag is missing.
+    image: str = ""
+    # The image that bench's image is built on; empty: the framework's official image.
+    base_image: str = ""
+    # cpu | cuda | auto (cuda when gpus is set, else cpu).
+    variant: str = "auto"
+    # GPUs passed to the container: "" none, "all", a count ("2") or device ids ("0,1").
+    gpus: str = ""
+    # A CA bundle (PEM file) for pip during image builds, e.g. behind a TLS-intercepting proxy.
+    ca_bundle: str = ""
+    # A directory of wheels pip may install from during image builds (e.g. a CPU torch build).
+    wheelhouse: str = ""
+    # A trial's container stops itself when the host's heartbeat is this many seconds old
+    # (the host process crashed or was killed).
+    heartbeat_timeout_s: float = 15.0
+
+
+@dataclass
 class LauncherConfig:
     name: str = "process"
     # Seconds between SIGTERM and SIGKILL when a trial is stopped.
     kill_grace_s: float = 5.0
     # Cap on the trial process's heap (RLIMIT_DATA) in MiB, so that exhausting it is an
     # out-of-memory result rather than the host swapping; 0 means no cap.
+    # With launcher=docker: the container's memory limit (its whole cgroup).
     memory_limit_mb: int = 0
+    docker: DockerConfig = field(default_factory=DockerConfig)
 
 
 @dataclass
 class TrackingConfig:
     uri: str = "sqlite:///mlruns/mlflow.db"
     experiment: str = "bench"
+
+
+@dataclass
+class TelemetryConfig:
+    # Sample GPU (NVML) and host (psutil, RAPL) readings in background threads.
+    enabled: bool = True
+    interval_s: float = 0.1
 
 
 @dataclass
@@ -103,10 +149,23 @@ class BenchConfig:
     compile: bool = False
     timeout_s: float = 600.0
     force: bool = False
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
+    # Extra passes after the timed epochs (never during them): split a step into data,
+    # forward, backward and optimizer time; run steps under the framework's profiler.
+    breakdown: bool = False
+    profile: bool = False
+    # Run each configuration this many times (a sweep interleaves the repeats); ``repeat`` is
+    # the index of one run among them, set by the sweeper.
+    repeats: int = 1
+    repeat: int = 0
+    # At the end of a sweep, write the comparison report (bench.report) to its parent run.
+    report: bool = False
 
 
 # Fields that say where or how a result is recorded, not what is measured.
-_NOT_HASHED = ("tracking", "force", "timeout_s")
+# (``telemetry``, ``breakdown`` and ``profile`` are hashed: they decide which figures a run
+# holds, so an ok run without them must not satisfy, and skip, a request for them.)
+_NOT_HASHED = ("tracking", "force", "timeout_s", "repeats", "report")
 
 
 class ConfigError(ValueError):
@@ -163,6 +222,29 @@ def _sqlite_or_file_path(uri: str) -> Path | None:
     if parsed.scheme in ("", "file"):
         return Path(parsed.path if parsed.scheme == "file" else uri) / "placeholder"
     return None
+
+
+def _check_telemetry(problems: list[str], t: TelemetryConfig) -> None:
+    # Below 10 ms the samples cost more than they tell (NVML itself averages over longer).
+    if not 0.01 <= t.interval_s <= 60:
+        problems.append(
+            f"telemetry.interval_s: must be between 0.01 and 60 seconds, got {t.interval_s:g}"
+        )
+
+
+def _check_model_source(problems: list[str], cfg: BenchConfig) -> None:
+    """model.source is bench|stock, and stock only where the framework's library has it."""
+    from bench.models import MODELS, SOURCES, stock_problem
+
+    _choice(problems, "model.source", cfg.model.source, SOURCES)
+    if (
+        cfg.model.source == "stock"
+        and cfg.model.name in MODELS
+        and cfg.framework.name in FRAMEWORKS
+    ):
+        problem = stock_problem(cfg.framework.name, cfg.model.name)
+        if problem:
+            problems.append(problem)
 
 
 def _check_tracking(problems: list[str], t: TrackingConfig) -> None:
@@ -238,6 +320,8 @@ def validate(cfg: BenchConfig) -> None:
     _at_least(problems, "warmup_steps", cfg.warmup_steps, 0)
     _at_least(problems, "threads", cfg.threads, 0)
     _at_least(problems, "seed", cfg.seed, 0)
+    _at_least(problems, "repeats", cfg.repeats, 1)
+    _at_least(problems, "repeat", cfg.repeat, 0)
     _at_least(problems, "launcher.kill_grace_s", cfg.launcher.kill_grace_s, 0)
     _at_least(problems, "launcher.memory_limit_mb", cfg.launcher.memory_limit_mb, 0)
     _at_least(problems, "optimizer.momentum", cfg.optimizer.momentum, 0)
@@ -246,14 +330,24 @@ def validate(cfg: BenchConfig) -> None:
         problems.append(f"optimizer.lr: must be > 0, got {cfg.optimizer.lr:g}")
     if cfg.timeout_s <= 0:
         problems.append(f"timeout_s: must be > 0 seconds, got {cfg.timeout_s:g}")
-    if cfg.model.name in MODELS:
+    _check_telemetry(problems, cfg.telemetry)
+    if cfg.model.name in MODELS and MODELS[cfg.model.name].task != "image":
+        from bench.models import check_sequence_model
+
+        problems += check_sequence_model(cfg.model)
+    elif cfg.model.name in MODELS:
         low = MODELS[cfg.model.name].min_image_size
         if cfg.image_size < low:
             problems.append(
                 f"image_size: {cfg.model.name} needs at least {low}x{low} inputs, "
                 f"got {cfg.image_size}"
             )
+    _check_model_source(problems, cfg)
     _check_tracking(problems, cfg.tracking)
+    if cfg.launcher.name == "docker":
+        from bench.launchers import docker  # the only place the Docker SDK is imported
+
+        problems += docker.check(cfg)
     if problems:
         raise ConfigError(problems)
 

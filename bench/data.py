@@ -10,6 +10,10 @@ Two kinds:
   own native pipeline (torch ``DataLoader`` with workers, ``tf.data``), converting and
   normalizing per sample, optionally from an in-memory cache of the converted samples.
 
+* :class:`SequenceBatches` (``data=synthetic`` with a sequence model: lstm, transformer,
+  bert_base, deepspeech2): random token sequences or spectrograms with their targets, made
+  and kept like :class:`HostBatches`.  Labelled image data sets do not fit these models.
+
 Archives are checked by :func:`check` (called from config validation, before any trial
 starts) and read by :func:`load` in the trial.
 """
@@ -41,6 +45,32 @@ class HostBatches:
 
     def __len__(self) -> int:
         return len(self.images)
+
+
+# Target of a position that takes no loss (PyTorch's default ignore_index).
+IGNORE_INDEX = -100
+# Share of positions masked for a masked-language model (BERT's 15%; at least one per row).
+MASK_FRACTION = 0.15
+
+
+@dataclass
+class SequenceBatches:
+    """Synthetic batches for a sequence model; the same arrays go to both frameworks.
+
+    ``inputs``: tokens (batch, seq_len) int64, or spectrograms (batch, frames, freq_bins)
+    float32 for ``ctc``.  ``targets``, one tuple per batch, by task:
+    ``causal_lm``: (next tokens (batch, seq_len) int64,);
+    ``masked_lm``: (original tokens at the masked positions, IGNORE_INDEX elsewhere,);
+    ``ctc``: (labels (batch, max_label_len) int64 padded with the blank 0,
+    label lengths (batch,) int64, output frames (batch,) int64).
+    """
+
+    task: str
+    inputs: list[np.ndarray]
+    targets: list[tuple[np.ndarray, ...]]
+
+    def __len__(self) -> int:
+        return len(self.inputs)
 
 
 @dataclass
@@ -93,6 +123,57 @@ def synthetic(cfg: BenchConfig) -> HostBatches:
         images.append(rng.standard_normal(shape, dtype=np.float32))
         labels.append(rng.integers(0, cfg.num_classes, size=cfg.batch_size, dtype=np.int64))
     return HostBatches(images, labels)
+
+
+def task_of(cfg: BenchConfig) -> str:
+    """The task of the configured model ("image" for an unknown one)."""
+    from bench.models import MODELS
+
+    spec = MODELS.get(cfg.model.name)
+    return spec.task if spec is not None else "image"
+
+
+def _token_batch(
+    rng: np.random.Generator, task: str, batch: int, length: int, vocab: int
+) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+    if task == "causal_lm":
+        tokens = rng.integers(0, vocab, size=(batch, length + 1), dtype=np.int64)
+        return np.ascontiguousarray(tokens[:, :-1]), (np.ascontiguousarray(tokens[:, 1:]),)
+    mask_id = vocab - 1  # the other ids are ordinary tokens
+    tokens = rng.integers(0, mask_id, size=(batch, length), dtype=np.int64)
+    masked = rng.random((batch, length)) < MASK_FRACTION
+    masked[np.arange(batch), rng.integers(0, length, size=batch)] = True
+    inputs = np.where(masked, mask_id, tokens)
+    return inputs, (np.where(masked, tokens, IGNORE_INDEX),)
+
+
+def _speech_batch(
+    rng: np.random.Generator, batch: int, frames: int, bins: int, vocab: int
+) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+    from bench.models.deepspeech2 import max_label_length, output_frames
+
+    longest = max_label_length(frames)
+    lengths = rng.integers(max(1, longest // 2), longest + 1, size=batch, dtype=np.int64)
+    labels = rng.integers(1, vocab, size=(batch, longest), dtype=np.int64)  # 0 is the blank
+    labels[np.arange(longest)[None, :] >= lengths[:, None]] = 0
+    out_frames = np.full(batch, output_frames(frames), dtype=np.int64)
+    spectrograms = rng.standard_normal((batch, frames, bins), dtype=np.float32)
+    return spectrograms, (labels, lengths, out_frames)
+
+
+def synthetic_sequences(cfg: BenchConfig) -> SequenceBatches:
+    """``cfg.data.num_batches`` distinct random batches for the configured sequence model."""
+    rng = np.random.default_rng(cfg.seed)
+    task, m = task_of(cfg), cfg.model
+    out = SequenceBatches(task, [], [])
+    for _ in range(cfg.data.num_batches):
+        if task == "ctc":
+            x, y = _speech_batch(rng, cfg.batch_size, m.seq_len, m.freq_bins, m.vocab_size)
+        else:
+            x, y = _token_batch(rng, task, cfg.batch_size, m.seq_len, m.vocab_size)
+        out.inputs.append(x)
+        out.targets.append(y)
+    return out
 
 
 def resize(images: np.ndarray, size: int) -> np.ndarray:
@@ -167,6 +248,13 @@ def check(cfg: BenchConfig) -> list[str]:
     """Problems with the configured data set, found without loading it."""
     name = cfg.data.name
     problems = []
+    task = task_of(cfg)
+    if task != "image" and name != "synthetic":
+        takes = "spectrograms" if task == "ctc" else "token sequences"
+        return [
+            f"data: data={name} is a set of labelled images and model={cfg.model.name} takes "
+            f"{takes}; use data=synthetic with this model"
+        ]
     if name in CLASSES and cfg.num_classes != CLASSES[name]:
         problems.append(
             f"num_classes: data={name} has {CLASSES[name]} classes, got {cfg.num_classes}"
@@ -227,7 +315,9 @@ def cifar(cfg: BenchConfig) -> LabelledData:
     )
 
 
-def load(cfg: BenchConfig) -> HostBatches | LabelledData:
+def load(cfg: BenchConfig) -> HostBatches | LabelledData | SequenceBatches:
+    if cfg.data.name == "synthetic" and task_of(cfg) != "image":
+        return synthetic_sequences(cfg)
     if cfg.data.name == "synthetic":
         return synthetic(cfg)
     if cfg.data.name == "digits":

@@ -11,7 +11,9 @@ OOM = "oom"
 TIMEOUT = "timeout"
 ERROR = "error"
 KILLED = "killed"
-STATUSES = (OK, OOM, TIMEOUT, ERROR, KILLED)
+# The kernel's out-of-memory killer ended the trial's container (at its memory limit).
+HOST_OOM = "host_oom"
+STATUSES = (OK, OOM, TIMEOUT, ERROR, KILLED, HOST_OOM)
 
 
 @dataclass
@@ -70,6 +72,9 @@ class TrialResult:
     error: str = ""
     # perf_counter-free wall-clock marks (time.time()) used to measure harness overhead.
     marks: dict[str, float] = field(default_factory=dict)
+    # Artifacts the trial wrote into its working directory (telemetry samples and plots,
+    # profiler traces, operator tables), relative to it; files or directories.
+    files: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

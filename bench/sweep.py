@@ -16,7 +16,7 @@ from typing import TextIO
 from bench import launchers, sysinfo, tracking
 from bench.config import BenchConfig
 from bench.launchers import TrialInterrupted
-from bench.result import ERROR, OK, EpochRecord, TrialResult
+from bench.result import ERROR, OK, TIMEOUT, EpochRecord, TrialResult
 
 SKIPPED = "skipped"
 
@@ -90,21 +90,44 @@ class Sweep:
     def __init__(
         self, cfg: BenchConfig, total: int | None, name: str, overrides: list[str]
     ) -> None:
-        self.total = total
-        self.store = tracking.open_store(cfg.tracking.uri, cfg.tracking.experiment)
-        self.host_env = {**sysinfo.git_environment(), **sysinfo.gpu_environment()}
+        self._setup(cfg, total)
         tags = {f"bench.{k}": v for k, v in self.host_env.items()}
         tags["bench.overrides"] = " ".join(overrides)[:4000]
         if total is not None:
             tags["bench.total_trials"] = str(total)
         self.sweep_id = self.store.start_sweep(name, tags)
-        self.rows: list[Row] = []
-        self.progress = Progress(total)
-        self.finished = False
         if isinstance(self.store, tracking.Spool):
             print(f"bench: results are kept in {self.store.where}", file=sys.stderr)
 
-    def run(self, cfg: BenchConfig, label: str, workdir: Path) -> TrialResult | None:
+    @classmethod
+    def attach(cls, cfg: BenchConfig, sweep_id: str, total: int | None) -> Sweep:
+        """Join a sweep whose parent run another process opened (a Slurm job's side)."""
+        sweep = cls.__new__(cls)
+        sweep._setup(cfg, total)
+        sweep.sweep_id = sweep_id
+        return sweep
+
+    def _setup(self, cfg: BenchConfig, total: int | None) -> None:
+        self.total = total
+        self.store = tracking.open_store(cfg.tracking.uri, cfg.tracking.experiment)
+        self.host_env = {
+            **sysinfo.git_environment(),
+            **sysinfo.gpu_environment(),
+            **sysinfo.slurm_environment(),
+        }
+        self.rows: list[Row] = []
+        self.progress = Progress(total)
+        self.finished = False
+        self.report = cfg.report  # write the comparison report when the sweep ends
+        # Set when the trials run in other processes (e.g. Slurm jobs): the summary is then
+        # read back from the store, and `configs` maps each job's overrides to its config.
+        self.remote = False
+        self.configs: dict[tuple[str, ...], BenchConfig] = {}
+
+    def run(
+        self, cfg: BenchConfig, label: str, workdir: Path, tags: dict[str, str] | None = None
+    ) -> TrialResult | None:
+        """Run one trial (``tags``: extra tags for its run) unless an ok run exists."""
         index = len(self.rows) + 1
         self.progress.start(index, label, cfg.epochs)
         started = time.time()
@@ -119,8 +142,11 @@ class Sweep:
                     done["run_id"],
                 )
                 self._add(row, note=" (an ok run with this config exists; force=true reruns it)")
+                tracking.note_reused_run(self.store, self.sweep_id, done["run_id"])
                 return None
-        run = self.store.start_trial(self.sweep_id, cfg, label, {"bench.sweep_index": str(index)})
+        tags = {"bench.sweep_index": str(index), **(tags or {})}
+        tags.update({f"bench.{k}": v for k, v in sysinfo.slurm_environment().items()})
+        run = self.store.start_trial(self.sweep_id, cfg, label, tags)
 
         def on_epoch(record: EpochRecord) -> None:
             run.log_epoch(record)
@@ -131,6 +157,8 @@ class Sweep:
             result = launcher.launch(cfg, workdir, on_epoch)
         except TrialInterrupted as stop:
             self._record(run, stop.result, workdir, label, started)
+            if stop.result.status == TIMEOUT:  # the scheduler's time limit: a result
+                return stop.result
             self.finish(killed=True)
             raise KeyboardInterrupt from stop
         except Exception as exc:  # noqa: BLE001 - a launcher bug must not end the sweep
@@ -149,7 +177,7 @@ class Sweep:
     ) -> None:
         for key, value in self.host_env.items():
             result.environment.setdefault(key, value)
-        files = [workdir / "worker.log"]
+        files = [workdir / "worker.log"] + [workdir / name for name in result.files]
         run.finish(result, files)
         result.marks["logged"] = time.time()
         run_id = getattr(run, "run_id", "")
@@ -165,6 +193,61 @@ class Sweep:
         if note:
             print(f"    {note.strip()}", file=sys.stderr)
 
+    def _remote_rows(self) -> list[Row]:
+        """Rows for trials that ran elsewhere, read back from the store.  A trial whose
+        Slurm job ended before it logged a result is closed with the status Slurm gives."""
+        from bench import slurm
+
+        trials = self.store.sweep_trials(self.sweep_id)
+        by_job = {t["tags"].get("bench.slurm_job_id", ""): t for t in trials}
+        for ended in slurm.ENDED_BY_SLURM:
+            status = slurm.status_for(ended.state)
+            why = f"Slurm job {ended.job_id} ended in state {ended.state}: {ended.error}"
+            trial = by_job.get(ended.job_id)
+            if trial is None:  # it never got as far as opening its run
+                cfg = self.configs.get(tuple(ended.overrides))
+                if cfg is None:
+                    continue
+                run = self.store.start_trial(
+                    self.sweep_id,
+                    cfg,
+                    " ".join(ended.overrides),
+                    {"bench.slurm_job_id": ended.job_id},
+                )
+                result = TrialResult(
+                    status, cfg.framework.name, cfg.model.name, cfg.mode, error=why
+                )
+                run.finish(result, [])
+                trials.append(
+                    {
+                        "run_id": getattr(run, "run_id", ""),
+                        "name": " ".join(ended.overrides),
+                        "status": status,
+                        "samples_per_s": None,
+                        "seconds": 0.0,
+                        "running": False,
+                        "tags": {},
+                    }
+                )
+            elif trial["running"]:
+                self.store.close_trial(trial["run_id"], status, why)
+                trial["status"], trial["running"] = status, False
+        for trial in trials:  # any other run its job left open
+            if trial["running"]:
+                job = trial["tags"].get("bench.slurm_job_id", "")
+                state = slurm.job_state(job) if job else ""
+                status = slurm.status_for(state) if state else ERROR
+                why = (
+                    f"the trial's job {job or '?'} ended (state {state or 'unknown'}) "
+                    "before it logged a result"
+                )
+                self.store.close_trial(trial["run_id"], status, why)
+                trial["status"] = status
+        return [
+            Row(t["name"], t["status"], t["samples_per_s"], t["seconds"], t["run_id"])
+            for t in trials
+        ]
+
     @property
     def failed(self) -> bool:
         return any(r.status not in (OK, SKIPPED) for r in self.rows)
@@ -174,6 +257,8 @@ class Sweep:
         if self.finished:
             return 130 if killed else int(self.failed)
         self.finished = True
+        if self.remote:
+            self.rows = self._remote_rows()
         table = format_table(self.rows)
         self.store.end_sweep(self.sweep_id, ok=not self.failed, killed=killed, summary=table)
         print()
@@ -183,4 +268,25 @@ class Sweep:
             counts[row.status] = counts.get(row.status, 0) + 1
         tally = ", ".join(f"{n} {status}" for status, n in counts.items())
         print(f"\n{len(self.rows)} trials: {tally}. Results: {self.store.where}")
-        return 130 if killed else int(self.failed)
+        reported = killed or not self.report or self._write_report()
+        return 130 if killed else int(self.failed or not reported)
+
+    def _write_report(self) -> bool:
+        """report=true: the comparison report of this sweep, logged to its parent run."""
+        store = self.store
+        if not isinstance(store, tracking.MlflowStore) or store.spool is not None:
+            print(
+                "bench: report=true: no report, some results are in the spool; after "
+                "python -m bench.sync, run python -m bench.report",
+                file=sys.stderr,
+            )
+            return False
+        from bench.report import report_sweep
+
+        try:
+            where = report_sweep(store.uri, self.sweep_id)
+        except Exception as exc:  # noqa: BLE001 - the trials are recorded; only the report fails
+            print(f"bench: the report could not be written: {exc}", file=sys.stderr)
+            return False
+        print(f"Report: {where}")
+        return True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 from pathlib import Path
@@ -63,3 +64,13 @@ def git_environment() -> dict[str, str]:
     except (OSError, subprocess.SubprocessError):
         return {}
     return {"git_commit": commit, "git_dirty": str(dirty).lower()}
+
+
+def slurm_environment() -> dict[str, str]:
+    """The Slurm job this process runs in (job id, node list, partition); empty outside one."""
+    names = {
+        "SLURM_JOB_ID": "slurm_job_id",
+        "SLURM_JOB_NODELIST": "slurm_nodelist",
+        "SLURM_JOB_PARTITION": "slurm_partition",
+    }
+    return {key: os.environ[var] for var, key in names.items() if os.environ.get(var)}

@@ -20,6 +20,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -43,6 +44,7 @@ def trial_tags(cfg: BenchConfig, result: TrialResult | None = None) -> dict[str,
         "bench.mode": cfg.mode,
         "bench.config_hash": config_hash(cfg),
         "bench.launcher": cfg.launcher.name,
+        "bench.repeat": str(cfg.repeat),
     }
     if result is not None:
         tags["bench.status"] = result.status
@@ -50,6 +52,9 @@ def trial_tags(cfg: BenchConfig, result: TrialResult | None = None) -> dict[str,
             tags["bench.device"] = result.device
         for key, value in result.environment.items():
             tags[f"bench.{key}"] = value
+        if "image.id" in result.environment:  # launcher=docker: MLflow's own image tags
+            tags["mlflow.docker.image.id"] = result.environment["image.id"]
+            tags["mlflow.docker.image.name"] = result.environment.get("image.tag", "")
         if result.error:
             tags["bench.error"] = result.error[-4000:]
     return tags
@@ -81,6 +86,10 @@ class Store(Protocol):
     def start_trial(
         self, sweep_id: str, cfg: BenchConfig, name: str, tags: dict[str, str]
     ) -> TrialRun: ...
+
+    def sweep_trials(self, sweep_id: str) -> list[dict[str, Any]]: ...
+
+    def close_trial(self, run_id: str, status: str, error: str) -> None: ...
 
 
 def _artifact_root(uri: str) -> str | None:
@@ -164,6 +173,34 @@ class MlflowStore:
         run = runs[0]
         return {"run_id": run.info.run_id, "metrics": dict(run.data.metrics)}
 
+    def sweep_trials(self, sweep_id: str) -> list[dict[str, Any]]:
+        """The trial runs of one sweep, in start order, as plain dicts."""
+        runs = self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.`mlflow.parentRunId` = '{sweep_id}'",
+            max_results=5000,
+            order_by=["attributes.start_time ASC"],
+        )
+        return [
+            {
+                "run_id": run.info.run_id,
+                "name": run.info.run_name or run.info.run_id,
+                "status": run.data.tags.get("bench.status", "running"),
+                "running": run.info.status == "RUNNING",
+                "samples_per_s": run.data.metrics.get("trial_samples_per_s"),
+                "seconds": ((run.info.end_time or run.info.start_time) - run.info.start_time)
+                / 1000.0,
+                "tags": dict(run.data.tags),
+            }
+            for run in runs
+        ]
+
+    def close_trial(self, run_id: str, status: str, error: str) -> None:
+        """End a trial run that its own process could not finish (e.g. a killed job)."""
+        self.client.set_tag(run_id, "bench.status", status)
+        self.client.set_tag(run_id, "bench.error", error[-4000:])
+        self.client.set_terminated(run_id, "KILLED" if status == KILLED else "FAILED")
+
     def start_trial(
         self, sweep_id: str, cfg: BenchConfig, name: str, tags: dict[str, str]
     ) -> TrialRun:
@@ -244,7 +281,9 @@ class MlflowTrialRun:
         self.client.log_dict(self.run_id, to_dict(self.cfg), "config.json")
         self.client.log_dict(self.run_id, result.to_dict(), "result.json")
         for path in files:
-            if path.exists():
+            if path.is_dir():  # e.g. a TensorBoard profile directory, kept as a folder
+                self.client.log_artifacts(self.run_id, str(path), artifact_path=path.name)
+            elif path.exists():
                 self.client.log_artifact(self.run_id, str(path))
         status = {OK: "FINISHED", KILLED: "KILLED"}.get(result.status, "FAILED")
         self.client.set_terminated(self.run_id, status)
@@ -276,6 +315,12 @@ class Spool:
     ) -> SpooledTrial:
         return SpooledTrial(self, sweep_id, cfg, name, tags)
 
+    def sweep_trials(self, sweep_id: str) -> list[dict[str, Any]]:
+        return []  # spooled records are complete; nothing to read back
+
+    def close_trial(self, run_id: str, status: str, error: str) -> None:
+        pass
+
 
 class SpooledTrial:
     def __init__(
@@ -296,10 +341,28 @@ class SpooledTrial:
             "tags": self.tags,
             "config": to_dict(self.cfg),
             "result": result.to_dict(),
-            "files": {p.name: p.read_text(errors="replace") for p in files if p.exists()},
+            "files": _spool_files(files),
         }
         path = self.spool.directory / f"{int(time.time())}-{uuid.uuid4().hex[:8]}.json"
         path.write_text(json.dumps(record, indent=1, default=str))
+
+
+def _spool_files(files: list[Path]) -> dict[str, Any]:
+    """Artifact contents by name (a directory's files as ``dir/sub/name``): text as is,
+    anything else (plots, profiler traces) as ``{"base64": ...}``."""
+    import base64
+
+    out: dict[str, Any] = {}
+    for path in files:
+        found = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        for file in (f for f in found if f.exists()):
+            name = file.relative_to(path.parent).as_posix()
+            data = file.read_bytes()
+            try:
+                out[name] = data.decode()
+            except UnicodeDecodeError:
+                out[name] = {"base64": base64.b64encode(data).decode()}
+    return out
 
 
 def _reachable(uri: str, timeout_s: float = 5.0) -> str | None:
@@ -370,10 +433,19 @@ def sync_spool(directory: Path = SPOOL_DIR, uri: str | None = None) -> int:
         else:
             run = store._start_trial(sweep_id, cfg, record["name"], tags)
         with tempfile.TemporaryDirectory() as tmp:
-            files = []
-            for name, text in record["files"].items():
-                files.append(Path(tmp, name))
-                files[-1].write_text(text)
+            files: list[Path] = []
+            for name, content in record["files"].items():
+                target = Path(tmp, name)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if isinstance(content, dict):  # binary, see _spool_files
+                    import base64
+
+                    target.write_bytes(base64.b64decode(content["base64"]))
+                else:
+                    target.write_text(content)
+                top = Path(tmp, Path(name).parts[0])  # a directory is logged as one artifact
+                if top not in files:
+                    files.append(top)
             run._finish(result, files)
         if result.status != OK:
             sweeps[key] = (store, sweep_id, False)
@@ -383,3 +455,209 @@ def sync_spool(directory: Path = SPOOL_DIR, uri: str | None = None) -> int:
         if store.client.get_run(sweep_id).info.status == "RUNNING":
             store.client.set_terminated(sweep_id, "FINISHED" if ok else "FAILED")
     return synced
+
+
+# Reading runs back, for the comparison report (bench.report).  The report itself works on
+# the plain RunRecords returned here and never sees MLflow.
+
+# On a sweep's parent run, one tag per earlier ok run that the sweep reused (skipped).
+REUSED_RUN_TAG = "bench.reused."
+REPORT_ARTIFACT_DIR = "report"
+_PAGE = 1000
+
+
+@dataclass
+class RunRecord:
+    """One trial run as read back from the store, as plain values."""
+
+    run_id: str
+    name: str
+    start_time_ms: int
+    params: dict[str, str]
+    tags: dict[str, str]
+    # The last value of each metric: whole-trial metrics, and the last epoch of per-epoch ones.
+    metrics: dict[str, float]
+    # Per-epoch values [(epoch, value), ...] of the metrics asked for, where the run has them.
+    history: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+
+    @property
+    def status(self) -> str:
+        return self.tags.get("bench.status", "unknown")
+
+
+@dataclass
+class RunSet:
+    records: list[RunRecord]
+    uri: str
+    experiment: str
+    sweep_id: str = ""  # empty: every trial run of the experiment
+    sweep_name: str = ""
+
+
+def _read_client(uri: str) -> Any:
+    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).exists():
+        raise LookupError(f"no MLflow store at {uri} (the file does not exist)")
+    from mlflow.tracking import MlflowClient
+
+    _quiet()
+    return MlflowClient(tracking_uri=uri)
+
+
+def _search(client: Any, experiment_ids: list[str], filter_string: str = "") -> list[Any]:
+    out: list[Any] = []
+    token = None
+    while True:
+        page = client.search_runs(
+            experiment_ids, filter_string=filter_string, max_results=_PAGE, page_token=token
+        )
+        out.extend(page)
+        token = page.token
+        if not token:
+            return out
+
+
+def _latest_sweep(client: Any, experiment_ids: list[str]) -> Any:
+    found = client.search_runs(
+        experiment_ids,
+        filter_string="tags.`bench.sweep` = 'true'",
+        max_results=1,
+        order_by=["attributes.start_time DESC"],
+    )
+    if not found:
+        raise LookupError("no sweep (a run tagged bench.sweep=true) in this store or experiment")
+    return found[0]
+
+
+def _sweep_runs(client: Any, parent: Any) -> list[Any]:
+    runs = _search(
+        client,
+        [parent.info.experiment_id],
+        f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'",
+    )
+    reused = [k[len(REUSED_RUN_TAG) :] for k in parent.data.tags if k.startswith(REUSED_RUN_TAG)]
+    if reused:
+        have = {r.info.run_id for r in runs}
+        wanted = [rid for rid in sorted(reused) if rid not in have]
+        for i in range(0, len(wanted), 100):
+            ids = ", ".join(f"'{rid}'" for rid in wanted[i : i + 100])
+            runs += _search(client, [parent.info.experiment_id], f"attributes.run_id IN ({ids})")
+    return runs
+
+
+def _histories(client: Any, records: list[RunRecord], keys: tuple[str, ...]) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = [(r, k) for r in records for k in keys if k in r.metrics]
+
+    def fetch(job: tuple[RunRecord, str]) -> list[tuple[int, float]]:
+        history = client.get_metric_history(job[0].run_id, job[1])
+        return sorted((int(m.step), float(m.value)) for m in history)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for (record, key), values in zip(jobs, pool.map(fetch, jobs), strict=True):
+            record.history[key] = values
+
+
+def load_runs(
+    uri: str,
+    experiment: str | None = None,
+    sweep: str | None = None,
+    history_keys: tuple[str, ...] = (),
+) -> RunSet:
+    """Trial runs from the store at ``uri``.
+
+    ``sweep`` is a parent run id, or ``"latest"``; with only ``experiment``, every trial run
+    of that experiment; with neither, the latest sweep in the store.  A sweep's runs are its
+    children and the earlier ok runs it reused instead of running them again.  Per-epoch
+    histories are read only for ``history_keys``, and only from runs that logged them.
+    """
+    client = _read_client(uri)
+    if experiment is not None:
+        exp = client.get_experiment_by_name(experiment)
+        if exp is None:
+            names = sorted(e.name for e in client.search_experiments())
+            raise LookupError(
+                f"no experiment {experiment!r} in {uri}; there are: {', '.join(names) or 'none'}"
+            )
+        experiment_ids = [exp.experiment_id]
+    else:
+        experiment_ids = [e.experiment_id for e in client.search_experiments()]
+    parent = None
+    if sweep == "latest" or (sweep is None and experiment is None):
+        parent = _latest_sweep(client, experiment_ids)
+    elif sweep is not None:
+        try:
+            parent = client.get_run(sweep)
+        except Exception as exc:  # noqa: BLE001 - MLflow raises its own exception types
+            raise LookupError(f"no run {sweep!r} in {uri}") from exc
+        if parent.data.tags.get("bench.sweep") != "true":
+            raise LookupError(f"run {sweep} is not a sweep (it has no tag bench.sweep=true)")
+    runs = _sweep_runs(client, parent) if parent is not None else _search(client, experiment_ids)
+    records = [
+        RunRecord(
+            run_id=r.info.run_id,
+            name=r.info.run_name or "",
+            start_time_ms=int(r.info.start_time or 0),
+            params=dict(r.data.params),
+            tags=dict(r.data.tags),
+            metrics={k: float(v) for k, v in r.data.metrics.items()},
+        )
+        for r in runs
+        if r.data.tags.get("bench.sweep") != "true"
+    ]
+    records.sort(key=lambda r: (r.start_time_ms, r.run_id))
+    _histories(client, records, history_keys)
+    exp_id = parent.info.experiment_id if parent is not None else experiment_ids[0]
+    return RunSet(
+        records=records,
+        uri=uri,
+        experiment=experiment or client.get_experiment(exp_id).name,
+        sweep_id=parent.info.run_id if parent is not None else "",
+        sweep_name=(parent.info.run_name or "") if parent is not None else "",
+    )
+
+
+def note_reused_run(store: Store, sweep_id: str, run_id: str) -> None:
+    """Note on a sweep's parent run an earlier ok run it reused instead of running again."""
+    if not isinstance(store, MlflowStore):
+        return
+    try:
+        store.client.set_tag(sweep_id, f"{REUSED_RUN_TAG}{run_id}", "true")
+    except Exception as exc:  # noqa: BLE001 - the note is for the report; the sweep goes on
+        print(f"bench: could not note reused run {run_id} on {sweep_id}: {exc}", file=sys.stderr)
+
+
+def log_report(uri: str, run_id: str, directory: Path) -> str:
+    """Log a written report (``directory``) as artifacts of ``run_id``; return its page's URI."""
+    client = _read_client(uri)
+    for name in ("report.html", "report.md"):
+        client.log_artifact(run_id, str(directory / name), REPORT_ARTIFACT_DIR)
+    if (directory / "figures").is_dir():
+        client.log_artifacts(run_id, str(directory / "figures"), f"{REPORT_ARTIFACT_DIR}/figures")
+    root = client.get_run(run_id).info.artifact_uri.rstrip("/")
+    return f"{root}/{REPORT_ARTIFACT_DIR}/report.html"
+
+
+def load_trial(uri: str, run_id: str) -> tuple[RunRecord, dict[str, Any], str]:
+    """One trial run: its record, the resolved config it logged (``config.json``) and the
+    name of its experiment.  Raises LookupError naming what is missing."""
+    client = _read_client(uri)
+    try:
+        run = client.get_run(run_id)
+    except Exception as exc:  # noqa: BLE001 - MLflow raises its own exception types
+        raise LookupError(f"no run {run_id!r} in {uri}") from exc
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            path = client.download_artifacts(run_id, "config.json", tmp)
+            config = json.loads(Path(path).read_text())
+        except Exception as exc:  # noqa: BLE001 - as above
+            raise LookupError(f"run {run_id} has no config.json artifact to rerun") from exc
+    record = RunRecord(
+        run_id=run.info.run_id,
+        name=run.info.run_name or "",
+        start_time_ms=int(run.info.start_time or 0),
+        params=dict(run.data.params),
+        tags=dict(run.data.tags),
+        metrics={k: float(v) for k, v in run.data.metrics.items()},
+    )
+    return record, config, str(client.get_experiment(run.info.experiment_id).name)

@@ -13,6 +13,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
@@ -20,9 +21,13 @@ from bench import data as data_mod
 from bench import frameworks, sysinfo
 from bench.config import BenchConfig, resolved_threads
 from bench.frameworks.base import Framework, Session
+from bench.models.flops import TRAIN_FLOPS_PER_FORWARD
+from bench.monitors import Report, Telemetry
 from bench.result import ERROR, OK, OOM, EpochRecord, TrialResult
 
 EpochCallback = Callable[[EpochRecord], None]
+# Per-epoch figures over a closed timed window (start, end in perf_counter s, samples).
+WindowCallback = Callable[[float, float, int], dict[str, float]]
 
 
 def _percentiles_ms(times_s: list[float]) -> tuple[float, float, float]:
@@ -31,7 +36,11 @@ def _percentiles_ms(times_s: list[float]) -> tuple[float, float, float]:
 
 
 def _timed_epochs(
-    session: Session, cfg: BenchConfig, on_epoch: EpochCallback | None
+    session: Session,
+    cfg: BenchConfig,
+    on_epoch: EpochCallback | None,
+    on_window: WindowCallback | None = None,
+    step_flops_per_sample: float | None = None,
 ) -> tuple[list[EpochRecord], list[float]]:
     """Run ``cfg.epochs`` timed epochs; return their records and every step time (s).
 
@@ -76,6 +85,10 @@ def _timed_epochs(
         )
         record.extra["data_time_s"] = data_wait
         record.extra["data_wait_pct"] = 100.0 * data_wait / elapsed
+        if step_flops_per_sample is not None:  # model FLOPs a step does per sample
+            record.extra["achieved_flops_per_s"] = step_flops_per_sample * record.samples_per_s
+        if on_window is not None:  # telemetry sampled in the background over the window
+            record.extra.update(on_window(start, last, samples))
         evaluated = perf()
         scores = session.evaluate()
         if scores is not None:
@@ -103,6 +116,20 @@ def _warm_up(session: Session, steps: int) -> tuple[float, float]:
     return t1 - t0, perf() - t1
 
 
+def _flops_per_sample(cfg: BenchConfig, forward: float | None) -> dict[str, float]:
+    """Forward FLOPs per sample, the training estimate (3x forward: the backward pass is
+    about twice the forward) and what one step of this trial does per sample."""
+    if forward is None:
+        return {}
+    train = TRAIN_FLOPS_PER_FORWARD * forward
+    step = train if cfg.mode == "train" else forward
+    return {
+        "flops_per_sample": forward,
+        "train_flops_per_sample": train,
+        "step_flops_per_sample": step,
+    }
+
+
 def _summary(records: list[EpochRecord], steps: list[float]) -> dict[str, float]:
     total_time = sum(r.epoch_time_s for r in records)
     samples = sum(r.samples for r in records)
@@ -119,14 +146,22 @@ def _summary(records: list[EpochRecord], steps: list[float]) -> dict[str, float]
     return out
 
 
-def run_trial(cfg: BenchConfig, on_epoch: EpochCallback | None = None) -> TrialResult:
-    """Run one trial.  Never raises for a failing trial: the failure is the result."""
+def run_trial(
+    cfg: BenchConfig, on_epoch: EpochCallback | None = None, workdir: Path | None = None
+) -> TrialResult:
+    """Run one trial.  Never raises for a failing trial: the failure is the result.
+
+    Artifacts (telemetry samples and plots, profiler traces, operator tables) are written
+    into ``workdir`` when one is given; ``result.files`` names them relative to it.
+    """
     result = TrialResult(
         status=ERROR, framework=cfg.framework.name, model=cfg.model.name, mode=cfg.mode
     )
     result.marks["trial_start"] = time.time()
     result.environment.update(sysinfo.host_environment())
     adapter: Framework | None = None
+    # Telemetry samples in background threads (GPU idle power while the framework imports).
+    telemetry = Telemetry(cfg)
     try:
         t0 = time.perf_counter()
         adapter = frameworks.load(cfg.framework.name)
@@ -138,32 +173,59 @@ def run_trial(cfg: BenchConfig, on_epoch: EpochCallback | None = None) -> TrialR
         host = data_mod.load(cfg)
         result.phases["data_time_s"] = time.perf_counter() - t0
 
+        telemetry.before_device_use()  # idle power is measured before the device is used
         t0 = time.perf_counter()
         session = adapter.prepare(cfg, host)
         result.phases["build_time_s"] = time.perf_counter() - t0
         result.device = session.device
         result.num_parameters = int(session.num_parameters)
         result.environment.update(adapter.environment())
+        t0 = time.perf_counter()
+        flops = _flops_per_sample(cfg, session.forward_flops_per_sample())
+        result.phases["flops_time_s"] = time.perf_counter() - t0
+        telemetry.start(session.device)
 
         if cfg.warmup_steps > 0:
             result.phases["compile_time_s"], result.phases["warmup_time_s"] = _warm_up(
                 session, cfg.warmup_steps
             )
         result.marks["first_timed_step"] = time.time()
-        records, steps = _timed_epochs(session, cfg, on_epoch)
+        records, steps = _timed_epochs(
+            session, cfg, on_epoch, telemetry.window, flops.get("step_flops_per_sample")
+        )
         result.marks["last_timed_step"] = time.time()
         result.epochs = records
         result.summary = _summary(records, steps)
+        if flops:
+            result.summary["flops_per_sample"] = flops["flops_per_sample"]
+            result.summary["train_flops_per_sample"] = flops["train_flops_per_sample"]
+            result.summary["trial_achieved_flops_per_s"] = (
+                flops["step_flops_per_sample"] * result.summary["trial_samples_per_s"]
+            )
         peak = session.peak_device_memory_mb()
         if peak is not None:
             result.summary["peak_device_mem_mb"] = peak
+        _add(result, telemetry.stop(workdir))
+        if cfg.breakdown or cfg.profile:  # extra passes after the headline timing, never in it
+            from bench import profiling
+
+            _add(result, profiling.run(cfg, session, workdir))
         result.status = OK
     except Exception as exc:  # noqa: BLE001 - every failure becomes a result
         oom = isinstance(exc, MemoryError) or (adapter is not None and adapter.is_oom(exc))
         result.status = OOM if oom else ERROR
         result.error = "".join(traceback.format_exception(exc))[-20000:]
+    finally:
+        _add(result, telemetry.stop(workdir))  # stops the samplers if the trial failed
     result.summary["peak_host_rss_mb"] = _peak_rss_mb()
     return result
+
+
+def _add(result: TrialResult, report: Report) -> None:
+    """Merge what telemetry or profiling reported: metrics, tags and artifact files."""
+    result.summary.update(report.summary)
+    result.environment.update(report.tags)
+    result.files += report.files
 
 
 def _peak_rss_mb() -> float:

@@ -14,6 +14,7 @@ import signal
 import sys
 from pathlib import Path
 
+from bench import heartbeat
 from bench.config import BenchConfig, from_dict
 from bench.result import EpochRecord
 from bench.trial import run_trial
@@ -42,13 +43,14 @@ def write_json_atomic(path: Path, data: object) -> None:
 
 def main(workdir: Path) -> int:
     _die_with_parent()
+    heartbeat.watch_from_env()  # in a container: stop when the host is gone
     cfg = from_dict(BenchConfig, json.loads((workdir / CONFIG).read_text()))
     with open(workdir / EVENTS, "a", buffering=1) as events:
 
         def on_epoch(record: EpochRecord) -> None:
             events.write(json.dumps(dataclasses.asdict(record)) + "\n")
 
-        result = run_trial(cfg, on_epoch)
+        result = run_trial(cfg, on_epoch, workdir)
     write_json_atomic(workdir / RESULT, result.to_dict())
     return 0
 

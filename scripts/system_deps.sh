@@ -22,4 +22,38 @@ apt_install() {  # apt_install PACKAGE... : install the ones not yet installed
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# `source scripts/system_deps.sh --functions-only` defines apt_install and stops here.
+if [ "${1:-}" = "--functions-only" ]; then return 0 2>/dev/null || exit 0; fi
+
 # Sections below: one per feature.
+
+# Comparison report (issue 9): tests/e2e/test_report.py renders the HTML report in headless
+# Chromium and keeps a screenshot; fonts so that the page's text renders.
+apt_install chromium fonts-dejavu-core
+
+# Containers (issue 5): launcher=docker, compose.yaml and tests/e2e/test_docker.py need a
+# Docker engine (Debian's docker.io), a compose tool (docker-compose) and debootstrap (for
+# the local base image, scripts/build_base_image.sh: no registry is reachable here).  The
+# engine is started when none answers: by systemd where it runs, else dockerd in the
+# background (log: /var/log/dockerd.log) on overlay2, or vfs where overlayfs is missing.
+apt_install docker.io docker-compose debootstrap
+if ! docker info >/dev/null 2>&1; then
+  if [ -d /run/systemd/system ]; then
+    systemctl start docker
+  else
+    driver=overlay2
+    grep -qw overlay /proc/filesystems || driver=vfs
+    echo "system_deps: starting dockerd (storage driver $driver)" >&2
+    setsid nohup dockerd --storage-driver="$driver" --log-level=warn \
+      >>/var/log/dockerd.log 2>&1 </dev/null &
+  fi
+  for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+  docker info >/dev/null 2>&1 || {
+    echo "system_deps: the Docker engine did not start; /var/log/dockerd.log says:" >&2
+    tail -20 /var/log/dockerd.log >&2
+    exit 1
+  }
+fi
+
+# Slurm (issue 8): a real one-node cluster for tests/e2e/test_slurm.py.
+bash "$(dirname "${BASH_SOURCE[0]}")/slurm_cluster.sh"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from bench.config import BenchConfig
-from bench.data import HostBatches, LabelledData
+from bench.data import HostBatches, LabelledData, SequenceBatches
 
 
 class Session(Protocol):
@@ -38,6 +38,10 @@ class Session(Protocol):
     def peak_device_memory_mb(self) -> float | None:
         """Peak device memory allocated by the framework, or None on CPU."""
 
+    def forward_flops_per_sample(self) -> float | None:
+        """Forward-pass FLOPs of one sample, counted by this framework on its own model
+        (:mod:`bench.models.flops`); None where not counted.  Never call it in a timed window."""
+
 
 class Framework(Protocol):
     name: str
@@ -48,7 +52,9 @@ class Framework(Protocol):
     def environment(self) -> dict[str, str]:
         """Framework, CUDA and cuDNN versions and the GPU name, where present."""
 
-    def prepare(self, cfg: BenchConfig, data: HostBatches | LabelledData) -> Session:
+    def prepare(
+        self, cfg: BenchConfig, data: HostBatches | LabelledData | SequenceBatches
+    ) -> Session:
         """Build the model, optimizer and device-resident batches."""
 
     def is_oom(self, exc: BaseException) -> bool:

@@ -24,9 +24,10 @@ import tensorflow as tf  # noqa: E402
 
 from bench import models  # noqa: E402
 from bench.config import BenchConfig  # noqa: E402
-from bench.data import HostBatches, LabelledData  # noqa: E402
+from bench.data import IGNORE_INDEX, HostBatches, LabelledData, SequenceBatches  # noqa: E402
 
-Batch = tuple[tf.Tensor, tf.Tensor]
+# (inputs, targets): targets are a label tensor, or a tuple of tensors for sequence models.
+Batch = tuple[tf.Tensor, Any]
 _POLICIES = {"fp32": "float32", "fp16": "mixed_float16", "bf16": "mixed_bfloat16"}
 
 
@@ -62,8 +63,35 @@ def _pipeline(
     return ds
 
 
+def _sequence_loss(task: str) -> Any:
+    """loss(targets, logits) for a sequence task, the same arithmetic as PyTorch's."""
+    if task == "ctc":
+
+        def ctc(targets: tuple[tf.Tensor, ...], logits: tf.Tensor) -> tf.Tensor:
+            """CTC (blank 0): each sequence's loss over its label length, averaged."""
+            labels, label_lengths, frames = targets
+            losses = tf.nn.ctc_loss(
+                labels, tf.cast(logits, tf.float32), label_lengths, frames,
+                logits_time_major=False, blank_index=0,
+            )  # fmt: skip
+            return tf.reduce_mean(losses / tf.cast(label_lengths, tf.float32))
+
+        return ctc
+    # Mean over the positions that have a target (causal_lm, masked_lm).
+    cross_entropy = keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True, ignore_class=IGNORE_INDEX
+    )
+
+    def tokens(targets: tuple[tf.Tensor, ...], logits: tf.Tensor) -> tf.Tensor:
+        return cross_entropy(targets[0], logits)
+
+    return tokens
+
+
 class TFSession:
-    def __init__(self, cfg: BenchConfig, data: HostBatches | LabelledData) -> None:
+    def __init__(
+        self, cfg: BenchConfig, data: HostBatches | LabelledData | SequenceBatches
+    ) -> None:
         self.tf_device = _device(cfg.device)
         self.device = "cuda:0" if "GPU" in self.tf_device else "cpu"
         self.training = cfg.mode == "train"
@@ -72,8 +100,15 @@ class TFSession:
         self._test: tf.data.Dataset | None = None
         self._batches: Iterator[Batch]
         keras.mixed_precision.set_global_policy(_POLICIES[cfg.precision])
+        task = models.MODELS[cfg.model.name].task
+        self._image_size = cfg.image_size if task == "image" else None
         with tf.device(self.tf_device):
-            self.model = models.build("tf", cfg.model.name, cfg.num_classes, cfg.image_size)
+            if task == "image":
+                self.model = models.build(
+                    "tf", cfg.model.name, cfg.num_classes, cfg.image_size, cfg.model.source
+                )
+            else:
+                self.model = models.build_sequence("tf", cfg.model)
             self.num_parameters = int(sum(np.prod(w.shape) for w in self.model.trainable_weights))
             self._loss_sum = tf.Variable(0.0, trainable=False)
             if isinstance(data, LabelledData):
@@ -81,6 +116,12 @@ class TFSession:
                 self.steps_per_pass = data.steps_per_pass(cfg.batch_size)
                 if cfg.data.evaluate:
                     self._test = _pipeline(data.test_x, data.test_y, data, cfg, False)
+            elif isinstance(data, SequenceBatches):  # same layout in both frameworks
+                sequence_batches = [
+                    (tf.constant(x), tuple(tf.constant(t) for t in targets))
+                    for x, targets in zip(data.inputs, data.targets, strict=True)
+                ]
+                self._batches = itertools.cycle(sequence_batches)
             else:
                 batches = [
                     (tf.constant(np.ascontiguousarray(x.transpose(0, 2, 3, 1))), tf.constant(y))
@@ -88,7 +129,11 @@ class TFSession:
                 ]
                 self._batches = itertools.cycle(batches)
         self._loss_steps = 0
-        self.loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        self.loss_fn = (
+            keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+            if task == "image"
+            else _sequence_loss(task)
+        )
         if self.training:
             self._fn = self._make_train_step(cfg)
         else:
@@ -141,7 +186,7 @@ class TFSession:
         x, y = next(self._batches)
         if self.device != "cpu":
             with tf.device(self.tf_device):
-                x, y = tf.identity(x), tf.identity(y)
+                x, y = tf.identity(x), tf.nest.map_structure(tf.identity, y)
         return x, y
 
     def step(self, batch: Batch) -> None:
@@ -179,6 +224,16 @@ class TFSession:
             return None
         return float(tf.config.experimental.get_memory_info("GPU:0")["peak"]) / 2**20
 
+    def forward_flops_per_sample(self) -> float | None:
+        """Counted on the traced inference graph of one sample; nothing runs (image models)."""
+        if self._image_size is None:
+            return None  # sequence models: not counted yet
+        from bench.models import flops
+
+        with tf.device(self.tf_device):
+            count = flops.keras_flops_per_sample(self.model, self._image_size)
+        return None if count is None else float(count)
+
 
 class Adapter:
     name = "tf"
@@ -212,7 +267,9 @@ class Adapter:
             env["gpu_name"] = str(details.get("device_name", ""))
         return env
 
-    def prepare(self, cfg: BenchConfig, data: HostBatches | LabelledData) -> TFSession:
+    def prepare(
+        self, cfg: BenchConfig, data: HostBatches | LabelledData | SequenceBatches
+    ) -> TFSession:
         return TFSession(cfg, data)
 
     def is_oom(self, exc: BaseException) -> bool:

@@ -10,7 +10,7 @@ sample (or indexing a pre-converted tensor when ``data.cache=true``).  Mixed pre
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -18,9 +18,10 @@ import torch
 
 from bench import models
 from bench.config import BenchConfig
-from bench.data import HostBatches, LabelledData
+from bench.data import IGNORE_INDEX, HostBatches, LabelledData, SequenceBatches
 
-Batch = tuple[torch.Tensor, torch.Tensor]
+# (inputs, targets): targets are a label tensor, or a tuple of tensors for sequence models.
+Batch = tuple[torch.Tensor, Any]
 _DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 
@@ -83,18 +84,46 @@ def _forever(loader: torch.utils.data.DataLoader[Any]) -> Iterator[Batch]:
         yield from loader
 
 
+def _token_loss(logits: torch.Tensor, targets: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """Mean cross-entropy over the positions that have a target (causal_lm, masked_lm)."""
+    return torch.nn.functional.cross_entropy(
+        logits.flatten(0, 1).float(), targets[0].flatten(), ignore_index=IGNORE_INDEX
+    )
+
+
+def _ctc_loss(logits: torch.Tensor, targets: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """CTC (blank 0): each sequence's loss over its label length, averaged over the batch."""
+    labels, label_lengths, frames = targets
+    log_probs = logits.float().log_softmax(-1).transpose(0, 1)  # (frames, batch, classes)
+    return torch.nn.functional.ctc_loss(log_probs, labels, frames, label_lengths, blank=0)
+
+
+_SEQUENCE_LOSSES = {"causal_lm": _token_loss, "masked_lm": _token_loss, "ctc": _ctc_loss}
+
+
 class TorchSession:
-    def __init__(self, cfg: BenchConfig, data: HostBatches | LabelledData) -> None:
+    def __init__(
+        self, cfg: BenchConfig, data: HostBatches | LabelledData | SequenceBatches
+    ) -> None:
         self.dev = _device(cfg.device)
         self.device = str(self.dev)
-        model = models.build("torch", cfg.model.name, cfg.num_classes, cfg.image_size)
+        task = models.MODELS[cfg.model.name].task
+        if task == "image":
+            model = models.build(
+                "torch", cfg.model.name, cfg.num_classes, cfg.image_size, cfg.model.source
+            )
+        else:
+            model = models.build_sequence("torch", cfg.model)
         self.model = model.to(self.dev)
         self.num_parameters = sum(p.numel() for p in self.model.parameters())
+        self._image_size = cfg.image_size if task == "image" else None
         self.forward = torch.compile(self.model) if cfg.compile else self.model
         self.training = cfg.mode == "train"
         self.amp_dtype = _DTYPES.get(cfg.precision)
         self.scaler = torch.amp.GradScaler("cuda") if cfg.precision == "fp16" else None
-        self.loss_fn = torch.nn.CrossEntropyLoss()
+        self.loss_fn: Callable[[torch.Tensor, Any], torch.Tensor] = (
+            torch.nn.CrossEntropyLoss() if task == "image" else _SEQUENCE_LOSSES[task]
+        )
         self._loss_sum = torch.zeros((), device=self.dev)
         self._loss_steps = 0
         self._test: torch.utils.data.DataLoader[Any] | None = None
@@ -109,6 +138,15 @@ class TorchSession:
             if cfg.data.evaluate:
                 test = _Images(data.test_x, data.test_y, data)
                 self._test = _loader(_Cached(test) if cfg.data.cache else test, cfg, False, pin)
+        elif isinstance(data, SequenceBatches):
+            sequence_batches = [
+                (
+                    torch.from_numpy(x).to(self.dev),
+                    tuple(torch.from_numpy(t).to(self.dev) for t in targets),
+                )
+                for x, targets in zip(data.inputs, data.targets, strict=True)
+            ]
+            self._batches = itertools.cycle(sequence_batches)
         else:
             device_batches = [
                 (torch.from_numpy(x).to(self.dev), torch.from_numpy(y).to(self.dev))
@@ -196,6 +234,14 @@ class TorchSession:
             return None
         return torch.cuda.max_memory_allocated(self.dev) / 2**20
 
+    def forward_flops_per_sample(self) -> float | None:
+        """One eval-mode forward of a zero image through the eager model (image models)."""
+        if self._image_size is None:
+            return None  # sequence models: not counted yet
+        from bench.models import flops
+
+        return float(flops.torch_flops_per_sample(self.model, self._image_size))
+
 
 class Adapter:
     name = "torch"
@@ -226,7 +272,9 @@ class Adapter:
                 pass
         return {k: str(v) for k, v in env.items()}
 
-    def prepare(self, cfg: BenchConfig, data: HostBatches | LabelledData) -> TorchSession:
+    def prepare(
+        self, cfg: BenchConfig, data: HostBatches | LabelledData | SequenceBatches
+    ) -> TorchSession:
         if cfg.precision == "bf16" and _device(cfg.device).type == "cuda":
             if not torch.cuda.is_bf16_supported():
                 raise RuntimeError("precision: this GPU cannot compute in bf16; use fp16 or fp32")

@@ -9,7 +9,11 @@ import importlib
 
 from bench.launchers.base import Launcher, TrialInterrupted
 
-_MODULES = {"process": "bench.launchers.process", "inline": "bench.launchers.inline"}
+_MODULES = {
+    "process": "bench.launchers.process",
+    "inline": "bench.launchers.inline",
+    "docker": "bench.launchers.docker",
+}
 
 __all__ = ["Launcher", "TrialInterrupted", "get"]
 

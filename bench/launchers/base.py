@@ -10,8 +10,16 @@ from bench.result import TrialResult
 from bench.trial import EpochCallback
 
 
+class TimeLimitReached(KeyboardInterrupt):
+    """A scheduler's warning that the job's time limit is near (Slurm's SIGUSR2)."""
+
+
 class TrialInterrupted(KeyboardInterrupt):
-    """Ctrl-C (or SIGTERM) arrived during a trial; ``result`` holds what it had done."""
+    """Ctrl-C (or SIGTERM) arrived during a trial; ``result`` holds what it had done.
+
+    Its status is ``killed``, or ``timeout`` when the cause was :class:`TimeLimitReached`: a
+    sweep records such a trial and goes on rather than stopping.
+    """
 
     def __init__(self, result: TrialResult):
         super().__init__("trial interrupted")

@@ -8,7 +8,7 @@ from pathlib import Path
 from types import FrameType
 
 from bench.config import BenchConfig
-from bench.launchers.base import TrialInterrupted
+from bench.launchers.base import TimeLimitReached, TrialInterrupted
 from bench.result import KILLED, TIMEOUT, EpochRecord, TrialResult
 from bench.trial import EpochCallback, run_trial
 
@@ -43,10 +43,14 @@ class Launcher:
         signal.setitimer(signal.ITIMER_REAL, cfg.timeout_s)
         start = time.time()
         try:
-            result = run_trial(cfg, record)
+            result = run_trial(cfg, record, workdir)
         except _TrialTimeout:
             return partial(TIMEOUT, f"timed out after {cfg.timeout_s:g} s (timeout_s)")
         except KeyboardInterrupt as exc:
+            if isinstance(exc, TimeLimitReached):
+                raise TrialInterrupted(
+                    partial(TIMEOUT, "stopped at the scheduler's time limit")
+                ) from exc
             killed = partial(KILLED, f"interrupted after {time.time() - start:.1f} s")
             raise TrialInterrupted(killed) from exc
         finally:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.config import BenchConfig, to_dict
-from bench.launchers.base import TrialInterrupted
+from bench.launchers.base import TimeLimitReached, TrialInterrupted
 from bench.result import ERROR, KILLED, OOM, TIMEOUT, EpochRecord, TrialResult
 from bench.trial import EpochCallback
 from bench.worker import CONFIG, EVENTS, RESULT, write_json_atomic
@@ -57,6 +57,12 @@ def _limit_memory(limit_mb: int) -> Callable[[], None] | None:
     return apply
 
 
+def _interrupted(exc: KeyboardInterrupt) -> tuple[str, str]:
+    if isinstance(exc, TimeLimitReached):
+        return TIMEOUT, "stopped at the scheduler's time limit (its warning signal arrived)"
+    return KILLED, "interrupted (Ctrl-C or SIGTERM)"
+
+
 def _died(code: int, cfg: BenchConfig, log: Path) -> tuple[str, str]:
     """Status and message for a worker that ended without writing its result."""
     status = ERROR
@@ -73,6 +79,8 @@ def _died(code: int, cfg: BenchConfig, log: Path) -> tuple[str, str]:
             how += "; counted as out of memory"
         elif -code == signal.SIGKILL:
             how += " (possibly the kernel's out-of-memory killer)"
+        elif -code in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            status = KILLED  # stopped from outside: a scheduler, a user, a shutdown
     else:
         how = f"exited with code {code}"
     return status, f"the trial process {how} without writing a result; its last output:\n" + tail(
@@ -140,8 +148,10 @@ class Launcher:
         except KeyboardInterrupt as exc:
             stop_group(proc, cfg.launcher.kill_grace_s)
             events.poll()
-            killed = self._partial(cfg, events, KILLED, "interrupted (Ctrl-C or SIGTERM)")
-            raise TrialInterrupted(killed) from exc
+            raise TrialInterrupted(self._partial(cfg, events, *_interrupted(exc))) from exc
+        except BaseException:  # whatever stops the host, the trial's processes go too
+            stop_group(proc, cfg.launcher.kill_grace_s)
+            raise
         stop_group(proc, 0)  # reap any stray children of a finished worker
         events.poll()
         try:
