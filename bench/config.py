@@ -160,6 +160,14 @@ class BenchConfig:
     repeat: int = 0
     # At the end of a sweep, write the comparison report (bench.report) to its parent run.
     report: bool = False
+    # Distributed training (bench.distributed): the strategy, worker processes (or devices)
+    # per node, nodes, and parameter servers (ps_async).  batch_size is per worker, so a step
+    # of the whole job trains workers x nodes x batch_size samples; ``threads`` is the CPU
+    # thread budget of a node, divided among its workers.
+    distributed: str = "none"
+    workers: int = 1
+    nodes: int = 1
+    ps: int = 0
 
 
 # Fields that say where or how a result is recorded, not what is measured.
@@ -348,6 +356,9 @@ def validate(cfg: BenchConfig) -> None:
         from bench.launchers import docker  # the only place the Docker SDK is imported
 
         problems += docker.check(cfg)
+    from bench import distributed  # light: imports no framework
+
+    problems += distributed.check(cfg)
     if problems:
         raise ConfigError(problems)
 

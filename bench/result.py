@@ -13,7 +13,9 @@ ERROR = "error"
 KILLED = "killed"
 # The kernel's out-of-memory killer ended the trial's container (at its memory limit).
 HOST_OOM = "host_oom"
-STATUSES = (OK, OOM, TIMEOUT, ERROR, KILLED, HOST_OOM)
+# A distributed trial's worker died, hung or lost its peers (bench.distributed).
+DIST_FAILURE = "dist_failure"
+STATUSES = (OK, OOM, TIMEOUT, ERROR, KILLED, HOST_OOM, DIST_FAILURE)
 
 
 @dataclass

@@ -14,6 +14,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -26,6 +27,9 @@ from bench.monitors import Report, Telemetry
 from bench.result import ERROR, OK, OOM, EpochRecord, TrialResult
 
 EpochCallback = Callable[[EpochRecord], None]
+# Builds the session from the loaded adapter, the config and the host data (a distributed
+# rank's strategy session; the adapter's own ``prepare`` by default).
+Prepare = Callable[[Framework, BenchConfig, Any], Session]
 # Per-epoch figures over a closed timed window (start, end in perf_counter s, samples).
 WindowCallback = Callable[[float, float, int], dict[str, float]]
 
@@ -89,6 +93,9 @@ def _timed_epochs(
             record.extra["achieved_flops_per_s"] = step_flops_per_sample * record.samples_per_s
         if on_window is not None:  # telemetry sampled in the background over the window
             record.extra.update(on_window(start, last, samples))
+        per_epoch = getattr(session, "epoch_extra", None)
+        if per_epoch is not None:  # a distributed session's own figures for this window
+            record.extra.update(per_epoch(elapsed))
         evaluated = perf()
         scores = session.evaluate()
         if scores is not None:
@@ -147,13 +154,24 @@ def _summary(records: list[EpochRecord], steps: list[float]) -> dict[str, float]
 
 
 def run_trial(
-    cfg: BenchConfig, on_epoch: EpochCallback | None = None, workdir: Path | None = None
+    cfg: BenchConfig,
+    on_epoch: EpochCallback | None = None,
+    workdir: Path | None = None,
+    prepare: Prepare | None = None,
 ) -> TrialResult:
     """Run one trial.  Never raises for a failing trial: the failure is the result.
 
     Artifacts (telemetry samples and plots, profiler traces, operator tables) are written
     into ``workdir`` when one is given; ``result.files`` names them relative to it.
+
+    A distributed trial (``cfg.distributed`` other than none) is handed to the coordinator
+    (:mod:`bench.distributed.coordinator`), whose rank processes come back here with the
+    strategy's ``prepare``: each rank runs this same timing loop.
     """
+    if cfg.distributed != "none" and prepare is None:
+        from bench.distributed import coordinator
+
+        return coordinator.run_trial(cfg, on_epoch, workdir)
     result = TrialResult(
         status=ERROR, framework=cfg.framework.name, model=cfg.model.name, mode=cfg.mode
     )
@@ -175,7 +193,7 @@ def run_trial(
 
         telemetry.before_device_use()  # idle power is measured before the device is used
         t0 = time.perf_counter()
-        session = adapter.prepare(cfg, host)
+        session = adapter.prepare(cfg, host) if prepare is None else prepare(adapter, cfg, host)
         result.phases["build_time_s"] = time.perf_counter() - t0
         result.device = session.device
         result.num_parameters = int(session.num_parameters)

@@ -23,3 +23,6 @@ if [ ! -f "$stamp" ]; then
   rm -f .venv/.bench-*
   touch "$stamp"
 fi
+
+# Horovod, built from its sdist with a small patch (scripts/setup_horovod.sh; BENCH_HOROVOD=0 skips).
+bash scripts/setup_horovod.sh

@@ -88,6 +88,11 @@ def run(cfg: BenchConfig, session: Any, workdir: Path | None) -> Report:
     report = Report()
     if not (cfg.breakdown or cfg.profile):
         return report
+    own = getattr(session, "breakdown", None)
+    if cfg.breakdown and own is not None:
+        # A distributed session measures its own: exposed communication, push and pull.
+        report.summary.update(own(cfg))
+        return report
     profiler = load(cfg.framework.name)
     if cfg.breakdown:
         report.summary.update(breakdown(profiler, session, cfg, breakdown_steps(cfg)))

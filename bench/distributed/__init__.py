@@ -1,0 +1,124 @@
+"""Distributed training: one small protocol (:mod:`.base`), one module per strategy.
+
+``distributed=`` picks a strategy; ``workers`` (per node), ``nodes`` and ``ps`` size it.
+Every strategy runs the trial in worker processes started by the trial's own process (the
+coordinator, :mod:`.coordinator`): each rank runs the same timing loop as a single-process
+trial (:func:`bench.trial.run_trial`) on a session whose ``step`` is the strategy's
+distributed step, writes its own result, and the coordinator assembles ONE
+:class:`~bench.result.TrialResult` from them: global samples/s, per-worker samples/s
+(``worker{i}_samples_per_s``), exposed communication time and, for parameter servers, push
+and pull times.
+
+Nothing here imports a framework: :func:`check` runs at config validation.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from bench.config import BenchConfig
+
+
+@dataclass(frozen=True)
+class StrategyInfo:
+    frameworks: tuple[str, ...]
+    module: str
+    what: str
+
+
+STRATEGIES: dict[str, StrategyInfo] = {
+    "none": StrategyInfo(("torch", "tf"), "", "one process, no distribution"),
+    "dp": StrategyInfo(("torch",), "bench.distributed.dp", "torch.nn.DataParallel (GPUs)"),
+    "ddp": StrategyInfo(("torch",), "bench.distributed.ddp", "DistributedDataParallel, torchrun"),
+    "mirrored": StrategyInfo(("tf",), "bench.distributed.mirrored", "tf MirroredStrategy"),
+    "multiworker": StrategyInfo(
+        ("tf",), "bench.distributed.multiworker", "tf MultiWorkerMirroredStrategy, TF_CONFIG"
+    ),
+    "ps_async": StrategyInfo(
+        ("tf",), "bench.distributed.ps_async", "tf ParameterServerStrategy (asynchronous)"
+    ),
+    "horovod": StrategyInfo(("torch", "tf"), "bench.distributed.horovod", "Horovod, horovodrun"),
+    "model_parallel": StrategyInfo(
+        ("torch", "tf"), "bench.distributed.model_parallel", "two model stages, one per worker"
+    ),
+}
+
+
+def strategies_for(framework: str) -> tuple[str, ...]:
+    return tuple(n for n, s in STRATEGIES.items() if framework in s.frameworks)
+
+
+def _gpus() -> int:
+    from bench.sysinfo import gpu_environment
+
+    return int(gpu_environment().get("gpu_count", "0"))
+
+
+def on_gpu(cfg: BenchConfig) -> bool:
+    """Whether the trial's workers run on GPUs (device=cuda, or auto with a GPU visible)."""
+    return cfg.device == "cuda" or (cfg.device == "auto" and _gpus() > 0)
+
+
+def check(cfg: BenchConfig) -> list[str]:
+    """Problems with distributed/workers/nodes/ps, each naming its field; before any
+    process starts (a mode that needs hardware the machine lacks is refused here)."""
+    problems: list[str] = []
+    name = cfg.distributed
+    if name not in STRATEGIES:
+        return [f"distributed: {name!r} is not allowed; choose one of {', '.join(STRATEGIES)}"]
+    for field, low in (("workers", 1), ("nodes", 1), ("ps", 0)):
+        if getattr(cfg, field) < low:
+            problems.append(f"{field}: must be >= {low}, got {getattr(cfg, field)}")
+    if problems:
+        return problems
+    framework = cfg.framework.name
+    info = STRATEGIES[name]
+    if framework in ("torch", "tf") and framework not in info.frameworks:
+        problems.append(
+            f"distributed: {name!r} ({info.what}) is not available with framework={framework}; "
+            f"choose one of {', '.join(strategies_for(framework))}"
+        )
+        return problems
+    if name == "none":
+        if cfg.workers != 1 or cfg.nodes != 1:
+            problems.append(
+                f"workers: {cfg.workers} workers on {cfg.nodes} node(s) need a distributed "
+                f"strategy; set distributed= one of {', '.join(strategies_for(framework)[1:])}"
+            )
+    if name == "ps_async" and cfg.ps < 1:
+        problems.append("ps: distributed=ps_async needs at least 1 parameter server (ps=1)")
+    if name != "ps_async" and cfg.ps != 0:
+        problems.append(
+            f"ps: parameter servers are used only by distributed=ps_async, got ps={cfg.ps}"
+        )
+    if cfg.nodes > 1:
+        problems.append(
+            f"nodes: {cfg.nodes} nodes asked for; this version runs every worker on one node "
+            "(nodes=1)"
+        )
+    if name == "model_parallel" and cfg.workers != 2:
+        problems.append(
+            f"workers: model_parallel splits the model into 2 stages, one per worker; set "
+            f"workers=2 (got {cfg.workers})"
+        )
+    if name != "none" and cfg.mode != "train":
+        problems.append(f"mode: distributed={name} measures training; set mode=train")
+    if name != "none" and cfg.launcher.name == "docker":
+        problems.append(
+            "launcher: distributed trials run under launcher=process (or inline) in this version"
+        )
+    if name != "none" and cfg.profile:
+        problems.append("profile: the operator profile is per process; use breakdown=true instead")
+    if name != "none" and cfg.compile:
+        problems.append(f"compile: not supported with distributed={name} in this version")
+    if name in STRATEGIES and info.module and not problems:
+        problems += load(name).check(cfg, on_gpu(cfg), _gpus())
+    return problems
+
+
+def load(name: str):  # noqa: ANN201 - a Strategy; typed in .base, imported lazily
+    from bench.distributed.base import Strategy
+
+    strategy: Strategy = importlib.import_module(STRATEGIES[name].module).STRATEGY
+    return strategy

@@ -1,0 +1,91 @@
+"""The protocol a distributed strategy implements, and what it is given.
+
+A strategy has two sides:
+
+- the coordinator's (the trial's own process): :meth:`Strategy.processes` names the
+  processes to start, each a :class:`Proc` (a command and its environment: torchrun,
+  horovodrun, or one rank process per worker with ``TF_CONFIG`` set).  The coordinator starts,
+  watches and stops them (:mod:`.launch`) and assembles the result (:mod:`.coordinator`);
+- a rank's (``python -m bench.distributed.rank WORKDIR``): :meth:`Strategy.rank` says who
+  this process is, from its environment, and :meth:`Strategy.prepare` builds the
+  :class:`~bench.frameworks.base.Session` whose ``step`` is one distributed training step.
+  The timing loop is the single-process one (:func:`bench.trial.run_trial`).
+
+A session may also have ``breakdown(cfg) -> dict`` (used by ``breakdown=true`` instead of the
+framework profiler): ``time_comm_ms``, the exposed communication per step, and for
+parameter servers ``ps_push_ms`` and ``ps_pull_ms``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from bench.config import BenchConfig
+from bench.frameworks.base import Framework, Session
+
+# What a rank process is told by the coordinator (set in every Proc's environment).
+ENV_RANK, ENV_WORLD = "BENCH_RANK", "BENCH_WORLD_SIZE"
+
+
+@dataclass
+class Proc:
+    """One process for the coordinator to start."""
+
+    name: str  # e.g. "rank0", "torchrun", "ps0": its log is WORKDIR/<name>.log
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    # A server (a parameter server, a TF worker in ps_async) serves until it is stopped: the
+    # trial does not wait for it to exit, and stops it when the others are done.
+    server: bool = False
+
+
+@dataclass
+class Rank:
+    """Who a rank process is."""
+
+    index: int  # the worker index logged as worker{index}_*
+    world: int  # worker processes in the job
+    # Whether this process's timed epochs are the job's figures for this index (a server
+    # process in ps_async does not time anything: the coordinator process does).
+    timed: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def workdir(self, root: Path) -> Path:
+        return root / f"rank{self.index}"
+
+
+class Strategy(Protocol):
+    name: str
+
+    def check(self, cfg: BenchConfig, gpu: bool, gpus: int) -> list[str]:
+        """Problems with this config on this machine (``gpu``: the trial runs on GPUs, of
+        which ``gpus`` are visible), each naming its field; empty if none."""
+
+    def processes(self, cfg: BenchConfig, workdir: Path) -> list[Proc]:
+        """The processes that run the trial (coordinator side)."""
+
+    def rank(self, cfg: BenchConfig) -> Rank:
+        """Who this rank process is, from its environment."""
+
+    def prepare(self, adapter: Framework, cfg: BenchConfig, data: Any, rank: Rank) -> Session:
+        """A session whose ``step`` is one distributed training step (rank side)."""
+
+
+def env_rank() -> Rank:
+    """The identity the coordinator set (BENCH_RANK, BENCH_WORLD_SIZE)."""
+    return Rank(int(os.environ[ENV_RANK]), int(os.environ[ENV_WORLD]))
+
+
+def rank_command(workdir: Path) -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", "bench.distributed.rank", str(workdir)]
+
+
+def per_rank(cfg: BenchConfig, world: int) -> list[Proc]:
+    """One rank process per worker, told who it is by BENCH_RANK / BENCH_WORLD_SIZE (the
+    plain launcher; strategies add their own variables, e.g. TF_CONFIG)."""
+    return [Proc(f"rank{i}", [], {ENV_RANK: str(i), ENV_WORLD: str(world)}) for i in range(world)]

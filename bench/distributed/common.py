@@ -1,0 +1,106 @@
+"""Pieces several strategies share: sharding, a session wrapper, exposed-communication timing."""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bench.config import BenchConfig
+from bench.data import LabelledData
+
+
+def shard(data: Any, index: int, world: int) -> Any:
+    """Worker ``index``'s share of a labelled training set (every ``world``-th sample);
+    synthetic batches are kept whole (each worker cycles through its own copy)."""
+    if isinstance(data, LabelledData) and world > 1:
+        return dataclasses.replace(
+            data, train_x=data.train_x[index::world], train_y=data.train_y[index::world]
+        )
+    return data
+
+
+def loopback_env() -> dict[str, str]:
+    """Gloo on one node talks over loopback (a sandbox may have no other interface)."""
+    return {"GLOO_SOCKET_IFNAME": "lo", "TP_SOCKET_IFNAME": "lo"}
+
+
+def breakdown_pairs(cfg: BenchConfig) -> int:
+    from bench.profiling import breakdown_steps
+
+    return breakdown_steps(cfg)
+
+
+def exposed_comm(
+    distributed: Callable[[], None], local: Callable[[], None], pairs: int
+) -> dict[str, float]:
+    """Exposed communication per step: a distributed step minus the same step with no
+    communication (a copy of the model on this rank, or DDP's ``no_sync``), timed in
+    ``pairs`` back-to-back pairs with alternating order; medians over the calmest quarter
+    (at least 3) of the pairs.  Every rank runs the same sequence, so the distributed steps
+    meet.  What overlaps with compute is not exposed and not counted."""
+    perf = time.perf_counter
+    got: list[tuple[float, float]] = []
+    for i in range(pairs):
+        took = {}
+        for name in ("dist", "local") if i % 2 == 0 else ("local", "dist"):
+            t0 = perf()
+            (distributed if name == "dist" else local)()
+            took[name] = perf() - t0
+        got.append((took["dist"], took["local"]))
+    calm = sorted(got, key=sum)[: max(3, pairs // 4)]
+    dist = statistics.median(d for d, _ in calm)
+    alone = statistics.median(v for _, v in calm)
+    return {
+        "time_comm_ms": 1e3 * max(0.0, dist - alone),
+        "time_step_ms": 1e3 * dist,
+        "time_local_step_ms": 1e3 * alone,
+        "breakdown_steps": float(pairs),
+    }
+
+
+def timed_alone(fn: Callable[[], Any], calls: int) -> float:
+    """Median seconds of ``fn()`` over ``calls`` calls after one untimed call."""
+    fn()
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+class Wrapped:
+    """A session that delegates to the framework's own session and overrides some methods."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.num_parameters = inner.num_parameters
+        self.device = inner.device
+        self.steps_per_pass = inner.steps_per_pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def next_batch(self) -> Any:
+        return self.inner.next_batch()
+
+    def step(self, batch: Any) -> None:
+        self.inner.step(batch)
+
+    def sync(self) -> None:
+        self.inner.sync()
+
+    def take_mean_loss(self) -> float | None:
+        return self.inner.take_mean_loss()
+
+    def evaluate(self) -> tuple[float, float] | None:
+        return self.inner.evaluate()
+
+    def peak_device_memory_mb(self) -> float | None:
+        return self.inner.peak_device_memory_mb()
+
+    def forward_flops_per_sample(self) -> float | None:
+        return self.inner.forward_flops_per_sample()

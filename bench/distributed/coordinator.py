@@ -1,0 +1,302 @@
+"""The coordinator: runs a distributed trial from the trial's own process.
+
+It starts the strategy's processes (:mod:`.launch`), streams one assembled epoch record as
+soon as every timed rank has finished that epoch, and assembles ONE
+:class:`~bench.result.TrialResult` from the ranks' own results (``WORKDIR/rank{i}/``):
+
+- data-parallel strategies (each worker trains on its own samples): the global epoch's
+  samples are the sum over workers and its time the slowest worker's window, so
+  ``samples_per_s`` is the global rate; each worker's own rate is ``worker{i}_samples_per_s``;
+- model parallelism (every sample passes through both stages): the global rate is the
+  slowest stage's rate.
+
+A process that dies, a rank that fails, or a trial still running at its deadline (90 % of
+``timeout_s``, so that the coordinator reports before the launcher's own timeout) ends the
+trial at once with status ``dist_failure`` (``timeout`` if every rank was still running
+normally), naming each rank's state; every process is stopped before it returns.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from types import FrameType
+
+from bench.config import BenchConfig, to_dict
+from bench.distributed import launch, load
+from bench.distributed.base import Strategy, rank_command
+from bench.result import DIST_FAILURE, ERROR, OK, TIMEOUT, EpochRecord, TrialResult
+from bench.trial import EpochCallback
+
+CONFIG = "dist_config.json"
+RESULT, EVENTS, STOPPED = "result.json", "events.jsonl", "stopped"
+DEADLINE_FRACTION = 0.9
+
+
+def deadline_s(cfg: BenchConfig) -> float:
+    """Seconds the coordinator gives its processes (below the launcher's ``timeout_s``)."""
+    return max(1.0, DEADLINE_FRACTION * cfg.timeout_s - 2.0)
+
+
+def collective_timeout_s(cfg: BenchConfig) -> float:
+    """The frameworks' collective and rendezvous timeouts: well below the deadline, so a
+    dead peer makes the others fail (and say so) before the deadline stops them."""
+    return max(5.0, 0.5 * cfg.timeout_s)
+
+
+class _Stop(BaseException):
+    """SIGTERM arrived (the launcher is stopping the trial): stop the ranks, then exit."""
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise _Stop
+
+
+def run_trial(
+    cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path | None
+) -> TrialResult:
+    import tempfile
+
+    if workdir is None:
+        with tempfile.TemporaryDirectory(prefix="bench-dist-") as tmp:
+            result = _run(cfg, on_epoch, Path(tmp))
+            result.files = []
+            return result
+    workdir.mkdir(parents=True, exist_ok=True)
+    return _run(cfg, on_epoch, workdir)
+
+
+def _run(cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path) -> TrialResult:
+    result = TrialResult(ERROR, cfg.framework.name, cfg.model.name, cfg.mode)
+    result.marks["trial_start"] = time.time()
+    strategy = load(cfg.distributed)
+    (workdir / CONFIG).write_text(json.dumps(to_dict(cfg), indent=1))
+    procs = strategy.processes(cfg, workdir)
+    for p in procs:
+        p.argv = p.argv or rank_command(workdir)
+    timed = timed_ranks(strategy, cfg)
+    for i in range(timed):
+        (workdir / f"rank{i}").mkdir(exist_ok=True)
+    for stale in workdir.glob("rank*/*"):
+        if stale.is_file():
+            stale.unlink()
+    result.files = [f"{p.name}.log" for p in procs]
+    env = dict(os.environ, PYTHONUNBUFFERED="1", BENCH_PARENT_PID="")
+    stream = _Stream(workdir, timed, strategy, cfg, on_epoch)
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    running: list[launch.Running] = []
+    try:
+        running = launch.spawn(procs, workdir, env)
+        deadline = time.monotonic() + deadline_s(cfg)
+        outcome = launch.wait(running, deadline, stream.poll)
+        launch.stop_all(running, cfg.launcher.kill_grace_s if not outcome.ok else 1.0)
+        running = []
+        stream.poll()
+        return _assemble(cfg, strategy, workdir, timed, outcome, result)
+    except _Stop:
+        launch.stop_all(running, cfg.launcher.kill_grace_s)
+        running = []
+        sys.exit(128 + signal.SIGTERM)
+    finally:
+        if running:  # an exception or Ctrl-C: no process outlives the trial
+            launch.stop_all(running, cfg.launcher.kill_grace_s)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def timed_ranks(strategy: Strategy, cfg: BenchConfig) -> int:
+    """How many ranks time epochs: rank0..rank{n-1} (the others are servers)."""
+    return int(getattr(strategy, "timed_ranks", lambda c: c.workers * c.nodes)(cfg))
+
+
+def _read_events(path: Path) -> list[EpochRecord]:
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            out.append(EpochRecord(**json.loads(line)))
+        except (ValueError, TypeError):
+            break  # a line still being written
+    return out
+
+
+class _Stream:
+    """Emits each global epoch once every timed rank has logged it."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        ranks: int,
+        strategy: Strategy,
+        cfg: BenchConfig,
+        on_epoch: EpochCallback | None,
+    ) -> None:
+        self.workdir, self.ranks, self.strategy, self.cfg = workdir, ranks, strategy, cfg
+        self.on_epoch = on_epoch
+        self.emitted: list[EpochRecord] = []
+
+    def poll(self) -> None:
+        per_rank = [_read_events(self.workdir / f"rank{i}" / EVENTS) for i in range(self.ranks)]
+        ready = min(len(r) for r in per_rank)
+        while len(self.emitted) < ready:
+            e = len(self.emitted)
+            record = combine([r[e] for r in per_rank], data_parallel(self.strategy))
+            self.emitted.append(record)
+            if self.on_epoch is not None:
+                self.on_epoch(record)
+
+
+def data_parallel(strategy: Strategy) -> bool:
+    return bool(getattr(strategy, "data_parallel", True))
+
+
+def combine(records: list[EpochRecord], summed: bool) -> EpochRecord:
+    """One global epoch from each timed rank's record of it."""
+    if len(records) == 1:
+        return records[0]  # one process timed the whole job (it logged per-worker rates)
+    time_s = max(r.epoch_time_s for r in records)
+    samples = sum(r.samples for r in records) if summed else min(r.samples for r in records)
+    losses = [r.loss for r in records if r.loss is not None]
+    out = EpochRecord(
+        epoch=records[0].epoch,
+        steps=records[0].steps,
+        samples=samples,
+        epoch_time_s=time_s,
+        samples_per_s=samples / time_s,
+        step_time_p50_ms=max(r.step_time_p50_ms for r in records),
+        step_time_p90_ms=max(r.step_time_p90_ms for r in records),
+        step_time_p99_ms=max(r.step_time_p99_ms for r in records),
+        loss=statistics.fmean(losses) if losses else None,
+    )
+    out.extra.update(records[0].extra)  # worker 0's own figures (telemetry runs there)
+    for i, r in enumerate(records):
+        out.extra[f"worker{i}_samples_per_s"] = r.samples_per_s
+    return out
+
+
+def _rank_result(workdir: Path, i: int) -> TrialResult | None:
+    try:
+        return TrialResult.from_dict(json.loads((workdir / f"rank{i}" / RESULT).read_text()))
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+def _rank_state(workdir: Path, i: int, got: TrialResult | None) -> str:
+    if got is not None:
+        if got.status == OK:
+            return "ok"
+        last = got.error.strip().splitlines()[-1] if got.error.strip() else ""
+        return f"{got.status}: {last[:300]}"
+    if (workdir / f"rank{i}" / STOPPED).exists():
+        return "stopped by the coordinator after another process failed"
+    return "ended without a result (it died, or hung and was stopped)"
+
+
+def _assemble(
+    cfg: BenchConfig,
+    strategy: Strategy,
+    workdir: Path,
+    ranks: int,
+    outcome: launch.Outcome,
+    result: TrialResult,
+) -> TrialResult:
+    got = [_rank_result(workdir, i) for i in range(ranks)]
+    first = next((g for g in got if g is not None), None)
+    if first is not None:
+        result.device, result.threads = first.device, first.threads
+        result.num_parameters = first.num_parameters
+        result.environment.update(first.environment)
+        result.phases.update(first.phases)
+        result.marks.update({k: v for k, v in first.marks.items() if k != "trial_start"})
+    result.environment["distributed"] = cfg.distributed
+    result.environment["dist_processes"] = str(len(outcome.codes))
+    if outcome.ok and all(g is not None and g.status == OK for g in got):
+        results = [g for g in got if g is not None]
+        _merge(result, results, data_parallel(strategy))
+        result.status = OK
+        return result
+    states = [_rank_state(workdir, i, g) for i, g in enumerate(got)]
+    statuses = {g.status for g in got if g is not None}
+    if all(g is not None for g in got) and len(statuses) == 1 and statuses != {OK}:
+        result.status = statuses.pop()  # every rank failed alike (a bug, out of memory)
+    elif outcome.failed.endswith("at the deadline") and all(
+        s.startswith("ended without") for s in states
+    ):
+        result.status = TIMEOUT
+    else:
+        result.status = DIST_FAILURE
+    named = [f"worker {i} (rank{i}): {s}" for i, s in enumerate(states)]
+    result.error = (
+        f"distributed={cfg.distributed}: {outcome.failed or 'a rank failed'}; "
+        f"every worker stopped within {deadline_s(cfg):g} s of its start\n"
+        + "\n".join(named)
+        + "\n\n"
+        + "\n".join(_log_tails(workdir, list(outcome.codes)))
+    )[-20000:]
+    for g in got:
+        if g is not None and g.status != OK and g.error:
+            result.error = (result.error + "\n\nfirst rank error:\n" + g.error)[-20000:]
+            break
+    done = min((len(g.epochs) for g in got if g is not None), default=0)
+    if done and all(g is not None for g in got):
+        per_rank = [g.epochs for g in got if g is not None]
+        result.epochs = [combine([r[e] for r in per_rank], True) for e in range(done)]
+    return result
+
+
+def _log_tails(workdir: Path, names: list[str], lines: int = 15) -> list[str]:
+    out = []
+    for name in names:
+        try:
+            text = (workdir / f"{name}.log").read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        out.append(f"--- {name}.log (last {lines} lines) ---")
+        out += text[-lines:]
+    return out
+
+
+def _merge(result: TrialResult, results: list[TrialResult], summed: bool) -> None:
+    n = len(results[0].epochs)
+    result.epochs = [combine([r.epochs[e] for r in results], summed) for e in range(n)]
+    total_time = sum(e.epoch_time_s for e in result.epochs)
+    total = sum(e.samples for e in result.epochs)
+    result.summary.update(results[0].summary)  # worker 0's telemetry and step figures
+    result.summary["trial_time_s"] = total_time
+    result.summary["trial_samples_per_s"] = total / total_time
+    result.summary["global_samples_per_s"] = total / total_time
+    for key in ("trial_step_time_p50_ms", "trial_step_time_p90_ms", "trial_step_time_p99_ms"):
+        result.summary[key] = max(r.summary[key] for r in results)
+    losses = [r.summary["final_loss"] for r in results if "final_loss" in r.summary]
+    if losses:
+        result.summary["final_loss"] = statistics.fmean(losses)
+    result.summary["peak_host_rss_mb"] = sum(r.summary.get("peak_host_rss_mb", 0) for r in results)
+    if len(results) > 1:
+        for i, r in enumerate(results):
+            result.summary[f"worker{i}_trial_samples_per_s"] = r.summary["trial_samples_per_s"]
+    for key in ("time_comm_ms", "ps_push_ms", "ps_pull_ms", "time_step_ms", "time_local_step_ms"):
+        values = [r.summary[key] for r in results if key in r.summary]
+        if values:
+            result.summary[key] = statistics.fmean(values)
+            if len(results) > 1:
+                for i, r in enumerate(results):
+                    if key in r.summary:
+                        result.summary[f"worker{i}_{key}"] = r.summary[key]
+    for i, r in enumerate(results):
+        result.files += [f"rank{i}/{f}" for f in r.files]
+
+
+def format_exception(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(exc))

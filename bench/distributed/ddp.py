@@ -1,0 +1,85 @@
+"""``distributed=ddp``: torch DistributedDataParallel, one process per worker, by torchrun.
+
+gloo on the CPU, NCCL on GPUs (one GPU per worker, ``LOCAL_RANK``).  The collective timeout
+is :func:`~bench.distributed.coordinator.collective_timeout_s`, so a dead or hung peer makes
+the others fail well before the trial's deadline.  Exposed communication (``breakdown=true``):
+a DDP step minus the same step under ``no_sync()`` (no all-reduce).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from bench.config import BenchConfig
+from bench.distributed import common
+from bench.distributed.base import Proc, Rank
+
+
+class DDP:
+    name = "ddp"
+    data_parallel = True
+
+    def check(self, cfg: BenchConfig, gpu: bool, gpus: int) -> list[str]:
+        if gpu and cfg.workers > gpus:
+            return [
+                f"workers: ddp on GPUs runs one worker per GPU; {gpus} visible, "
+                f"got workers={cfg.workers}"
+            ]
+        return []
+
+    def processes(self, cfg: BenchConfig, workdir: Path) -> list[Proc]:
+        argv = [
+            sys.executable, "-m", "torch.distributed.run", "--standalone",
+            f"--nproc-per-node={cfg.workers}", "--max-restarts=0", "--monitor-interval=0.2",
+            "-m", "bench.distributed.rank", str(workdir),
+        ]  # fmt: skip
+        return [Proc("torchrun", argv, common.loopback_env())]
+
+    def rank(self, cfg: BenchConfig) -> Rank:
+        return Rank(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]))
+
+    def prepare(self, adapter: Any, cfg: BenchConfig, data: Any, rank: Rank) -> Any:
+        import torch
+        import torch.distributed as dist
+
+        from bench.distributed import torch_common
+        from bench.distributed.coordinator import collective_timeout_s
+
+        gpu = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        torch_common.cuda_device(gpu, local)
+        dist.init_process_group(
+            "nccl" if gpu else "gloo", timeout=timedelta(seconds=collective_timeout_s(cfg))
+        )
+        session = adapter.prepare(cfg, common.shard(data, rank.index, rank.world))
+        alone = torch_common.local_step(session)
+        ddp = torch.nn.parallel.DistributedDataParallel(
+            session.model, device_ids=[local] if gpu else None
+        )
+        session.forward = ddp
+        return _Session(session, ddp, alone, "nccl" if gpu else "gloo")
+
+
+class _Session(common.Wrapped):
+    def __init__(self, inner: Any, ddp: Any, alone: Any, backend: str) -> None:
+        super().__init__(inner)
+        self.ddp, self.alone, self.backend = ddp, alone, backend
+
+    def breakdown(self, cfg: BenchConfig) -> dict[str, float]:
+        def dist_step() -> None:
+            self.inner.step(self.inner.next_batch())
+            self.inner.sync()
+
+        def local() -> None:
+            self.alone(self.inner.next_batch())
+
+        out = common.exposed_comm(dist_step, local, common.breakdown_pairs(cfg))
+        self.inner.take_mean_loss()
+        return out
+
+
+STRATEGY = DDP()

@@ -1,0 +1,228 @@
+"""``distributed=horovod``: Horovod 0.28.1 (built by scripts/setup_horovod.sh), by horovodrun.
+
+Gloo on the CPU (``--gloo``), NCCL on GPUs where Horovod was built with it.  PyTorch: the
+session's optimizer becomes ``hvd.DistributedOptimizer`` (gradients all-reduced as the
+backward pass produces them); TensorFlow: ``hvd.DistributedGradientTape`` (all-reduced when
+the gradients are taken).  Rank 0's parameters and optimizer state are broadcast first.
+
+Exposed communication (``breakdown=true``): PyTorch, a Horovod step minus the same step on a
+private copy of the model (no all-reduce; Horovod overlaps part of it with the backward
+pass); TensorFlow, the grouped all-reduce of one step's gradients timed alone (the tape
+reduces after the backward pass, so none of it overlaps compute).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench.config import BenchConfig
+from bench.distributed import common
+from bench.distributed.base import Proc, Rank
+
+
+def horovodrun() -> list[str]:
+    found = shutil.which("horovodrun", path=str(Path(sys.executable).parent))
+    return [found] if found else [sys.executable, "-m", "horovod.runner.launch"]
+
+
+class Horovod:
+    name = "horovod"
+    data_parallel = True
+
+    def check(self, cfg: BenchConfig, gpu: bool, gpus: int) -> list[str]:
+        import importlib.util
+
+        problems = []
+        if importlib.util.find_spec("horovod") is None:
+            problems.append(
+                "distributed: horovod is not installed in this environment; run "
+                "scripts/setup_horovod.sh (it builds Horovod 0.28.1 against this torch and TF)"
+            )
+        if gpu and cfg.workers > gpus:
+            problems.append(
+                f"workers: horovod on GPUs runs one worker per GPU; {gpus} visible, "
+                f"got workers={cfg.workers}"
+            )
+        if cfg.framework.name == "tf":
+            from bench.distributed.mirrored import tf_checks
+
+            problems += tf_checks(cfg)
+        return problems
+
+    def processes(self, cfg: BenchConfig, workdir: Path) -> list[Proc]:
+        from bench.distributed.coordinator import collective_timeout_s
+
+        n = cfg.workers
+        timeout = str(int(collective_timeout_s(cfg)))
+        argv = [
+            *horovodrun(), "-np", str(n), "-H", f"localhost:{n}", "--gloo",
+            "--gloo-timeout-seconds", timeout, "--network-interfaces", "lo",
+            sys.executable, "-m", "bench.distributed.rank", str(workdir),
+        ]  # fmt: skip
+        env = {**common.loopback_env(), "HOROVOD_GLOO_TIMEOUT_SECONDS": timeout}
+        return [Proc("horovodrun", argv, env)]
+
+    def rank(self, cfg: BenchConfig) -> Rank:
+        return Rank(int(os.environ["HOROVOD_RANK"]), int(os.environ["HOROVOD_SIZE"]))
+
+    def prepare(self, adapter: Any, cfg: BenchConfig, data: Any, rank: Rank) -> Any:
+        if cfg.framework.name == "torch":
+            return _torch(adapter, cfg, common.shard(data, rank.index, rank.world))
+        return _tf(cfg, data, rank)
+
+
+def _torch(adapter: Any, cfg: BenchConfig, data: Any) -> Any:
+    import horovod.torch as hvd
+    import torch
+
+    from bench.distributed import torch_common
+
+    hvd.init()
+    gpu = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
+    torch_common.cuda_device(gpu, hvd.local_rank())
+    session = adapter.prepare(cfg, data)
+    alone = torch_common.local_step(session)
+    session.optimizer = hvd.DistributedOptimizer(
+        session.optimizer, named_parameters=session.model.named_parameters()
+    )
+    hvd.broadcast_parameters(session.model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(session.optimizer, root_rank=0)
+    return _TorchSession(session, alone)
+
+
+class _TorchSession(common.Wrapped):
+    def __init__(self, inner: Any, alone: Any) -> None:
+        super().__init__(inner)
+        self.alone = alone
+
+    def breakdown(self, cfg: BenchConfig) -> dict[str, float]:
+        def dist_step() -> None:
+            self.inner.step(self.inner.next_batch())
+            self.inner.sync()
+
+        out = common.exposed_comm(
+            dist_step, lambda: self.alone(self.inner.next_batch()), common.breakdown_pairs(cfg)
+        )
+        self.inner.take_mean_loss()
+        return out
+
+
+def _tf(cfg: BenchConfig, data: Any, rank: Rank) -> Any:
+    import horovod.tensorflow as hvd
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from bench import models
+    from bench.distributed.tf_common import make_optimizer, per_replica_dataset
+
+    hvd.init()
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus and cfg.device != "cpu":
+        tf.config.set_visible_devices(gpus[hvd.local_rank()], "GPU")
+    keras.mixed_precision.set_global_policy(
+        {"bf16": "mixed_bfloat16"}.get(cfg.precision, "float32")
+    )
+    model = models.build("tf", cfg.model.name, cfg.num_classes, cfg.image_size, cfg.model.source)
+    optimizer = make_optimizer(cfg)
+    variables = model.trainable_variables
+    optimizer.build(variables)
+    # Horovod's broadcast_variables expects tf.Variables: Keras 3 keeps them in ``.value``.
+    hvd.broadcast_variables([v.value for v in model.variables + optimizer.variables], 0)
+    tf_variables = [v.value for v in variables]
+    losses = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    decay = cfg.optimizer.weight_decay
+    loss_sum = tf.Variable(0.0, trainable=False)
+
+    @tf.function
+    def train_step(x: tf.Tensor, y: tf.Tensor) -> None:
+        with tf.GradientTape() as tape:
+            loss = losses(y, tf.cast(model(x, training=True), tf.float32))
+        tape = hvd.DistributedGradientTape(tape)  # averages the gradients over workers
+        grads = tape.gradient(loss, tf_variables)
+        if decay:
+            grads = [g + decay * v for g, v in zip(grads, variables, strict=True)]
+        optimizer.apply_gradients(zip(grads, variables, strict=True))
+        loss_sum.assign_add(loss)
+
+    @tf.function
+    def all_reduce() -> tf.Tensor:
+        reduced = hvd.grouped_allreduce([tf.ones_like(v) for v in variables])
+        return tf.add_n([tf.reduce_sum(g) for g in reduced])
+
+    session = _TFSession(
+        iter(per_replica_dataset(data, cfg, cfg.batch_size, rank.index, rank.world)),
+        train_step,
+        all_reduce,
+        loss_sum,
+    )
+    session.device = "cuda:0" if gpus and cfg.device != "cpu" else "cpu"
+    session.model = model
+    session.num_parameters = int(sum(np.prod(w.shape) for w in variables))
+    return session
+
+
+class _TFSession:
+    steps_per_pass = 0
+
+    def __init__(self, batches: Any, train_step: Any, all_reduce: Any, loss_sum: Any) -> None:
+        self._batches, self._train_step, self._all_reduce = batches, train_step, all_reduce
+        self._loss_sum, self._steps = loss_sum, 0
+        self.device = "cpu"
+        self.model: Any = None
+        self.num_parameters = 0
+
+    def next_batch(self) -> Any:
+        return next(self._batches)
+
+    def step(self, batch: Any) -> None:
+        self._train_step(*batch)
+        self._steps += 1
+
+    def sync(self) -> None:
+        if self.device != "cpu":
+            import tensorflow as tf
+
+            tf.test.experimental.sync_devices()
+
+    def take_mean_loss(self) -> float | None:
+        if not self._steps:
+            return None
+        mean = float(self._loss_sum.numpy()) / self._steps
+        self._loss_sum.assign(0.0)
+        self._steps = 0
+        return mean
+
+    def evaluate(self) -> tuple[float, float] | None:
+        return None
+
+    def peak_device_memory_mb(self) -> float | None:
+        return None
+
+    def forward_flops_per_sample(self) -> float | None:
+        from bench.models import flops
+
+        count = flops.keras_flops_per_sample(self.model, self.model.input_shape[1])
+        return None if count is None else float(count)
+
+    def _one_step(self) -> None:
+        self.step(self.next_batch())
+        self.sync()
+
+    def breakdown(self, cfg: BenchConfig) -> dict[str, float]:
+        pairs = common.breakdown_pairs(cfg)
+        step_s = common.timed_alone(self._one_step, pairs)
+        comm_s = common.timed_alone(lambda: self._all_reduce(), pairs)
+        self.take_mean_loss()
+        return {
+            "time_comm_ms": 1e3 * comm_s,
+            "time_step_ms": 1e3 * step_s,
+            "breakdown_steps": float(pairs),
+        }
+
+
+STRATEGY = Horovod()

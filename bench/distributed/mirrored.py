@@ -1,0 +1,87 @@
+"""``distributed=mirrored``: tf MirroredStrategy, ``workers`` replicas in one process.
+
+On GPUs one replica per GPU (NCCL all-reduce); on the CPU ``workers`` logical CPU devices,
+a stand-in the issue accepts as faithful for the strategy's mechanics (variables mirrored
+per device, gradients all-reduced every step), though the devices share the cores.  One step
+trains ``workers x batch_size`` samples; each replica's rate is the process's rate split
+evenly (the replicas step in lockstep).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from bench.config import BenchConfig
+from bench.distributed.base import Proc, Rank, env_rank, per_rank
+
+
+class Mirrored:
+    name = "mirrored"
+    data_parallel = True
+
+    def check(self, cfg: BenchConfig, gpu: bool, gpus: int) -> list[str]:
+        problems = tf_checks(cfg)
+        if gpu and cfg.workers > gpus:
+            problems.append(
+                f"workers: mirrored on GPUs puts one replica on each GPU; {gpus} visible, "
+                f"got workers={cfg.workers}"
+            )
+        return problems
+
+    def processes(self, cfg: BenchConfig, workdir: Path) -> list[Proc]:
+        return per_rank(cfg, 1)
+
+    def compute_processes(self, cfg: BenchConfig) -> int:
+        return 1
+
+    def timed_ranks(self, cfg: BenchConfig) -> int:
+        return 1
+
+    def step_batches(self, cfg: BenchConfig) -> int:
+        return cfg.workers
+
+    def rank(self, cfg: BenchConfig) -> Rank:
+        return env_rank()
+
+    def prepare(self, adapter: Any, cfg: BenchConfig, data: Any, rank: Rank) -> Any:
+        import tensorflow as tf
+
+        from bench.distributed.tf_common import StrategySession
+
+        gpu = bool(tf.config.list_physical_devices("GPU")) and cfg.device != "cpu"
+        workers = cfg.workers
+        per_replica = cfg.batch_size // workers  # the rank's batch_size covers every replica
+        if gpu:
+            devices = [f"/gpu:{i}" for i in range(workers)]
+        else:
+            cpu = tf.config.list_physical_devices("CPU")[0]
+            tf.config.set_logical_device_configuration(
+                cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(workers)]
+            )
+            devices = [f"/cpu:{i}" for i in range(workers)]
+        strategy = tf.distribute.MirroredStrategy(
+            devices, cross_device_ops=None if gpu else tf.distribute.ReductionToOneDevice()
+        )
+        return StrategySession(strategy, cfg, data, per_replica, 0, 1, gpu)
+
+
+def tf_checks(cfg: BenchConfig) -> list[str]:
+    """What the tf.distribute sessions do not cover."""
+    from bench.models import MODELS
+
+    problems = []
+    if cfg.model.name in MODELS and MODELS[cfg.model.name].task != "image":
+        problems.append(
+            f"model: distributed={cfg.distributed} trains image models in this version; "
+            f"{cfg.model.name} is a sequence model"
+        )
+    if cfg.precision == "fp16":
+        problems.append(
+            f"precision: fp16 loss scaling is not wired into distributed={cfg.distributed}; "
+            "use fp32 or bf16"
+        )
+    return problems
+
+
+STRATEGY = Mirrored()
