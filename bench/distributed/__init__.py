@@ -112,9 +112,27 @@ def check(cfg: BenchConfig) -> list[str]:
         problems.append("profile: the operator profile is per process; use breakdown=true instead")
     if name != "none" and cfg.compile:
         problems.append(f"compile: not supported with distributed={name} in this version")
-    if name in STRATEGIES and info.module and not problems:
+    if name == "model_parallel":
+        problems.append(
+            "distributed: model_parallel (two model stages, one per worker) is not implemented "
+            "in this version; see the README's distributed section"
+        )
+    elif info.module and not problems:
         problems += load(name).check(cfg, on_gpu(cfg), _gpus())
     return problems
+
+
+def scaling_baselines(cfg: BenchConfig) -> list[BenchConfig]:
+    """The single-worker configs a multi-worker trial's scaling efficiency is measured
+    against, in order of preference: the same strategy on one worker, then no distribution
+    (same config otherwise).  Empty for a single-worker trial."""
+    import dataclasses
+
+    if cfg.workers * cfg.nodes == 1:
+        return []
+    same = dataclasses.replace(cfg, workers=1, nodes=1)
+    plain = dataclasses.replace(cfg, distributed="none", workers=1, nodes=1, ps=0)
+    return [same, plain]
 
 
 def load(name: str):  # noqa: ANN201 - a Strategy; typed in .base, imported lazily

@@ -10,6 +10,7 @@ the others at once; on SIGTERM it notes ``stopped`` and exits.
 from __future__ import annotations
 
 import dataclasses
+import faulthandler
 import json
 import os
 import signal
@@ -49,6 +50,8 @@ def main(workdir: Path) -> int:
 
     def stopped(signum: int, frame: FrameType | None) -> None:
         (mine / STOPPED).touch()
+        faulthandler.dump_traceback(sys.stderr)  # where a hung rank was, into its log
+        sys.stderr.flush()
         os._exit(128 + signum)
 
     signal.signal(signal.SIGTERM, stopped)

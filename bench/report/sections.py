@@ -441,7 +441,12 @@ def _operator_table(ctx: Context, lab: Labeller, trials: Sequence[Trial]) -> lis
 
 
 def distributed(ctx: Context) -> Section | None:
-    trials = [t for t in ctx.ok if t.param("workers").isdigit()]
+    # Every trial logs workers (1 by default): the section shows the distributed ones.
+    trials = [
+        t
+        for t in ctx.ok
+        if t.param("workers").isdigit() and t.param("distributed", "none") != "none"
+    ]
     lab = Labeller(trials)
     if not trials:
         return None

@@ -1,0 +1,68 @@
+"""``distributed=multiworker``: tf MultiWorkerMirroredStrategy, one process per worker.
+
+Each process is told its place by ``TF_CONFIG`` (a cluster of ``workers`` tasks on loopback
+ports); gradients are all-reduced by TensorFlow's collectives (ring on the CPU, NCCL on GPUs)
+with a timeout well below the trial's, so a dead or hung peer fails the others.  Each worker
+trains ``batch_size`` samples per step on its own shard.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bench.config import BenchConfig
+from bench.distributed import launch
+from bench.distributed.base import Proc, Rank, env_rank, per_rank
+
+
+def tf_config(cluster: dict[str, list[str]], task: str, index: int) -> str:
+    return json.dumps({"cluster": cluster, "task": {"type": task, "index": index}})
+
+
+class MultiWorker:
+    name = "multiworker"
+    data_parallel = True
+
+    def check(self, cfg: BenchConfig, gpu: bool, gpus: int) -> list[str]:
+        from bench.distributed.mirrored import tf_checks
+
+        problems = tf_checks(cfg)
+        if gpu and cfg.workers > gpus:
+            problems.append(
+                f"workers: multiworker on GPUs runs one worker per GPU; {gpus} visible, "
+                f"got workers={cfg.workers}"
+            )
+        return problems
+
+    def processes(self, cfg: BenchConfig, workdir: Path) -> list[Proc]:
+        cluster = {"worker": [f"127.0.0.1:{launch.free_port()}" for _ in range(cfg.workers)]}
+        procs = per_rank(cfg, cfg.workers)
+        for i, p in enumerate(procs):
+            p.env["TF_CONFIG"] = tf_config(cluster, "worker", i)
+        return procs
+
+    def rank(self, cfg: BenchConfig) -> Rank:
+        return env_rank()
+
+    def prepare(self, adapter: Any, cfg: BenchConfig, data: Any, rank: Rank) -> Any:
+        import tensorflow as tf
+
+        from bench.distributed.coordinator import collective_timeout_s
+        from bench.distributed.tf_common import StrategySession
+
+        gpus = tf.config.list_physical_devices("GPU")
+        gpu = bool(gpus) and cfg.device != "cpu"
+        if gpu:
+            tf.config.set_visible_devices(gpus[rank.index], "GPU")
+        impl = tf.distribute.experimental.CommunicationImplementation
+        options = tf.distribute.experimental.CommunicationOptions(
+            implementation=impl.NCCL if gpu else impl.RING,
+            timeout_seconds=collective_timeout_s(cfg),
+        )
+        strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+        return StrategySession(strategy, cfg, data, cfg.batch_size, rank.index, rank.world, gpu)
+
+
+STRATEGY = MultiWorker()

@@ -1,0 +1,142 @@
+"""Tier 3: distributed trials through ``python -m bench`` on CPU processes (2 workers)."""
+
+from __future__ import annotations
+
+import importlib.util
+import signal
+import time
+
+import psutil
+import pytest
+
+from tests.conftest import TINY
+
+pytestmark = pytest.mark.e2e
+SMALL = ["model=lenet5", *TINY]
+
+
+def dist_processes(root) -> list[psutil.Process]:  # noqa: ANN001
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(proc.info["cmdline"] or [])
+        if (
+            "bench.distributed" in cmd
+            and str(root) in cmd
+            or "tf_server" in cmd
+            and str(root) in cmd
+        ):
+            found.append(proc)
+    return found
+
+
+def only_trial(bench):  # noqa: ANN001, ANN201
+    (child,) = bench.children()
+    return child
+
+
+def assert_global_and_per_worker(bench, run, workers: int = 2) -> None:  # noqa: ANN001
+    assert run.data.tags["bench.status"] == "ok", run.data.tags.get("bench.error")
+    client = bench.client()
+    metrics = run.data.metrics
+    rates = [metrics[f"worker{i}_samples_per_s"] for i in range(workers)]
+    assert all(r > 0 for r in rates)
+    assert metrics["global_samples_per_s"] == metrics["trial_samples_per_s"] > 0
+    for i in range(workers):  # logged per epoch under the one run
+        history = client.get_metric_history(run.info.run_id, f"worker{i}_samples_per_s")
+        assert sorted(m.step for m in history) == [1, 2]
+    # The global epoch rate covers every worker's samples.
+    epoch = client.get_metric_history(run.info.run_id, "samples_per_s")[-1].value
+    assert epoch == pytest.approx(sum(rates), rel=0.35)
+
+
+def test_ddp_two_workers_logs_global_per_worker_comm_and_scaling(bench) -> None:  # noqa: ANN001
+    got = bench.run("-m", "distributed=ddp", "workers=1,2", "breakdown=true", *SMALL)
+    assert got.returncode == 0, got.output
+    runs = {r.data.params["workers"]: r for r in bench.children()}
+    two = runs["2"]
+    assert_global_and_per_worker(bench, two)
+    assert two.data.metrics["time_comm_ms"] >= 0
+    assert two.data.metrics["time_step_ms"] > 0
+    # Scaling efficiency against the one-worker ddp run of the same config.
+    assert two.data.tags["bench.scaling_baseline_run"] == runs["1"].info.run_id
+    one_rate = runs["1"].data.metrics["trial_samples_per_s"]
+    assert two.data.metrics["scaling_efficiency"] == pytest.approx(
+        two.data.metrics["trial_samples_per_s"] / (2 * one_rate)
+    )
+    assert not dist_processes(bench.root)
+
+
+def test_mirrored_on_two_logical_cpu_devices(bench) -> None:  # noqa: ANN001
+    got = bench.run("framework=tf", "distributed=mirrored", "workers=2", *SMALL)
+    assert got.returncode == 0, got.output
+    assert_global_and_per_worker(bench, only_trial(bench))
+
+
+def test_multiworker_two_processes(bench) -> None:  # noqa: ANN001
+    got = bench.run(
+        "framework=tf", "distributed=multiworker", "workers=2", "breakdown=true", *SMALL
+    )
+    assert got.returncode == 0, got.output
+    run = only_trial(bench)
+    assert_global_and_per_worker(bench, run)
+    assert run.data.metrics["time_comm_ms"] > 0
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("horovod") is None, reason="scripts/setup_horovod.sh not run"
+)
+@pytest.mark.parametrize("framework", ["torch", "tf"])
+def test_horovod_two_workers(bench, framework: str) -> None:  # noqa: ANN001
+    got = bench.run(f"framework={framework}", "distributed=horovod", "workers=2", *SMALL)
+    assert got.returncode == 0, got.output
+    assert_global_and_per_worker(bench, only_trial(bench))
+    assert not dist_processes(bench.root)
+
+
+def test_killed_worker_is_a_dist_failure_and_leaves_nothing(bench) -> None:  # noqa: ANN001
+    proc = bench.popen(
+        "distributed=ddp", "workers=2", "model=lenet5", "batch_size=4", "epochs=1",
+        "steps_per_epoch=100000", "warmup_steps=1", "timeout_s=120",
+    )  # fmt: skip
+    try:
+        victim = None
+        deadline = time.monotonic() + 90
+        while victim is None and time.monotonic() < deadline:
+            for p in dist_processes(bench.root):
+                try:
+                    if "bench.distributed.rank" in " ".join(p.cmdline()) and (
+                        p.environ().get("RANK") == "1"
+                    ):
+                        victim = p
+                except psutil.Error:
+                    continue
+            time.sleep(0.5)
+        assert victim is not None, "rank 1 never started"
+        time.sleep(8)  # well into its steps
+        victim.send_signal(signal.SIGKILL)
+        started = time.monotonic()
+        out, err = proc.communicate(timeout=100)
+        assert time.monotonic() - started < 60  # long before timeout_s
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, out + err
+    run = only_trial(bench)
+    assert run.data.tags["bench.status"] == "dist_failure"
+    error = run.data.tags["bench.error"]
+    assert "worker 1 (rank1): ended without a result" in error
+    time.sleep(1)
+    assert not dist_processes(bench.root)
+
+
+def test_ps_async_one_ps_two_workers_logs_push_and_pull(bench) -> None:  # noqa: ANN001
+    got = bench.run(
+        "framework=tf", "distributed=ps_async", "workers=2", "ps=1", "breakdown=true", *SMALL
+    )
+    assert got.returncode == 0, got.output
+    run = only_trial(bench)
+    assert_global_and_per_worker(bench, run)
+    metrics = run.data.metrics
+    assert metrics["ps_pull_ms"] >= 0 and metrics["ps_push_ms"] >= 0
+    assert metrics["time_comm_ms"] == pytest.approx(metrics["ps_pull_ms"] + metrics["ps_push_ms"])
+    assert not dist_processes(bench.root)

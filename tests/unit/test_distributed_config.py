@@ -1,0 +1,78 @@
+"""Distributed settings are checked at the one boundary, before any process starts."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.config import BenchConfig, ConfigError, config_hash, validate
+from bench.distributed import scaling_baselines
+
+
+def problems(**fields: object) -> list[str]:
+    framework = fields.pop("framework", "torch")
+    cfg = BenchConfig(model=BenchConfig().model.__class__("lenet5"), device="cpu", **fields)  # type: ignore[arg-type]
+    cfg.framework.name = str(framework)
+    try:
+        validate(cfg)
+    except ConfigError as err:
+        return err.problems
+    return []
+
+
+def test_a_torch_strategy_with_tf_lists_the_tf_strategies() -> None:
+    got = problems(framework="tf", distributed="ddp", workers=2)
+    assert got == [
+        "distributed: 'ddp' (DistributedDataParallel, torchrun) is not available with "
+        "framework=tf; choose one of none, mirrored, multiworker, ps_async, horovod, model_parallel"
+    ]
+
+
+def test_unknown_strategy_names_the_allowed_ones() -> None:
+    (got,) = problems(distributed="allreduce")
+    assert got.startswith("distributed: 'allreduce' is not allowed; choose one of none, dp, ddp")
+
+
+def test_dataparallel_is_refused_on_the_cpu() -> None:
+    (got,) = problems(distributed="dp", workers=2)
+    assert got.startswith("distributed: dp (DataParallel)")
+    assert "needs at least 2 CUDA devices" in got and "distributed=ddp" in got
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        (
+            {"distributed": "ps_async", "framework": "tf", "workers": 2},
+            "ps: distributed=ps_async needs",
+        ),
+        ({"distributed": "ddp", "workers": 2, "ps": 1}, "ps: parameter servers are used only"),
+        ({"workers": 2}, "workers: 2 workers on 1 node(s) need a distributed strategy"),
+        ({"distributed": "ddp", "workers": 0}, "workers: must be >= 1, got 0"),
+        ({"distributed": "ddp", "workers": 2, "nodes": 2}, "nodes: 2 nodes asked for"),
+        ({"distributed": "model_parallel", "workers": 3}, "workers: model_parallel splits"),
+        ({"distributed": "ddp", "workers": 2, "mode": "infer"}, "mode: distributed=ddp measures"),
+    ],
+)
+def test_each_problem_names_its_field(fields: dict[str, object], expected: str) -> None:
+    got = problems(**fields)
+    assert any(p.startswith(expected) for p in got), got
+
+
+def test_model_parallel_is_refused_clearly() -> None:
+    (got,) = problems(distributed="model_parallel", workers=2)
+    assert "model_parallel" in got and "not implemented" in got
+
+
+def test_valid_distributed_configs_pass() -> None:
+    assert problems(distributed="ddp", workers=2) == []
+    assert problems(framework="tf", distributed="mirrored", workers=2) == []
+    assert problems(framework="tf", distributed="ps_async", workers=2, ps=1) == []
+
+
+def test_scaling_baselines_differ_only_in_distribution() -> None:
+    cfg = BenchConfig(distributed="ddp", workers=2)
+    same, plain = scaling_baselines(cfg)
+    assert (same.distributed, same.workers) == ("ddp", 1)
+    assert (plain.distributed, plain.workers) == ("none", 1)
+    assert config_hash(plain) == config_hash(BenchConfig())
+    assert scaling_baselines(BenchConfig(distributed="ddp", workers=1)) == []
