@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-FRAMEWORKS = ("torch", "tf")
+FRAMEWORKS = ("torch", "tf", "mxnet")
 MODES = ("train", "infer")
 DEVICES = ("auto", "cpu", "cuda")
 LAUNCHERS = ("process", "inline", "docker")
@@ -26,6 +26,11 @@ DOCKER_VARIANTS = ("auto", "cpu", "cuda")
 DATASETS = ("synthetic", "digits", "cifar10", "cifar100")
 PRECISIONS = ("fp32", "fp16", "bf16")
 OPTIMIZERS = ("sgd", "adam")
+# Data-parallel strategies (bench/distributed/).  MXNet's kvstore: dist_sync / dist_async
+# with a scheduler, ``ps`` servers and ``workers`` worker processes, or one process
+# reducing over ``workers`` devices.
+KVSTORE_DIST = ("kvstore_sync", "kvstore_async")
+DISTRIBUTED = ("none", *KVSTORE_DIST, "kvstore_device")
 
 
 @dataclass
@@ -160,6 +165,13 @@ class BenchConfig:
     repeat: int = 0
     # At the end of a sweep, write the comparison report (bench.report) to its parent run.
     report: bool = False
+    # Data-parallel training (bench/distributed/): the strategy, the worker processes (or
+    # devices, for kvstore_device), the machines they run on, and the parameter servers.
+    # batch_size is per worker; samples_per_s counts every worker's samples.
+    distributed: str = "none"
+    workers: int = 1
+    nodes: int = 1
+    ps: int = 0
 
 
 # Fields that say where or how a result is recorded, not what is measured.
@@ -185,6 +197,12 @@ def usable_cpus() -> int:
 
 def resolved_threads(cfg: BenchConfig) -> int:
     return cfg.threads if cfg.threads > 0 else usable_cpus()
+
+
+def samples_per_step(cfg: BenchConfig) -> int:
+    """Samples one step of one process trains on: ``batch_size`` per device, and
+    kvstore_device steps ``workers`` devices at once."""
+    return cfg.batch_size * (cfg.workers if cfg.distributed == "kvstore_device" else 1)
 
 
 def _check_precision(problems: list[str], cfg: BenchConfig) -> None:
@@ -234,9 +252,13 @@ def _check_telemetry(problems: list[str], t: TelemetryConfig) -> None:
 
 def _check_model_source(problems: list[str], cfg: BenchConfig) -> None:
     """model.source is bench|stock, and stock only where the framework's library has it."""
-    from bench.models import MODELS, SOURCES, stock_problem
+    from bench.models import MODELS, SOURCES, framework_problem, stock_problem
 
     _choice(problems, "model.source", cfg.model.source, SOURCES)
+    if cfg.model.name in MODELS and cfg.framework.name in FRAMEWORKS:
+        problem = framework_problem(cfg.framework.name, cfg.model.name)
+        if problem:
+            problems.append(problem)
     if (
         cfg.model.source == "stock"
         and cfg.model.name in MODELS
@@ -245,6 +267,65 @@ def _check_model_source(problems: list[str], cfg: BenchConfig) -> None:
         problem = stock_problem(cfg.framework.name, cfg.model.name)
         if problem:
             problems.append(problem)
+
+
+def _check_framework(problems: list[str], cfg: BenchConfig) -> None:
+    """MXNet runs in its own environment, which only a fresh process or its image reaches."""
+    if cfg.framework.name != "mxnet":
+        return
+    if cfg.launcher.name == "inline":
+        problems.append(
+            "launcher: inline runs the trial inside bench's own process, which never imports "
+            "MXNet (it has its own environment, .venv-mxnet); use launcher=process or docker"
+        )
+    elif cfg.launcher.name == "process":
+        from bench import interpreters
+
+        problem = interpreters.problem("mxnet")
+        if problem:
+            problems.append(f"framework: {problem}")
+
+
+def _check_distributed(problems: list[str], cfg: BenchConfig) -> None:
+    _choice(problems, "distributed", cfg.distributed, DISTRIBUTED)
+    _at_least(problems, "workers", cfg.workers, 1)
+    _at_least(problems, "nodes", cfg.nodes, 1)
+    _at_least(problems, "ps", cfg.ps, 0)
+    strategy = cfg.distributed
+    if strategy == "none":
+        if cfg.workers > 1 or cfg.nodes > 1:
+            problems.append(
+                f"workers: {cfg.workers} workers on {cfg.nodes} node(s) need a distributed "
+                f"strategy; set distributed to one of {', '.join(DISTRIBUTED[1:])}"
+            )
+        if cfg.ps > 0:
+            problems.append("ps: parameter servers need distributed=kvstore_sync or kvstore_async")
+        return
+    if strategy not in DISTRIBUTED:
+        return
+    if cfg.framework.name != "mxnet":
+        problems.append(
+            f"distributed: {strategy} is MXNet's kvstore; use framework=mxnet "
+            f"(got framework={cfg.framework.name})"
+        )
+    if cfg.mode != "train":
+        problems.append(f"mode: distributed={strategy} trains; use mode=train")
+    if cfg.nodes != 1:
+        problems.append(
+            f"nodes: {strategy} runs on this machine only (nodes=1); got nodes={cfg.nodes}"
+        )
+    if strategy in KVSTORE_DIST:
+        if cfg.ps < 1:
+            problems.append(
+                f"ps: distributed={strategy} needs at least one parameter server (ps=1 or more)"
+            )
+        if cfg.launcher.name != "process":
+            problems.append(
+                f"launcher: distributed={strategy} starts a scheduler, servers and workers as "
+                "processes; use launcher=process"
+            )
+    elif cfg.ps > 0:
+        problems.append("ps: kvstore_device reduces in the worker's process; leave ps=0")
 
 
 def _check_tracking(problems: list[str], t: TrackingConfig) -> None:
@@ -343,6 +424,8 @@ def validate(cfg: BenchConfig) -> None:
                 f"got {cfg.image_size}"
             )
     _check_model_source(problems, cfg)
+    _check_framework(problems, cfg)
+    _check_distributed(problems, cfg)
     _check_tracking(problems, cfg.tracking)
     if cfg.launcher.name == "docker":
         from bench.launchers import docker  # the only place the Docker SDK is imported

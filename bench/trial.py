@@ -19,8 +19,8 @@ import numpy as np
 
 from bench import data as data_mod
 from bench import frameworks, sysinfo
-from bench.config import BenchConfig, resolved_threads
-from bench.frameworks.base import Framework, Session
+from bench.config import BenchConfig, resolved_threads, samples_per_step
+from bench.frameworks.base import EpochProbe, Framework, Session
 from bench.models.flops import TRAIN_FLOPS_PER_FORWARD
 from bench.monitors import Report, Telemetry
 from bench.result import ERROR, OK, OOM, EpochRecord, TrialResult
@@ -70,7 +70,7 @@ def _timed_epochs(
         elapsed = last - start
         # Everything below is outside the timed window.
         loss = session.take_mean_loss()
-        samples = steps * cfg.batch_size
+        samples = steps * samples_per_step(cfg)
         p50, p90, p99 = _percentiles_ms(times)
         record = EpochRecord(
             epoch=epoch,
@@ -94,6 +94,8 @@ def _timed_epochs(
         if scores is not None:
             record.extra["test_accuracy"], record.extra["test_loss"] = scores
             record.extra["eval_time_s"] = perf() - evaluated
+        if isinstance(session, EpochProbe):  # e.g. communication time, from split steps
+            record.extra.update(session.after_window())
         records.append(record)
         all_steps.extend(times)
         if on_epoch is not None:
@@ -152,8 +154,21 @@ def run_trial(
     """Run one trial.  Never raises for a failing trial: the failure is the result.
 
     Artifacts (telemetry samples and plots, profiler traces, operator tables) are written
-    into ``workdir`` when one is given; ``result.files`` names them relative to it.
+    into ``workdir`` when one is given; ``result.files`` names them relative to it.  A
+    strategy that runs several processes (:mod:`bench.distributed`) starts them here, each
+    running :func:`run_local`, and merges their results into one.
     """
+    from bench import distributed
+
+    if distributed.launches_processes(cfg):
+        return distributed.run(cfg, on_epoch, workdir)
+    return run_local(cfg, on_epoch, workdir)
+
+
+def run_local(
+    cfg: BenchConfig, on_epoch: EpochCallback | None = None, workdir: Path | None = None
+) -> TrialResult:
+    """One trial in this process (or this process's part of a distributed one)."""
     result = TrialResult(
         status=ERROR, framework=cfg.framework.name, model=cfg.model.name, mode=cfg.mode
     )
@@ -163,10 +178,11 @@ def run_trial(
     # Telemetry samples in background threads (GPU idle power while the framework imports).
     telemetry = Telemetry(cfg)
     try:
+        result.threads = resolved_threads(cfg)
+        frameworks.before_import(cfg.framework.name, result.threads)
         t0 = time.perf_counter()
         adapter = frameworks.load(cfg.framework.name)
         result.phases["import_time_s"] = time.perf_counter() - t0
-        result.threads = resolved_threads(cfg)
         adapter.configure(cfg, result.threads)
 
         t0 = time.perf_counter()

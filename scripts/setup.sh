@@ -23,3 +23,8 @@ if [ ! -f "$stamp" ]; then
   rm -f .venv/.bench-*
   touch "$stamp"
 fi
+
+# MXNet's own environment (.venv-mxnet): framework=mxnet trials run in it.
+if [ "${BENCH_SKIP_MXNET:-0}" != 1 ]; then
+  bash scripts/setup_mxnet.sh
+fi
