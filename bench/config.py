@@ -273,6 +273,16 @@ def _check_framework(problems: list[str], cfg: BenchConfig) -> None:
     """MXNet runs in its own environment, which only a fresh process or its image reaches."""
     if cfg.framework.name != "mxnet":
         return
+    if cfg.precision != "fp32":
+        problems.append(
+            f"precision: framework=mxnet trains in fp32 only (MXNet's AMP is not wired); "
+            f"got {cfg.precision}"
+        )
+    if cfg.compile:
+        problems.append(
+            "compile: framework=mxnet always runs hybridized (a static graph, built in the "
+            "warm-up); compile=true has no further meaning there, leave it false"
+        )
     if cfg.launcher.name == "inline":
         problems.append(
             "launcher: inline runs the trial inside bench's own process, which never imports "
