@@ -6,8 +6,9 @@ Breakdown.  A Gluon step is cut where its phases meet, with ``mx.nd.waitall()`` 
 ``autograd.record()``, through the hybridized graph), backward, then the rest of the step
 as ``MXNetSession.communicate`` splits it: ``optimizer`` alone on one device; ``comm``
 (the device kvstore's gradient reduction) then ``optimizer`` with ``kvstore_device``; and with
-the dist kvstores the push (``ps_push``: the servers sum the workers' gradients and run the
-optimizer) and pull (``ps_pull``), both logged as communication, ``time_comm_ms``.  Limits:
+the dist kvstores the push (the servers sum the workers' gradients and run the optimizer) and pull, together logged
+as communication, ``time_comm_ms`` (their split is the per-epoch ``ps_push_ms`` and
+``ps_pull_ms``).  Limits:
 waiting after each phase stops MXNet from overlapping the gradients' push with the rest of
 the backward pass, so with a kvstore the parts can add up to more than a whole step.
 
@@ -40,9 +41,9 @@ class Profiler:
         return lambda: self._split_step(session)
 
     def phases(self, calls: dict[str, float]) -> dict[str, float]:
+        # Phases add up to the step (breakdown_sum_pct): push and pull are one phase here;
+        # their split is logged per epoch (ps_push_ms, ps_pull_ms).
         out = {k: v for k, v in calls.items() if k not in ("push", "pull", "comm")}
-        if {"push", "pull"} <= calls.keys():
-            out["ps_push"], out["ps_pull"] = calls["push"], calls["pull"]
         if {"push", "pull", "comm"} & calls.keys():
             out["comm"] = calls.get("push", 0.0) + calls.get("pull", 0.0) + calls.get("comm", 0.0)
         return out
