@@ -5,10 +5,10 @@ Breakdown.  A Gluon step is cut where its phases meet, with ``mx.nd.waitall()`` 
 (``next_batch()``, with the copy to the devices), forward and loss (under
 ``autograd.record()``, through the hybridized graph), backward, then the rest of the step
 as ``MXNetSession.communicate`` splits it: ``optimizer`` alone on one device; ``comm``
-(the device kvstore's gradient reduction) then ``optimizer`` with ``kvstore_device``; and with
-the dist kvstores the push (the servers sum the workers' gradients and run the optimizer) and pull, together logged
-as communication, ``time_comm_ms`` (their split is the per-epoch ``ps_push_ms`` and
-``ps_pull_ms``).  Limits:
+(the device kvstore's gradient reduction) then ``optimizer`` with ``kvstore_device``; and
+with the dist kvstores the push (the servers sum the workers' gradients and run the
+optimizer) and the pull, together logged as communication, ``time_comm_ms`` (their split is
+the per-epoch ``ps_push_ms`` and ``ps_pull_ms``).  Limits:
 waiting after each phase stops MXNet from overlapping the gradients' push with the rest of
 the backward pass, so with a kvstore the parts can add up to more than a whole step.
 
