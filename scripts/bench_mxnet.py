@@ -40,6 +40,9 @@ def main() -> int:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--models", default="lenet5,resnet18")
     parser.add_argument("--uri", default="", help="MLflow store (default: a temporary one)")
+    parser.add_argument(
+        "--table-only", action="store_true", help="print the table from --uri; run nothing"
+    )
     args = parser.parse_args()
     tmp = tempfile.mkdtemp(prefix="bench-mxnet-")
     uri = args.uri or f"sqlite:///{tmp}/mlflow.db"
@@ -53,12 +56,10 @@ def main() -> int:
         "num_classes=10",
         "device=cpu",
     ]
-    sweep(uri, Path(tmp) / "one", ["framework=mxnet,torch,tf", *common])
-    sweep(
-        uri,
-        Path(tmp) / "two",
-        ["framework=mxnet", "distributed=kvstore_sync,kvstore_async", "workers=2", "ps=1", *common],
-    )
+    if not args.table_only:
+        sweep(uri, Path(tmp) / "one", ["framework=mxnet,torch,tf", *common])
+        two = ["framework=mxnet", "distributed=kvstore_sync,kvstore_async", "workers=2", "ps=1"]
+        sweep(uri, Path(tmp) / "two", [*two, *common])
 
     from mlflow.tracking import MlflowClient
 
@@ -78,7 +79,7 @@ def main() -> int:
         if strategy != "none":
             per = [metrics.get(f"worker{i}_trial_samples_per_s", 0.0) for i in range(2)]
             cell += f" ({' + '.join(f'{p:,.0f}' for p in per)})"
-        rows.setdefault((params["model"], tags["bench.framework"]), {})[column] = cell
+        rows.setdefault((tags["bench.model"], tags["bench.framework"]), {})[column] = cell
     columns = ["1 worker", "2 workers, kvstore_sync", "2 workers, kvstore_async"]
     print(f"\nTraining samples/s, batch {args.batch_size} per worker, 32x32x3, 10 classes, "
           f"{args.epochs} epochs x {args.steps} steps, CPU ({os.cpu_count()} cores)\n")  # fmt: skip
