@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-FRAMEWORKS = ("torch", "tf")
+FRAMEWORKS = ("torch", "tf", "mxnet")
 MODES = ("train", "infer")
 DEVICES = ("auto", "cpu", "cuda")
 LAUNCHERS = ("process", "inline", "docker")
@@ -26,6 +26,10 @@ DOCKER_VARIANTS = ("auto", "cpu", "cuda")
 DATASETS = ("synthetic", "digits", "cifar10", "cifar100")
 PRECISIONS = ("fp32", "fp16", "bf16")
 OPTIMIZERS = ("sgd", "adam")
+# Data-parallel strategies (bench/distributed/).  MXNet's kvstore: dist_sync / dist_async
+# with a scheduler, ``ps`` servers and ``workers`` worker processes, or one process
+# reducing over ``workers`` devices.
+KVSTORE_DIST = ("kvstore_sync", "kvstore_async")
 
 
 @dataclass
@@ -195,6 +199,12 @@ def resolved_threads(cfg: BenchConfig) -> int:
     return cfg.threads if cfg.threads > 0 else usable_cpus()
 
 
+def samples_per_step(cfg: BenchConfig) -> int:
+    """Samples one step of one process trains on: ``batch_size`` per device, and
+    kvstore_device steps ``workers`` devices at once."""
+    return cfg.batch_size * (cfg.workers if cfg.distributed == "kvstore_device" else 1)
+
+
 def _check_precision(problems: list[str], cfg: BenchConfig) -> None:
     if cfg.precision != "fp16":
         return
@@ -242,9 +252,13 @@ def _check_telemetry(problems: list[str], t: TelemetryConfig) -> None:
 
 def _check_model_source(problems: list[str], cfg: BenchConfig) -> None:
     """model.source is bench|stock, and stock only where the framework's library has it."""
-    from bench.models import MODELS, SOURCES, stock_problem
+    from bench.models import MODELS, SOURCES, framework_problem, stock_problem
 
     _choice(problems, "model.source", cfg.model.source, SOURCES)
+    if cfg.model.name in MODELS and cfg.framework.name in FRAMEWORKS:
+        problem = framework_problem(cfg.framework.name, cfg.model.name)
+        if problem:
+            problems.append(problem)
     if (
         cfg.model.source == "stock"
         and cfg.model.name in MODELS
@@ -253,6 +267,33 @@ def _check_model_source(problems: list[str], cfg: BenchConfig) -> None:
         problem = stock_problem(cfg.framework.name, cfg.model.name)
         if problem:
             problems.append(problem)
+
+
+def _check_framework(problems: list[str], cfg: BenchConfig) -> None:
+    """MXNet runs in its own environment, which only a fresh process or its image reaches."""
+    if cfg.framework.name != "mxnet":
+        return
+    if cfg.precision != "fp32":
+        problems.append(
+            f"precision: framework=mxnet trains in fp32 only (MXNet's AMP is not wired); "
+            f"got {cfg.precision}"
+        )
+    if cfg.compile:
+        problems.append(
+            "compile: framework=mxnet always runs hybridized (a static graph, built in the "
+            "warm-up); compile=true has no further meaning there, leave it false"
+        )
+    if cfg.launcher.name == "inline":
+        problems.append(
+            "launcher: inline runs the trial inside bench's own process, which never imports "
+            "MXNet (it has its own environment, .venv-mxnet); use launcher=process or docker"
+        )
+    elif cfg.launcher.name == "process":
+        from bench import interpreters
+
+        problem = interpreters.problem("mxnet")
+        if problem:
+            problems.append(f"framework: {problem}")
 
 
 def _check_tracking(problems: list[str], t: TrackingConfig) -> None:
@@ -351,6 +392,7 @@ def validate(cfg: BenchConfig) -> None:
                 f"got {cfg.image_size}"
             )
     _check_model_source(problems, cfg)
+    _check_framework(problems, cfg)
     _check_tracking(problems, cfg.tracking)
     if cfg.launcher.name == "docker":
         from bench.launchers import docker  # the only place the Docker SDK is imported

@@ -45,6 +45,9 @@ DEFAULT_BASES = {
     ("tf", "cuda"): "tensorflow/tensorflow:2.21.0-gpu",
     ("torch", "cpu"): "python:3.11-slim-bookworm",
     ("tf", "cpu"): "python:3.11-slim-bookworm",
+    # MXNet 1.9.1 (retired): its CUDA 11.7 build on NVIDIA's matching runtime image.
+    ("mxnet", "cuda"): "nvidia/cuda:11.7.1-cudnn8-runtime-ubuntu22.04",
+    ("mxnet", "cpu"): "python:3.11-slim-bookworm",
     ("mlflow", "cpu"): "python:3.11-slim-bookworm",
 }
 LOCAL_BASE_HINT = (
@@ -59,7 +62,7 @@ class ImageError(RuntimeError):
 
 @dataclass(frozen=True)
 class BuildSpec:
-    name: str  # a framework (torch, tf), or mlflow: the tracking server of compose.yaml
+    name: str  # a framework (torch, tf, mxnet), or mlflow: the tracking server of compose.yaml
     variant: str
     base_image: str = ""
     ca_bundle: str = ""
@@ -355,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     build = sub.add_parser("build", help="build the image if its content-hash tag is missing")
-    build.add_argument("name", choices=("torch", "tf", "mlflow"))
+    build.add_argument("name", choices=("torch", "tf", "mxnet", "mlflow"))
     build.add_argument("--variant", choices=VARIANTS, default="cpu")
     build.add_argument("--base-image", default="", help="default: the framework's official one")
     build.add_argument("--ca-bundle", default=os.environ.get("PIP_CERT", ""))

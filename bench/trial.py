@@ -20,8 +20,8 @@ import numpy as np
 
 from bench import data as data_mod
 from bench import frameworks, sysinfo
-from bench.config import BenchConfig, resolved_threads
-from bench.frameworks.base import Framework, Session
+from bench.config import BenchConfig, resolved_threads, samples_per_step
+from bench.frameworks.base import EpochProbe, Framework, Session
 from bench.models.flops import TRAIN_FLOPS_PER_FORWARD
 from bench.monitors import Report, Telemetry
 from bench.result import ERROR, OK, OOM, EpochRecord, TrialResult
@@ -74,7 +74,7 @@ def _timed_epochs(
         elapsed = last - start
         # Everything below is outside the timed window.
         loss = session.take_mean_loss()
-        samples = steps * cfg.batch_size
+        samples = steps * samples_per_step(cfg)
         p50, p90, p99 = _percentiles_ms(times)
         record = EpochRecord(
             epoch=epoch,
@@ -101,6 +101,8 @@ def _timed_epochs(
         if scores is not None:
             record.extra["test_accuracy"], record.extra["test_loss"] = scores
             record.extra["eval_time_s"] = perf() - evaluated
+        if isinstance(session, EpochProbe):  # e.g. communication time, from split steps
+            record.extra.update(session.after_window())
         records.append(record)
         all_steps.extend(times)
         if on_epoch is not None:
@@ -164,14 +166,26 @@ def run_trial(
     Artifacts (telemetry samples and plots, profiler traces, operator tables) are written
     into ``workdir`` when one is given; ``result.files`` names them relative to it.
 
-    A distributed trial (``cfg.distributed`` other than none) is handed to the coordinator
-    (:mod:`bench.distributed.coordinator`), whose rank processes come back here with the
-    strategy's ``prepare``: each rank runs this same timing loop.
+    A distributed trial is handed to its strategy's runner (:mod:`bench.distributed`): the
+    coordinator (:mod:`bench.distributed.coordinator`), whose rank processes come back here
+    with the strategy's ``prepare``, or MXNet's kvstore job (:mod:`bench.distributed.kvstore`),
+    whose workers call :func:`run_local`.  Either way each worker runs this same timing loop.
     """
-    if cfg.distributed != "none" and prepare is None:
-        from bench.distributed import coordinator
+    if prepare is None:
+        from bench import distributed
 
-        return coordinator.run_trial(cfg, on_epoch, workdir)
+        if distributed.launches_processes(cfg):
+            return distributed.run(cfg, on_epoch, workdir)
+    return run_local(cfg, on_epoch, workdir, prepare)
+
+
+def run_local(
+    cfg: BenchConfig,
+    on_epoch: EpochCallback | None = None,
+    workdir: Path | None = None,
+    prepare: Prepare | None = None,
+) -> TrialResult:
+    """One trial in this process (or this process's part of a distributed one)."""
     result = TrialResult(
         status=ERROR, framework=cfg.framework.name, model=cfg.model.name, mode=cfg.mode
     )
@@ -181,10 +195,11 @@ def run_trial(
     # Telemetry samples in background threads (GPU idle power while the framework imports).
     telemetry = Telemetry(cfg)
     try:
+        result.threads = resolved_threads(cfg)
+        frameworks.before_import(cfg.framework.name, result.threads)
         t0 = time.perf_counter()
         adapter = frameworks.load(cfg.framework.name)
         result.phases["import_time_s"] = time.perf_counter() - t0
-        result.threads = resolved_threads(cfg)
         adapter.configure(cfg, result.threads)
 
         t0 = time.perf_counter()

@@ -24,5 +24,9 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
 fi
 
+# MXNet's own environment (.venv-mxnet): framework=mxnet trials run in it.
+if [ "${BENCH_SKIP_MXNET:-0}" != 1 ]; then
+  bash scripts/setup_mxnet.sh
+fi
 # Horovod, built from its sdist with a small patch (scripts/setup_horovod.sh; BENCH_HOROVOD=0 skips).
 bash scripts/setup_horovod.sh

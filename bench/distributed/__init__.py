@@ -9,6 +9,11 @@ distributed step, writes its own result, and the coordinator assembles ONE
 (``worker{i}_samples_per_s``), exposed communication time and, for parameter servers, push
 and pull times.
 
+MXNet's parameter-server modes (``kvstore_sync``, ``kvstore_async``) start a scheduler,
+``ps`` servers and ``workers`` workers from :mod:`.kvstore` instead of the coordinator, with
+the same per-epoch figures; ``kvstore_device`` reduces over devices inside one MXNet process
+(the adapter does it).
+
 Nothing here imports a framework: :func:`check` runs at config validation.
 """
 
@@ -16,8 +21,14 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench.config import BenchConfig
+
+if TYPE_CHECKING:
+    from bench.result import TrialResult
+    from bench.trial import EpochCallback
 
 
 @dataclass(frozen=True)
@@ -25,10 +36,13 @@ class StrategyInfo:
     frameworks: tuple[str, ...]
     module: str
     what: str
+    # How the trial runs: "coordinator" (rank processes, .coordinator), "kvstore" (MXNet's
+    # scheduler, servers and workers, .kvstore) or "local" (one process).
+    runner: str = "coordinator"
 
 
 STRATEGIES: dict[str, StrategyInfo] = {
-    "none": StrategyInfo(("torch", "tf"), "", "one process, no distribution"),
+    "none": StrategyInfo(("torch", "tf", "mxnet"), "", "one process, no distribution", "local"),
     "dp": StrategyInfo(("torch",), "bench.distributed.dp", "torch.nn.DataParallel (GPUs)"),
     "ddp": StrategyInfo(("torch",), "bench.distributed.ddp", "DistributedDataParallel, torchrun"),
     "mirrored": StrategyInfo(("tf",), "bench.distributed.mirrored", "tf MirroredStrategy"),
@@ -42,7 +56,35 @@ STRATEGIES: dict[str, StrategyInfo] = {
     "model_parallel": StrategyInfo(
         ("torch", "tf"), "bench.distributed.model_parallel", "two model stages, one per worker"
     ),
+    "kvstore_sync": StrategyInfo(
+        ("mxnet",), "", "MXNet kvstore dist_sync: scheduler, ps servers, workers", "kvstore"
+    ),
+    "kvstore_async": StrategyInfo(
+        ("mxnet",), "", "MXNet kvstore dist_async: scheduler, ps servers, workers", "kvstore"
+    ),
+    "kvstore_device": StrategyInfo(
+        ("mxnet",), "", "MXNet kvstore device: one process reducing over devices", "local"
+    ),
 }
+
+PS_STRATEGIES = ("ps_async", "kvstore_sync", "kvstore_async")
+
+
+def launches_processes(cfg: BenchConfig) -> bool:
+    """Whether ``cfg``'s strategy runs its workers as processes of their own."""
+    info = STRATEGIES.get(cfg.distributed)
+    return info is not None and info.runner != "local"
+
+
+def run(cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path | None) -> TrialResult:
+    """Run a multi-process trial with its strategy's runner; one merged result."""
+    if STRATEGIES[cfg.distributed].runner == "kvstore":
+        from bench.distributed import kvstore
+
+        return kvstore.run(cfg, on_epoch, workdir)
+    from bench.distributed import coordinator
+
+    return coordinator.run_trial(cfg, on_epoch, workdir)
 
 
 def strategies_for(framework: str) -> tuple[str, ...]:
@@ -74,7 +116,7 @@ def check(cfg: BenchConfig) -> list[str]:
         return problems
     framework = cfg.framework.name
     info = STRATEGIES[name]
-    if framework in ("torch", "tf") and framework not in info.frameworks:
+    if framework not in info.frameworks:
         problems.append(
             f"distributed: {name!r} ({info.what}) is not available with framework={framework}; "
             f"choose one of {', '.join(strategies_for(framework))}"
@@ -86,11 +128,17 @@ def check(cfg: BenchConfig) -> list[str]:
                 f"workers: {cfg.workers} workers on {cfg.nodes} node(s) need a distributed "
                 f"strategy; set distributed= one of {', '.join(strategies_for(framework)[1:])}"
             )
-    if name == "ps_async" and cfg.ps < 1:
-        problems.append("ps: distributed=ps_async needs at least 1 parameter server (ps=1)")
-    if name != "ps_async" and cfg.ps != 0:
+    if name in PS_STRATEGIES and cfg.ps < 1:
+        problems.append(f"ps: distributed={name} needs at least 1 parameter server (ps=1)")
+    if name not in PS_STRATEGIES and cfg.ps != 0:
         problems.append(
-            f"ps: parameter servers are used only by distributed=ps_async, got ps={cfg.ps}"
+            f"ps: parameter servers are used only by distributed="
+            f"{', '.join(PS_STRATEGIES)}; got ps={cfg.ps}"
+        )
+    if info.runner == "kvstore" and cfg.launcher.name != "process":
+        problems.append(
+            f"launcher: distributed={name} starts a scheduler, servers and workers as "
+            "processes; use launcher=process"
         )
     if cfg.nodes > 1:
         problems.append(

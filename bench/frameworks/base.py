@@ -8,7 +8,7 @@ pipeline), ready to step.  The timing loop in
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from bench.config import BenchConfig
 from bench.data import HostBatches, LabelledData, SequenceBatches
@@ -41,6 +41,15 @@ class Session(Protocol):
     def forward_flops_per_sample(self) -> float | None:
         """Forward-pass FLOPs of one sample, counted by this framework on its own model
         (:mod:`bench.models.flops`); None where not counted.  Never call it in a timed window."""
+
+
+@runtime_checkable
+class EpochProbe(Protocol):
+    """A session that measures more after each timed window (an optional extension)."""
+
+    def after_window(self) -> dict[str, float]:
+        """Per-epoch figures measured right after the epoch's timed window, outside it (e.g. a
+        data-parallel strategy's communication time from a few split steps); {} if none."""
 
 
 class Framework(Protocol):

@@ -1,7 +1,9 @@
 """Run each trial in a fresh Python process (the default).
 
-The child runs :mod:`bench.worker` in its own session, so Ctrl-C reaches only the host,
-which then stops the child's whole process group; the child also dies if the host does.
+The child runs :mod:`bench.worker` with the framework's interpreter
+(:func:`bench.interpreters.python_for`: MXNet has an environment of its own) in its own
+session, so Ctrl-C reaches only the host, which then stops the child's whole process group;
+the child also dies if the host does.
 Its output (framework log noise included) goes to ``WORKDIR/worker.log``.
 """
 
@@ -12,12 +14,12 @@ import os
 import resource
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from bench.config import BenchConfig, to_dict
+from bench.interpreters import python_for
 from bench.launchers.base import TimeLimitReached, TrialInterrupted
 from bench.result import ERROR, KILLED, OOM, TIMEOUT, EpochRecord, TrialResult
 from bench.trial import EpochCallback
@@ -126,7 +128,7 @@ class Launcher:
         launched = time.time()
         with open(workdir / LOG, "wb") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "bench.worker", str(workdir)],
+                [python_for(cfg.framework.name), "-m", "bench.worker", str(workdir)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

@@ -16,6 +16,11 @@ if TYPE_CHECKING:
     from bench.config import ModelConfig
 
 
+# The builder function each model module has for a framework ("mxnet": Gluon, for the
+# models listed by mxnet_models()).
+BUILDERS = {"torch": "build_torch", "tf": "build_keras", "mxnet": "build_mxnet"}
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     name: str
@@ -41,12 +46,17 @@ class ModelSpec:
 
     def builder(self, framework: str) -> Any:
         module = importlib.import_module(f"bench.models.{self.module}")
-        fn = getattr(module, "build_torch" if framework == "torch" else "build_keras")
+        fn = getattr(module, BUILDERS[framework])
         return functools.partial(fn, **dict(self.options)) if self.options else fn
+
+    def has_builder(self, framework: str) -> bool:
+        """Whether bench builds this model for ``framework`` (imports no framework)."""
+        module = importlib.import_module(f"bench.models.{self.module}")
+        return hasattr(module, BUILDERS[framework])
 
     def stock_name(self, framework: str) -> str:
         """The library model model.source=stock builds for ``framework``; "" if none."""
-        return self.stock_torch if framework == "torch" else self.stock_keras
+        return {"torch": self.stock_torch, "tf": self.stock_keras}.get(framework, "")
 
 
 MODELS: dict[str, ModelSpec] = {
@@ -96,10 +106,29 @@ SEQUENCE_SIZES = (
 SOURCES = ("bench", "stock")
 
 
+def mxnet_models() -> list[str]:
+    """The models bench builds with Gluon (framework=mxnet)."""
+    return [name for name, spec in MODELS.items() if spec.has_builder("mxnet")]
+
+
+def framework_problem(framework: str, name: str) -> str:
+    """Why bench cannot build model ``name`` for ``framework`` ('' if it can)."""
+    if framework not in BUILDERS or MODELS[name].has_builder(framework):
+        return ""
+    return (
+        f"model: {name} has no {framework} build; models for framework={framework}: "
+        f"{', '.join(mxnet_models() if framework == 'mxnet' else [])}"
+    )
+
+
 def stock_problem(framework: str, name: str) -> str:
     """Why model.source=stock cannot build ``name`` for ``framework`` ('' if it can)."""
     if MODELS[name].stock_name(framework):
         return ""
+    if framework == "mxnet":
+        return (
+            "model.source: stock models are not wired for framework=mxnet; use model.source=bench"
+        )
     library = "torchvision.models" if framework == "torch" else "keras.applications"
     have = ", ".join(n for n, spec in MODELS.items() if spec.stock_name(framework))
     return (

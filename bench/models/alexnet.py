@@ -1,4 +1,5 @@
-"""AlexNet (torchvision's single-tower "one weird trick" variant) for PyTorch and Keras 3.
+"""AlexNet (torchvision's single-tower "one weird trick" variant) for PyTorch, Keras 3 and
+MXNet Gluon.
 
 Both builders follow the torchvision layout layer for layer: convs 11x11/4 (64, padding 2),
 5x5 (192, padding 2), 3x3 (384, 256, 256, padding 1), each with bias and ReLU, 3x3/2
@@ -22,6 +23,7 @@ from bench.models import common
 if TYPE_CHECKING:
     import keras
     import torch
+    from mxnet import gluon
 
 # (out_channels, kernel, stride, padding, max-pool after)
 _CONVS: tuple[tuple[int, int, int, int, bool], ...] = (
@@ -101,3 +103,34 @@ def build_keras(num_classes: int, image_size: int) -> keras.Model:
         width = _HIDDEN
     outputs = layers.Dense(num_classes, **common.keras_torch_default_init(width))(x)
     return keras.Model(inputs, outputs, name="alexnet")
+
+
+def build_mxnet(num_classes: int, image_size: int) -> gluon.HybridBlock:
+    """AlexNet as a Gluon HybridBlock taking NCHW float32 input and returning logits."""
+    from mxnet.gluon import nn
+
+    features = _feature_size(image_size)
+    net = nn.HybridSequential(prefix="alexnet_")
+    with net.name_scope():
+        in_ch = 3
+        for out_ch, kernel, stride, pad, pool in _CONVS:
+            init = common.mxnet_torch_default_init(common.torch_fans(in_ch, out_ch, kernel)[0])
+            net.add(
+                nn.Conv2D(out_ch, kernel, stride, pad, in_channels=in_ch, activation="relu",
+                          **init)
+            )  # fmt: skip
+            if pool:
+                net.add(nn.MaxPool2D(3, 2))
+            in_ch = out_ch
+        if features != _POOL:
+            net.add(common.mxnet_adaptive_avg_pool2d(_POOL))
+        net.add(nn.Flatten())
+        width = in_ch * _POOL * _POOL
+        for _ in range(2):
+            net.add(nn.Dropout(0.5))
+            init = common.mxnet_torch_default_init(width)
+            net.add(nn.Dense(_HIDDEN, activation="relu", in_units=width, **init))
+            width = _HIDDEN
+        net.add(nn.Dense(num_classes, in_units=width, **common.mxnet_torch_default_init(width)))
+    net.initialize()
+    return net

@@ -12,6 +12,10 @@ computed with PyTorch's fan rules (:func:`torch_fans`).
 Stochastic depth (per-sample dropping of a residual branch, torchvision's ``"row"`` mode) has
 no parameters and is not in either library's core, so both versions live here.
 
+MXNet Gluon blocks (``mxnet_*``) take channels-first input like PyTorch and pad
+symmetrically like it, so they need no padding helpers; their weights have PyTorch's layouts
+(a Dense weight is (out, in), a Conv2D weight (out, in, kh, kw)).
+
 Nothing here imports a framework until it is called.
 """
 
@@ -24,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import keras
     import torch
+    from mxnet import gluon
 
 Size2 = int | tuple[int, int]
 
@@ -181,3 +186,52 @@ def _torch_stochastic_depth_cls() -> type:
 def torch_stochastic_depth(p: float) -> torch.nn.Module:
     module: torch.nn.Module = _torch_stochastic_depth_cls()(p)
     return module
+
+
+# --- MXNet Gluon ---------------------------------------------------------------------------
+
+
+def mxnet_torch_default_init(fan_in: int) -> dict[str, Any]:
+    """PyTorch's default Conv/Linear init, U(+-1/sqrt(fan_in)) for weight and bias, as Gluon
+    ``weight_initializer`` / ``bias_initializer`` arguments."""
+    import mxnet as mx
+
+    bound = 1.0 / math.sqrt(fan_in)
+    return {
+        "weight_initializer": mx.init.Uniform(bound),
+        "bias_initializer": mx.init.Uniform(bound),
+    }
+
+
+def mxnet_kaiming_fan_out() -> Any:
+    """PyTorch's ``kaiming_normal_(mode="fan_out", nonlinearity="relu")``: N(0, 2/fan_out)."""
+    import mxnet as mx
+
+    return mx.init.MSRAPrelu(factor_type="out", slope=0.0)
+
+
+@functools.cache
+def _mxnet_adaptive_pool_cls() -> type:
+    from mxnet.gluon import nn
+
+    class AdaptiveAvgPool2D(nn.HybridBlock):
+        """PyTorch's AdaptiveAvgPool2d (same bins), MXNet's contrib operator."""
+
+        def __init__(self, output_size: int, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.output_size = output_size
+
+        def hybrid_forward(self, F: Any, x: Any) -> Any:  # noqa: N803 - Gluon's signature
+            return F.contrib.AdaptiveAvgPooling2D(x, output_size=self.output_size)
+
+    return AdaptiveAvgPool2D
+
+
+def mxnet_adaptive_avg_pool2d(output_size: int) -> gluon.HybridBlock:
+    block: gluon.HybridBlock = _mxnet_adaptive_pool_cls()(output_size)
+    return block
+
+
+def mxnet_trainable_params(net: gluon.Block) -> int:
+    """Parameters that train (PyTorch's ``parameters()``; BN running stats excluded)."""
+    return sum(math.prod(p.shape) for p in net.collect_params().values() if p.grad_req != "null")

@@ -13,7 +13,12 @@ count the same thing: the multiply-accumulates of contractions, at 2 FLOPs each.
   group), ``MatMul``/``BatchMatMul*`` (2 x output elements x inner dimension) and ``Einsum``
   (2 x output elements x the sizes of the summed indices; no summed index, no FLOPs).
 
-Not counted, in either: bias additions, normalization, activations, pooling, element-wise
+- MXNet: the Gluon block is called on a symbol (nothing runs), the graph's shapes are
+  inferred for one sample, and its ``Convolution`` (2 x output elements x the weight's
+  in-channels-per-group x kernel window) and ``FullyConnected`` (2 x output elements x input
+  features) nodes are counted, the same arithmetic as the other two.
+
+Not counted, in any of them: bias additions, normalization, activations, pooling, element-wise
 products (squeeze-excitation gates, residual additions) and softmax -- a few percent of the
 total for the vision models here.  A TensorFlow graph with control flow or function calls
 (``tf.while_loop``, as in a Keras LSTM) gets no count (None): its loop bodies are out of
@@ -148,8 +153,36 @@ def keras_flops_per_sample(model: Any, image_size: int) -> int | None:
     return keras_forward_flops(model, (image_size, image_size, 3), "float32")
 
 
+def mxnet_flops_per_sample(model: Any, image_size: int) -> int:
+    """Forward FLOPs of a Gluon HybridBlock for one (3, image_size, image_size) sample."""
+    import json
+
+    import mxnet as mx
+
+    graph_out = model(mx.sym.var("data"))
+    internals = graph_out.get_internals()
+    _, out_shapes, _ = internals.infer_shape(data=(1, 3, image_size, image_size))
+    shapes = dict(zip(internals.list_outputs(), out_shapes, strict=True))
+    nodes = json.loads(graph_out.tojson())["nodes"]
+
+    def shape_of(node: dict[str, Any]) -> tuple[int, ...]:
+        name = node["name"]
+        shape = shapes.get(name) or shapes.get(f"{name}_output") or ()
+        return tuple(shape)
+
+    total = 0
+    for node in nodes:
+        if node["op"] not in ("Convolution", "FullyConnected"):
+            continue
+        weight = shape_of(nodes[node["inputs"][1][0]])  # (out, in/groups, kh, kw) / (out, in)
+        total += 2 * math.prod(shape_of(node)) * math.prod(weight[1:])
+    return total
+
+
 def flops_per_sample(framework: str, model: Any, image_size: int) -> int | None:
-    """Forward FLOPs per sample of an image model built for ``framework`` ("torch" or "tf")."""
+    """Forward FLOPs per sample of an image model built for ``framework``."""
     if framework == "torch":
         return torch_flops_per_sample(model, image_size)
+    if framework == "mxnet":
+        return mxnet_flops_per_sample(model, image_size)
     return keras_flops_per_sample(model, image_size)

@@ -1,4 +1,4 @@
-"""LeNet-5 for PyTorch and Keras 3, on 3-channel input.
+"""LeNet-5 for PyTorch, Keras 3 and MXNet Gluon, on 3-channel input.
 
 The classic layout (LeCun et al., 1998) with today's usual activation and pooling: a 5x5 valid
 conv to 6 channels, ReLU, 2x2 max-pool, a 5x5 valid conv to 16 channels, ReLU, 2x2 max-pool,
@@ -21,6 +21,7 @@ from bench.models import common
 if TYPE_CHECKING:
     import keras
     import torch
+    from mxnet import gluon
 
 _CONVS = (6, 16)
 _HIDDEN = (120, 84)
@@ -82,3 +83,29 @@ def build_keras(num_classes: int, image_size: int) -> keras.Model:
         width = hidden
     outputs = layers.Dense(num_classes, **common.keras_torch_default_init(width))(x)
     return keras.Model(inputs, outputs, name="lenet5")
+
+
+def build_mxnet(num_classes: int, image_size: int) -> gluon.HybridBlock:
+    """LeNet-5 as a Gluon HybridBlock taking NCHW float32 input and returning logits
+    (initialized on the CPU; Dense flattens in channels-first order, as PyTorch)."""
+    from mxnet.gluon import nn
+
+    features = _feature_size(image_size)
+    net = nn.HybridSequential(prefix="lenet5_")
+    with net.name_scope():
+        in_ch = 3
+        for out_ch in _CONVS:
+            init = common.mxnet_torch_default_init(in_ch * 25)
+            net.add(nn.Conv2D(out_ch, 5, in_channels=in_ch, activation="relu", **init))
+            net.add(nn.MaxPool2D(2, 2))
+            in_ch = out_ch
+        if features != _FEATURES:
+            net.add(common.mxnet_adaptive_avg_pool2d(_FEATURES))
+        width = in_ch * _FEATURES * _FEATURES
+        for hidden in _HIDDEN:
+            init = common.mxnet_torch_default_init(width)
+            net.add(nn.Dense(hidden, activation="relu", in_units=width, **init))
+            width = hidden
+        net.add(nn.Dense(num_classes, in_units=width, **common.mxnet_torch_default_init(width)))
+    net.initialize()
+    return net

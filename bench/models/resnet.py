@@ -1,4 +1,4 @@
-"""ResNet-18, -50 and -152 (v1.5) for PyTorch and Keras 3.
+"""ResNet-18, -50 and -152 (v1.5) for PyTorch, Keras 3 and MXNet Gluon.
 
 Both builders follow the torchvision layout: a 7x7/2 stem conv, BN, ReLU and 3x3/2 max-pool,
 then four stages of residual blocks (widths 64-512), global average pooling and a linear head.
@@ -9,6 +9,9 @@ Convs have no bias and BN uses eps 1e-5 / momentum 0.1 (Keras 0.9). Keras pads s
 symmetrically with ZeroPadding2D + "valid" to match PyTorch exactly, so trainable parameter
 counts are identical: 11,689,512 / 25,557,032 / 60,192,808 at 1000 classes, torchvision's.
 The builders take ``depth`` (default 50); the registry passes it for resnet18 and resnet152.
+The Gluon build registers its layers in PyTorch's order (a block's projection last), so
+weights map 1:1 in order and shape; Gluon BN momentum 0.9 is PyTorch's 0.1.  (Gluon's own
+model zoo ResNet v1 puts the stride on the first 1x1 conv: not used here.)
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import keras
     import torch
+    from mxnet import gluon
 
 _WIDTHS = (64, 128, 256, 512)
 # depth -> (bottleneck blocks?, blocks per stage)
@@ -163,3 +167,53 @@ def build_keras(num_classes: int, image_size: int, depth: int = 50) -> keras.Mod
         bias_initializer=keras.initializers.RandomUniform(-bound, bound),
     )(x)
     return keras.Model(inputs, outputs, name=f"resnet{depth}")
+
+
+def build_mxnet(num_classes: int, image_size: int, depth: int = 50) -> gluon.HybridBlock:
+    """ResNet-``depth`` as a Gluon HybridBlock taking NCHW float32 input, returning logits."""
+    from mxnet.gluon import nn
+
+    from bench.models import common
+
+    bottleneck, expansion = _arch(depth)
+    conv_init = {"weight_initializer": common.mxnet_kaiming_fan_out()}
+
+    def conv(in_ch: int, out_ch: int, kernel: int, stride: int = 1) -> nn.Conv2D:
+        return nn.Conv2D(out_ch, kernel, stride, kernel // 2, use_bias=False, in_channels=in_ch,
+                         **conv_init)  # fmt: skip
+
+    def bn(channels: int) -> nn.BatchNorm:
+        return nn.BatchNorm(momentum=0.9, epsilon=_BN_EPS, in_channels=channels)
+
+    class Block(nn.HybridBlock):
+        def __init__(self, in_ch: int, width: int, stride: int, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            out_ch = width * expansion
+            with self.name_scope():
+                self.body = nn.HybridSequential()
+                if bottleneck:
+                    self.body.add(conv(in_ch, width, 1), bn(width), nn.Activation("relu"))
+                    self.body.add(conv(width, width, 3, stride), bn(width), nn.Activation("relu"))
+                    self.body.add(conv(width, out_ch, 1), bn(out_ch))
+                else:
+                    self.body.add(conv(in_ch, width, 3, stride), bn(width), nn.Activation("relu"))
+                    self.body.add(conv(width, width, 3), bn(width))
+                self.downsample: nn.HybridSequential | None = None
+                if stride != 1 or in_ch != out_ch:
+                    self.downsample = nn.HybridSequential()
+                    self.downsample.add(conv(in_ch, out_ch, 1, stride), bn(out_ch))
+
+        def hybrid_forward(self, F: Any, x: Any) -> Any:  # noqa: N803 - Gluon's signature
+            identity = x if self.downsample is None else self.downsample(x)
+            return F.Activation(self.body(x) + identity, act_type="relu")
+
+    net = nn.HybridSequential(prefix=f"resnet{depth}_")
+    with net.name_scope():
+        net.add(conv(3, 64, 7, 2), bn(64), nn.Activation("relu"), nn.MaxPool2D(3, 2, 1))
+        for spec in _blocks(depth):
+            net.add(Block(*spec))
+        width = _WIDTHS[-1] * expansion
+        net.add(nn.GlobalAvgPool2D(), nn.Flatten())
+        net.add(nn.Dense(num_classes, in_units=width, **common.mxnet_torch_default_init(width)))
+    net.initialize()
+    return net

@@ -1,4 +1,4 @@
-"""VGG-16 (configuration D, no batch norm) for PyTorch and Keras 3.
+"""VGG-16 (configuration D, no batch norm) for PyTorch, Keras 3 and MXNet Gluon.
 
 Both builders follow the torchvision layout layer for layer: 13 3x3 convs with bias and ReLU,
 five 2x2 max-pools, adaptive average pooling to 7x7 and a 25088-4096-4096-classes MLP with
@@ -18,6 +18,7 @@ import numpy as np
 if TYPE_CHECKING:
     import keras
     import torch
+    from mxnet import gluon
 
 # Output channels per conv; "M" is a 2x2/2 max-pool.
 _CFG: tuple[int | str, ...] = (
@@ -139,3 +140,34 @@ def build_keras(num_classes: int, image_size: int) -> keras.Model:
         x = layers.Dropout(0.5)(x)
     outputs = layers.Dense(num_classes, kernel_initializer=dense_init)(x)
     return keras.Model(inputs, outputs, name="vgg16")
+
+
+def build_mxnet(num_classes: int, image_size: int) -> gluon.HybridBlock:
+    """VGG-16 as a Gluon HybridBlock taking NCHW float32 input and returning logits."""
+    import mxnet as mx
+    from mxnet.gluon import nn
+
+    from bench.models import common
+
+    _check_size(image_size)
+    conv_init = {"weight_initializer": common.mxnet_kaiming_fan_out(), "bias_initializer": "zeros"}
+    dense_init = {"weight_initializer": mx.init.Normal(0.01), "bias_initializer": "zeros"}
+    net = nn.HybridSequential(prefix="vgg16_")
+    with net.name_scope():
+        in_ch = 3
+        for v in _CFG:
+            if v == "M":
+                net.add(nn.MaxPool2D(2, 2))
+            else:
+                net.add(nn.Conv2D(int(v), 3, padding=1, in_channels=in_ch, activation="relu",
+                                  **conv_init))  # fmt: skip
+                in_ch = int(v)
+        net.add(common.mxnet_adaptive_avg_pool2d(_POOL), nn.Flatten())
+        width = 512 * _POOL * _POOL
+        for _ in range(2):
+            net.add(nn.Dense(_HIDDEN, activation="relu", in_units=width, **dense_init))
+            net.add(nn.Dropout(0.5))
+            width = _HIDDEN
+        net.add(nn.Dense(num_classes, in_units=width, **dense_init))
+    net.initialize()
+    return net

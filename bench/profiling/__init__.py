@@ -27,7 +27,11 @@ from bench.monitors.base import Report
 from bench.profiling import operators
 from bench.profiling.base import Profiler
 
-_MODULES = {"torch": "bench.profiling.torch_profiler", "tf": "bench.profiling.tf_profiler"}
+_MODULES = {
+    "torch": "bench.profiling.torch_profiler",
+    "tf": "bench.profiling.tf_profiler",
+    "mxnet": "bench.profiling.mxnet_profiler",
+}
 
 
 def breakdown_steps(cfg: BenchConfig) -> int:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-FRAMEWORK_COLOURS = {"torch": "#c0392b", "tf": "#2471a3"}
+FRAMEWORK_COLOURS = {"torch": "#c0392b", "tf": "#2471a3", "mxnet": "#1e8449"}
 _OTHER_COLOURS = ["#7d3c98", "#1e8449", "#b9770e", "#5d6d7e", "#a93226", "#148f77"]
 SAME_COLOUR = "#9e9e9e"
 DPI = 100

@@ -192,7 +192,7 @@ def test_image_pins_match_the_host_lock(name: str) -> None:
 
 def test_default_bases_agree_across_dockerfiles_compose_and_bench() -> None:
     compose = yaml.safe_load((REPO / "compose.yaml").read_text())["services"]
-    for name in ("torch", "tf"):
+    for name in ("torch", "tf", "mxnet"):
         dockerfile = (REPO / "docker" / f"{name}.Dockerfile").read_text()
         arg = re.search(r"^ARG BASE_IMAGE=(\S+)$", dockerfile, re.M)
         assert arg is not None

@@ -1,0 +1,350 @@
+"""MXNet's parameter server on this machine: ``distributed=kvstore_sync`` / ``kvstore_async``.
+
+The trial's process (``python -m bench.worker`` in MXNet's environment) becomes the job's
+launcher, as MXNet's ``tools/launch.py`` is: it starts a scheduler, ``ps`` servers and
+``workers`` workers, each ``python -m bench.distributed.kvstore ROLE`` with MXNet's rendezvous
+variables (``DMLC_ROLE``, ``DMLC_PS_ROOT_URI=127.0.0.1``, ``DMLC_PS_ROOT_PORT``: a free port,
+``DMLC_NUM_SERVER``, ``DMLC_NUM_WORKER``).  A scheduler or server process only imports mxnet,
+which serves its role and exits.  A worker runs :func:`bench.trial.run_local` with
+``kvstore=dist_sync`` (the servers update once every worker has pushed: all-worker
+synchronous SGD) or ``dist_async`` (the servers apply each worker's push on arrival), on
+its shard of a labelled data set, and writes its records into ``kvstore/worker{i}/``.
+
+Threads: with ``threads=0`` each worker gets usable cores / ``workers`` (at least 1) intra-op
+threads; the scheduler and servers one each.  The servers run the optimizer.
+
+Figures.  Per epoch, as the workers report it: ``samples_per_s`` is global, the sum of the
+workers' own rates over their timed windows (so ``samples`` is every worker's samples and
+``epoch_time_s`` the slowest worker's window), ``worker{i}_samples_per_s`` each worker's
+rate; step-time percentiles are the slowest worker's; ``time_comm_ms``, ``ps_push_ms`` and
+``ps_pull_ms`` are the workers' mean of a communication probe run after each window (see
+``MXNetSession.after_window``); other figures are the workers' mean (sums for FLOP/s, CPU
+use and memory).  Whole-trial: ``trial_samples_per_s`` and ``global_samples_per_s`` are the
+sum of the workers' rates, the untimed phases and artifacts are worker 0's.
+
+Nothing is left behind: every process is in the trial's process group (the host's timeout
+or Ctrl-C stops the group), each dies with this process (PR_SET_PDEATHSIG), a role that
+exits early or a worker that fails stops all of them, and the scheduler and servers are
+stopped once the workers are done.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.config import BenchConfig, from_dict, to_dict, usable_cpus
+from bench.result import ERROR, OK, EpochRecord, TrialResult
+from bench.trial import EpochCallback
+
+ROOT = "kvstore"  # under the trial's working directory
+CONFIG, EVENTS, RESULT = "config.json", "events.jsonl", "result.json"
+POLL_S = 0.2
+# After a worker fails, the others get this long to finish on their own before being stopped.
+FAILURE_GRACE_S = 2.0
+# Per-epoch figures summed over the workers (the rest are averaged).
+SUMMED = ("achieved_flops_per_s", "cpu_util_pct", "host_rss_mb", "energy_j", "cpu_energy_j")
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: SIGKILL when the launcher dies
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def worker_threads(cfg: BenchConfig) -> int:
+    return cfg.threads if cfg.threads > 0 else max(1, usable_cpus() // cfg.workers)
+
+
+@dataclass
+class _Role:
+    name: str  # scheduler, server0, worker1, ...
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+
+class _Events:
+    """Epoch records a worker appends to its events file, read as they arrive."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset = path, 0
+        self.epochs: list[EpochRecord] = []
+
+    def poll(self) -> None:
+        try:
+            with open(self.path) as f:
+                f.seek(self.offset)
+                chunk = f.read()
+        except FileNotFoundError:
+            return
+        complete = chunk[: chunk.rfind("\n") + 1]
+        self.offset += len(complete.encode())
+        self.epochs += [EpochRecord(**json.loads(line)) for line in complete.splitlines()]
+
+
+class _Job:
+    def __init__(self, cfg: BenchConfig, root: Path) -> None:
+        self.cfg, self.root = cfg, root
+        self.roles: list[_Role] = []
+        self.port = _free_port()
+
+    def env(self, role: str, threads: int, index: int = 0) -> dict[str, str]:
+        return dict(
+            os.environ,
+            DMLC_ROLE=role,
+            DMLC_PS_ROOT_URI="127.0.0.1",
+            DMLC_PS_ROOT_PORT=str(self.port),
+            DMLC_NUM_SERVER=str(self.cfg.ps),
+            DMLC_NUM_WORKER=str(self.cfg.workers),
+            DMLC_NODE_HOST="127.0.0.1",  # every node on the loopback interface
+            OMP_NUM_THREADS=str(threads),
+            BENCH_LOCAL_RANK=str(index),
+            BENCH_PARENT_PID=str(os.getpid()),
+            PYTHONUNBUFFERED="1",
+        )
+
+    def start(self, role: str, name: str, args: list[str], env: dict[str, str]) -> None:
+        log = self.root / f"{name}.log"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "bench.distributed.kvstore", role, *args],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                preexec_fn=_die_with_parent,
+            )
+        self.roles.append(_Role(name, proc, log))
+
+    def stop(self, grace_s: float) -> None:
+        """SIGTERM every role still running, SIGKILL what is left after ``grace_s``."""
+        for role in self.roles:
+            if role.proc.poll() is None:
+                role.proc.terminate()
+        deadline = time.monotonic() + grace_s
+        for role in self.roles:
+            try:
+                role.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                role.proc.kill()
+                role.proc.wait()
+
+
+def _tail(path: Path, lines: int = 25) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def _read_result(path: Path) -> TrialResult | None:
+    try:
+        return TrialResult.from_dict(json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+def merge_epoch(records: list[EpochRecord]) -> EpochRecord:
+    """One global record from the workers' records of the same epoch (index = worker)."""
+    losses = [r.loss for r in records if r.loss is not None]
+    merged = EpochRecord(
+        epoch=records[0].epoch,
+        steps=records[0].steps,
+        samples=sum(r.samples for r in records),
+        epoch_time_s=max(r.epoch_time_s for r in records),
+        samples_per_s=sum(r.samples_per_s for r in records),
+        step_time_p50_ms=max(r.step_time_p50_ms for r in records),
+        step_time_p90_ms=max(r.step_time_p90_ms for r in records),
+        step_time_p99_ms=max(r.step_time_p99_ms for r in records),
+        loss=statistics.fmean(losses) if losses else None,
+    )
+    keys = sorted({key for r in records for key in r.extra})
+    for key in keys:
+        values = [r.extra[key] for r in records if key in r.extra]
+        merged.extra[key] = sum(values) if key in SUMMED else statistics.fmean(values)
+    for i, r in enumerate(records):
+        merged.extra[f"worker{i}_samples_per_s"] = r.samples_per_s
+    return merged
+
+
+def merge(cfg: BenchConfig, results: list[TrialResult | None], problem: str) -> TrialResult:
+    """One trial result from the workers' (None: a worker that wrote none)."""
+    done = [r for r in results if r is not None]
+    first = done[0] if done else None
+    merged = TrialResult(
+        status=OK,
+        framework=cfg.framework.name,
+        model=cfg.model.name,
+        mode=cfg.mode,
+    )
+    if first is not None:
+        merged.device, merged.threads = first.device, first.threads
+        merged.num_parameters = first.num_parameters
+        merged.phases = dict(first.phases)
+        merged.environment = dict(first.environment)
+        merged.marks = dict(first.marks)
+        merged.files = [f"{ROOT}/worker0/{name}" for name in first.files]
+    merged.environment.pop("kvstore_rank", None)
+    merged.environment.update(
+        kvstore=KVSTORE[cfg.distributed],
+        kvstore_servers=str(cfg.ps),
+        kvstore_workers=str(cfg.workers),
+        # The rank the scheduler gave each worker process (worker{i} is the i-th started).
+        kvstore_ranks=",".join(
+            r.environment.get("kvstore_rank", "?") if r else "?" for r in results
+        ),
+    )
+    if len(done) == len(results):
+        count = min(len(r.epochs) for r in done)
+        merged.epochs = [merge_epoch([r.epochs[e] for r in done]) for e in range(count)]
+    errors = [
+        f"worker {i}: {'no result' if r is None else r.status}: {r.error if r else ''}".rstrip()
+        for i, r in enumerate(results)
+        if r is None or r.status != OK
+    ]
+    if problem or errors:
+        statuses = [r.status for r in done if r.status != OK]
+        merged.status = statuses[0] if statuses else ERROR
+        merged.error = "\n".join([problem, *errors]).strip()[-20000:]
+        return merged
+    rates = [r.summary["trial_samples_per_s"] for r in done]
+    merged.summary = dict(done[0].summary)
+    merged.summary.update(
+        trial_samples_per_s=sum(rates),
+        global_samples_per_s=sum(rates),
+        trial_time_s=max(r.summary["trial_time_s"] for r in done),
+        peak_host_rss_mb=max(r.summary.get("peak_host_rss_mb", 0.0) for r in done),
+    )
+    for key in ("trial_step_time_p50_ms", "trial_step_time_p90_ms", "trial_step_time_p99_ms"):
+        merged.summary[key] = max(r.summary[key] for r in done)
+    if "final_loss" in merged.summary:
+        merged.summary["final_loss"] = statistics.fmean(r.summary["final_loss"] for r in done)
+    if "trial_achieved_flops_per_s" in merged.summary:
+        merged.summary["trial_achieved_flops_per_s"] = sum(
+            r.summary["trial_achieved_flops_per_s"] for r in done
+        )
+    for i, rate in enumerate(rates):
+        merged.summary[f"worker{i}_trial_samples_per_s"] = rate
+    return merged
+
+
+KVSTORE = {"kvstore_sync": "dist_sync", "kvstore_async": "dist_async"}
+
+
+def run(cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path | None) -> TrialResult:
+    """Start the job, stream the workers' merged epochs to ``on_epoch``, merge the results."""
+    with tempfile.TemporaryDirectory(prefix="bench-kvstore-") as tmp:
+        return _run(cfg, on_epoch, Path(tmp) if workdir is None else workdir)
+
+
+def _run(cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path) -> TrialResult:
+    root = workdir / ROOT
+    root.mkdir(parents=True, exist_ok=True)
+    worker_cfg = dataclasses.replace(cfg, threads=worker_threads(cfg))
+    (root / CONFIG).write_text(json.dumps(to_dict(worker_cfg)))
+    job = _Job(cfg, root)
+    dirs = [root / f"worker{i}" for i in range(cfg.workers)]
+    events = [_Events(d / EVENTS) for d in dirs]
+    emitted = 0
+    problem = ""
+
+    def emit() -> None:
+        nonlocal emitted
+        for e in range(emitted, min(len(ev.epochs) for ev in events)):
+            if on_epoch is not None:
+                on_epoch(merge_epoch([ev.epochs[e] for ev in events]))
+            emitted = e + 1
+
+    try:
+        job.start("scheduler", "scheduler", [], job.env("scheduler", 1))
+        for k in range(cfg.ps):
+            job.start("server", f"server{k}", [], job.env("server", 1))
+        for i, d in enumerate(dirs):
+            d.mkdir(exist_ok=True)
+            for name in (EVENTS, RESULT):
+                (d / name).unlink(missing_ok=True)
+            job.start("worker", f"worker{i}", [str(d)], job.env("worker", worker_threads(cfg), i))
+        workers = job.roles[-cfg.workers :]
+        failed_at: float | None = None
+        while True:
+            for ev in events:
+                ev.poll()
+            emit()
+            codes = [w.proc.poll() for w in workers]
+            if all(code is not None for code in codes):
+                break
+            for role in job.roles[: -cfg.workers]:  # scheduler and servers outlive the workers
+                if role.proc.poll() is not None and not problem:
+                    problem = f"the {role.name} exited early (code {role.proc.returncode}):\n"
+                    problem += _tail(role.log)
+            for w, d, code in zip(workers, dirs, codes, strict=True):
+                result = _read_result(d / RESULT) if code is not None else None
+                if code is not None and (result is None or result.status != OK) and not problem:
+                    problem = f"{w.name} ended (code {code}) without a complete result:\n"
+                    problem += _tail(w.log)
+            if problem:
+                failed_at = failed_at or time.monotonic()
+                if time.monotonic() - failed_at > FAILURE_GRACE_S:
+                    break
+            time.sleep(POLL_S)
+    finally:
+        job.stop(grace_s=5.0)
+    for ev in events:
+        ev.poll()
+    emit()
+    result = merge(cfg, [_read_result(d / RESULT) for d in dirs], problem)
+    result.files += [f"{ROOT}/{role.name}.log" for role in job.roles]
+    return result
+
+
+# --- the roles' own processes -----------------------------------------------------------------
+
+
+def _worker(workdir: Path) -> int:
+    from bench.trial import run_local
+    from bench.worker import write_json_atomic
+
+    cfg = from_dict(BenchConfig, json.loads((workdir.parent / CONFIG).read_text()))
+    with open(workdir / EVENTS, "a", buffering=1) as out:
+
+        def on_epoch(record: EpochRecord) -> None:
+            out.write(json.dumps(dataclasses.asdict(record)) + "\n")
+
+        result = run_local(cfg, on_epoch, workdir)
+    write_json_atomic(workdir / RESULT, result.to_dict())
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    expected = os.environ.get("BENCH_PARENT_PID")
+    if expected and os.getppid() != int(expected):
+        return 1  # the launcher is already gone
+    role = argv[0]
+    if role in ("scheduler", "server"):
+        import mxnet  # noqa: F401 - with DMLC_ROLE set, importing mxnet serves the role and exits
+
+        return 0
+    return _worker(Path(argv[1]))
+
+
+if __name__ == "__main__":
+    code = main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # everything is on disk; skip MXNet's teardown (and its exit barrier)

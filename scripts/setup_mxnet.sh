@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Create .venv-mxnet: MXNet's own pinned environment (docker/constraints-mxnet.txt).
+#
+# MXNet 1.9.1 needs numpy 1.23.x and so cannot share .venv (numpy 2.x for torch and
+# TensorFlow).  Trials with framework=mxnet run `python -m bench.worker` with this
+# environment's interpreter (bench/interpreters.py); the host process never imports mxnet.
+# bench's sources are put on this environment's path by a .pth file (no copy: edits apply).
+# Safe to re-run: it reinstalls only when the constraints or this script changed.
+# Called by scripts/setup.sh; BENCH_SKIP_MXNET=1 there skips it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+venv=.venv-mxnet
+
+python=${PYTHON_MXNET:-}
+if [ -z "$python" ]; then
+  for candidate in python3.11 python3; do
+    if command -v "$candidate" >/dev/null; then python=$candidate; break; fi
+  done
+fi
+# numpy 1.23 has wheels up to Python 3.11; MXNet 1.9.1 is tested up to 3.11.
+"$python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' \
+  || { echo "setup_mxnet: Python 3.11 is needed (found $("$python" --version)); set PYTHON_MXNET" >&2; exit 1; }
+
+stamp="$venv/.bench-$(cat docker/constraints-mxnet.txt scripts/setup_mxnet.sh | sha256sum | cut -c1-16)"
+if [ ! -f "$stamp" ]; then
+  echo "setup_mxnet: installing MXNet 1.9.1 into $venv (a few minutes the first time)" >&2
+  [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+  pip="$venv/bin/python -m pip --disable-pip-version-check --no-input -q"
+  $pip install --constraint docker/constraints-mxnet.txt pip
+  $pip install --constraint docker/constraints-mxnet.txt \
+    mxnet numpy psutil nvidia-ml-py scikit-learn matplotlib
+  site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  echo "$root" > "$site/bench-source.pth"
+  # The worker side of bench must import here without torch, TensorFlow, Hydra or MLflow.
+  "$venv/bin/python" -c 'import mxnet, bench.worker, bench.frameworks.mxnet_adapter; print("mxnet", mxnet.__version__)' >&2
+  rm -f "$venv"/.bench-*
+  touch "$stamp"
+fi
