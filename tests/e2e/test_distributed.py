@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import signal
 import time
 
@@ -82,10 +81,9 @@ def test_multiworker_two_processes(bench) -> None:  # noqa: ANN001
     assert run.data.metrics["time_comm_ms"] > 0
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("horovod") is None, reason="scripts/setup_horovod.sh not run"
-)
+@pytest.mark.horovod
 @pytest.mark.parametrize("framework", ["torch", "tf"])
+@pytest.mark.usefixtures("horovod_ready")
 def test_horovod_two_workers(bench, framework: str) -> None:  # noqa: ANN001
     got = bench.run(f"framework={framework}", "distributed=horovod", "workers=2", *SMALL)
     assert got.returncode == 0, got.output
