@@ -57,6 +57,10 @@ class BenchSlurmConf(SlurmQueueConf):
     # timeout_s in minutes, rounded up, plus one: the trial's own timeout acts first and is
     # recorded as `timeout`; Slurm's limit is the backstop.
     timeout_min: int = II("bench_minutes:${timeout_s}")
+    # One job per trial on `nodes` nodes; its launcher starts the trial's `workers` (and
+    # parameter servers) as processes inside the allocation, so size cpus_per_task and
+    # gpus_per_node in a preset (conf/slurm/) for the workers a sweep runs.
+    nodes: int = II("nodes")
     name: str = "bench"
     # No requeue at the time limit: a benchmark that ran out of time is a result.
     max_num_timeout: int = 0

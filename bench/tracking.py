@@ -177,7 +177,7 @@ class MlflowStore:
         """(global throughput / (workers x the single-worker throughput), that run's id),
         against the newest ok single-worker run of the same config in this experiment
         (:func:`bench.distributed.scaling_baselines`); None if there is none."""
-        from bench.distributed import scaling_baselines
+        from bench.distributed import scaling_baselines, scaling_divisor
 
         rate = result.summary.get("global_samples_per_s", result.summary.get("trial_samples_per_s"))
         if result.status != OK or not rate:
@@ -186,7 +186,7 @@ class MlflowStore:
             found = self.find_ok_run(base)
             base_rate = found["metrics"].get("trial_samples_per_s") if found else None
             if found and base_rate:
-                return rate / (cfg.workers * cfg.nodes * base_rate), str(found["run_id"])
+                return rate / (scaling_divisor(cfg) * base_rate), str(found["run_id"])
         return None
 
     def sweep_trials(self, sweep_id: str) -> list[dict[str, Any]]:

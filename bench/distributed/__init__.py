@@ -54,7 +54,7 @@ STRATEGIES: dict[str, StrategyInfo] = {
     ),
     "horovod": StrategyInfo(("torch", "tf"), "bench.distributed.horovod", "Horovod, horovodrun"),
     "model_parallel": StrategyInfo(
-        ("torch", "tf"), "bench.distributed.model_parallel", "two model stages, one per worker"
+        ("torch", "tf"), "bench.distributed.model_parallel", "two model stages on two devices"
     ),
     "kvstore_sync": StrategyInfo(
         ("mxnet",), "", "MXNet kvstore dist_sync: scheduler, ps servers, workers", "kvstore"
@@ -147,7 +147,7 @@ def check(cfg: BenchConfig) -> list[str]:
         )
     if name == "model_parallel" and cfg.workers != 2:
         problems.append(
-            f"workers: model_parallel splits the model into 2 stages, one per worker; set "
+            f"workers: model_parallel splits the model into 2 stages on 2 devices; set "
             f"workers=2 (got {cfg.workers})"
         )
     if name != "none" and cfg.mode != "train":
@@ -160,14 +160,16 @@ def check(cfg: BenchConfig) -> list[str]:
         problems.append("profile: the operator profile is per process; use breakdown=true instead")
     if name != "none" and cfg.compile:
         problems.append(f"compile: not supported with distributed={name} in this version")
-    if name == "model_parallel":
-        problems.append(
-            "distributed: model_parallel (two model stages, one per worker) is not implemented "
-            "in this version; see the README's distributed section"
-        )
-    elif info.module and not problems:
+    if info.module and not problems:
         problems += load(name).check(cfg, on_gpu(cfg), _gpus())
     return problems
+
+
+def scaling_divisor(cfg: BenchConfig) -> int:
+    """What a trial's throughput is divided by, with the single-worker throughput, to give
+    its scaling efficiency: the worker count for data parallelism; 1 for model_parallel,
+    whose stages all see every sample (1.0: the split costs nothing)."""
+    return 1 if cfg.distributed == "model_parallel" else cfg.workers * cfg.nodes
 
 
 def scaling_baselines(cfg: BenchConfig) -> list[BenchConfig]:

@@ -81,6 +81,24 @@ def test_multiworker_two_processes(bench) -> None:  # noqa: ANN001
     assert run.data.metrics["time_comm_ms"] > 0
 
 
+def test_tf_model_parallel_on_two_logical_cpu_devices(bench) -> None:  # noqa: ANN001
+    alone = bench.run("framework=tf", *SMALL)
+    assert alone.returncode == 0, alone.output
+    got = bench.run("framework=tf", "distributed=model_parallel", "workers=2", *SMALL)
+    assert got.returncode == 0, got.output
+    run = next(r for r in bench.children() if r.data.params["distributed"] == "model_parallel")
+    assert run.data.tags["bench.status"] == "ok", run.data.tags.get("bench.error")
+    metrics = run.data.metrics
+    stages = [metrics["stage0_parameters"], metrics["stage1_parameters"]]
+    assert sum(stages) == int(run.data.params["num_parameters"]) and min(stages) > 0
+    # Both stages see every sample: each stage's rate is the trial's rate.
+    assert metrics["worker0_samples_per_s"] == metrics["worker1_samples_per_s"] > 0
+    assert metrics["global_samples_per_s"] == metrics["trial_samples_per_s"] > 0
+    # Against the same model on one device (1.0: the split costs nothing).
+    assert run.data.tags["bench.scaling_baseline_run"] != run.info.run_id
+    assert metrics["scaling_efficiency"] > 0
+
+
 @pytest.mark.horovod
 @pytest.mark.parametrize("framework", ["torch", "tf"])
 @pytest.mark.usefixtures("horovod_ready")

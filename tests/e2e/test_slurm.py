@@ -135,3 +135,21 @@ def test_a_job_that_dies_silently_is_closed_from_slurm_accounting(bench) -> None
         if "bench.worker" in " ".join(p.info["cmdline"] or [])
         and str(bench.root) in " ".join(p.info["cmdline"] or [])
     ]
+
+
+def test_a_two_worker_ddp_trial_runs_as_one_slurm_job(bench) -> None:  # noqa: ANN001
+    from tests.e2e.test_distributed import assert_global_and_per_worker
+
+    result = bench.run(
+        "-m", "hydra/launcher=submitit_slurm", "+slurm=local", "distributed=ddp", "workers=2",
+        "model=lenet5", *TINY,
+    )  # fmt: skip
+    assert result.returncode == 0, result.output
+    (child,) = bench.children()
+    assert_global_and_per_worker(bench, child)
+    job = child.data.tags["bench.slurm_job_id"]
+    state = subprocess.run(
+        ["sacct", "-n", "-P", "-X", "-j", job, "-o", "State,NNodes"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert state == ["COMPLETED|1"], state

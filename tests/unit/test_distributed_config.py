@@ -58,9 +58,11 @@ def test_each_problem_names_its_field(fields: dict[str, object], expected: str) 
     assert any(p.startswith(expected) for p in got), got
 
 
-def test_model_parallel_is_refused_clearly() -> None:
+def test_model_parallel_with_torch_needs_two_gpus_and_tf_runs_on_logical_cpus() -> None:
     (got,) = problems(distributed="model_parallel", workers=2)
-    assert "model_parallel" in got and "not implemented" in got
+    assert got.startswith("distributed: model_parallel with framework=torch puts its 2 stages")
+    assert "2 CUDA devices" in got and "framework=tf runs it on 2 logical CPU devices" in got
+    assert problems(framework="tf", distributed="model_parallel", workers=2) == []
 
 
 def test_valid_distributed_configs_pass() -> None:
