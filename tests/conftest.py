@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -66,6 +67,7 @@ class Bench:
             stderr=subprocess.PIPE,
             text=True,
             env=dict(os.environ, PYTHONPATH=str(REPO)),
+            preexec_fn=_interruptible,
         )
 
     def runs(self, experiment: str = "bench") -> list[Any]:
@@ -86,6 +88,13 @@ class Bench:
 
     def parents(self, experiment: str = "bench") -> list[Any]:
         return [r for r in self.runs(experiment) if r.data.tags.get("bench.sweep") == "true"]
+
+
+def _interruptible() -> None:
+    """The CLI under test gets Ctrl-C's default disposition, as it does at a terminal: a suite
+    started in the background (``cmd &`` in a script) inherits SIGINT ignored, and Python then
+    never raises KeyboardInterrupt, so the Ctrl-C tests would test nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.fixture
