@@ -2,7 +2,8 @@
 
 Runs the sweeps through ``python -m bench`` into one MLflow store, then prints a table:
 global and per-worker samples/s, scaling efficiency (global / (workers x the same strategy's
-one-worker rate); in brackets against the undistributed trial) and exposed communication
+one-worker rate); in brackets against the undistributed trial; for model_parallel, its
+rate over the undistributed one) and exposed communication
 per step (``time_comm_ms`` from ``breakdown=true``; push+pull for ps_async).
 
     .venv/bin/python scripts/bench_scaling.py [--model lenet5] [--steps 20] [--batch 32]
@@ -21,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 STRATEGIES = {
     "torch": ["ddp", "horovod"],
-    "tf": ["mirrored", "multiworker", "ps_async", "horovod"],
+    "tf": ["mirrored", "multiworker", "ps_async", "horovod", "model_parallel"],
 }
 
 
@@ -53,12 +54,14 @@ def main() -> None:
             if strategy == "horovod" and not horovod:
                 continue
             ps = ["ps=1"] if strategy == "ps_async" else []
+            # model_parallel is 2 stages by definition; its baseline is the undistributed run
+            workers = "workers=2" if strategy == "model_parallel" else "workers=1,2"
             sweep(
                 root,
                 common,
                 f"framework={framework}",
                 f"distributed={strategy}",
-                "workers=1,2",
+                workers,
                 *ps,
             )
 
@@ -97,8 +100,10 @@ def main() -> None:
             ]
         mine = rate[(fw, strategy, workers)]
         base, plain = rate.get((fw, strategy, 1)), rate.get((fw, "none", 1))
-        eff = f"{100 * mine / (workers * base):.0f}" if base else "-"
-        eff += f" ({100 * mine / (workers * plain):.0f})" if plain else ""
+        # model_parallel's stages both see every sample: its rate over one device's
+        divisor = 1 if strategy == "model_parallel" else workers
+        eff = f"{100 * mine / (divisor * base):.0f}" if base else "-"
+        eff += f" ({100 * mine / (divisor * plain):.0f})" if plain else ""
         comm = r.metrics.get("time_comm_ms")
         rows.append((
             fw, strategy, str(workers), f"{mine:,.0f}",
