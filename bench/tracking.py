@@ -118,13 +118,25 @@ class MlflowStore:
         self.where = f"{uri} (experiment {experiment!r})"
         self.sweeps: dict[str, dict[str, Any]] = {}
         self.spool: Spool | None = None
+        # A new sqlite store is created (tables, schema migrations, the experiment) by the
+        # first process that opens it; another process opening it at the same moment (a
+        # Slurm job, a second sweep, a reader) can meet a half-made schema or lose the race
+        # to create the experiment.  Both settle within moments: look again.
+        attempts = 6 if local else 1
+        for attempt in range(attempts):
+            try:
+                self.experiment_id = self._experiment_id(experiment, uri)
+                break
+            except Exception:
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(0.5 * (attempt + 1))
+
+    def _experiment_id(self, experiment: str, uri: str) -> str:
         found = self.client.get_experiment_by_name(experiment)
-        if found is None:
-            self.experiment_id = self.client.create_experiment(
-                experiment, artifact_location=_artifact_root(uri)
-            )
-        else:
-            self.experiment_id = found.experiment_id
+        if found is not None:
+            return str(found.experiment_id)
+        return str(self.client.create_experiment(experiment, artifact_location=_artifact_root(uri)))
 
     def start_sweep(self, name: str, tags: dict[str, str]) -> str:
         run = self.client.create_run(
