@@ -89,3 +89,21 @@ def per_rank(cfg: BenchConfig, world: int) -> list[Proc]:
     """One rank process per worker, told who it is by BENCH_RANK / BENCH_WORLD_SIZE (the
     plain launcher; strategies add their own variables, e.g. TF_CONFIG)."""
     return [Proc(f"rank{i}", [], {ENV_RANK: str(i), ENV_WORLD: str(world)}) for i in range(world)]
+
+
+class OneProcess:
+    """The process side of a strategy that runs the whole job in one rank process
+    (``dp``, ``mirrored``, ``model_parallel``): that process times the job and is its only
+    compute process."""
+
+    def processes(self, cfg: BenchConfig, workdir: Path) -> list[Proc]:
+        return per_rank(cfg, 1)
+
+    def compute_processes(self, cfg: BenchConfig) -> int:
+        return 1
+
+    def timed_ranks(self, cfg: BenchConfig) -> int:
+        return 1
+
+    def rank(self, cfg: BenchConfig) -> Rank:
+        return env_rank()

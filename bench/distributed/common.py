@@ -104,3 +104,23 @@ class Wrapped:
 
     def forward_flops_per_sample(self) -> float | None:
         return self.inner.forward_flops_per_sample()
+
+
+class CountedSteps(Wrapped):
+    """A wrapped session that counts the steps of each epoch, for per-worker rates in a
+    one-process strategy: ``steps_rate(samples_per_step, elapsed_s)`` is the last epoch's."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner)
+        self._steps = self._last = 0
+
+    def step(self, batch: Any) -> None:
+        self.inner.step(batch)
+        self._steps += 1
+
+    def take_mean_loss(self) -> float | None:
+        self._last, self._steps = self._steps, 0
+        return self.inner.take_mean_loss()
+
+    def steps_rate(self, samples_per_step: int, elapsed_s: float) -> float:
+        return self._last * samples_per_step / elapsed_s if elapsed_s > 0 else 0.0

@@ -7,15 +7,14 @@ over ``workers`` GPUs; each GPU's rate is the process's rate split evenly (locks
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from bench.config import BenchConfig
 from bench.distributed import common
-from bench.distributed.base import Proc, Rank, env_rank, per_rank
+from bench.distributed.base import OneProcess, Rank
 
 
-class DP:
+class DP(OneProcess):
     name = "dp"
     data_parallel = True
 
@@ -31,20 +30,8 @@ class DP:
             return [f"workers: dp uses one GPU per worker; {gpus} visible, got {cfg.workers}"]
         return []
 
-    def processes(self, cfg: BenchConfig, workdir: Path) -> list[Proc]:
-        return per_rank(cfg, 1)
-
-    def timed_ranks(self, cfg: BenchConfig) -> int:
-        return 1
-
-    def compute_processes(self, cfg: BenchConfig) -> int:
-        return 1
-
     def step_batches(self, cfg: BenchConfig) -> int:
         return cfg.workers
-
-    def rank(self, cfg: BenchConfig) -> Rank:
-        return env_rank()
 
     def prepare(self, adapter: Any, cfg: BenchConfig, data: Any, rank: Rank) -> Any:
         import torch
@@ -54,21 +41,13 @@ class DP:
         return _Session(session, cfg.workers, cfg.batch_size // cfg.workers)
 
 
-class _Session(common.Wrapped):
+class _Session(common.CountedSteps):
     def __init__(self, inner: Any, gpus: int, per_gpu: int) -> None:
         super().__init__(inner)
-        self.gpus, self.per_gpu, self._steps, self._last = gpus, per_gpu, 0, 0
-
-    def step(self, batch: Any) -> None:
-        self.inner.step(batch)
-        self._steps += 1
-
-    def take_mean_loss(self) -> float | None:
-        self._last, self._steps = self._steps, 0
-        return self.inner.take_mean_loss()
+        self.gpus, self.per_gpu = gpus, per_gpu
 
     def epoch_extra(self, elapsed_s: float) -> dict[str, float]:
-        rate = self._last * self.per_gpu / elapsed_s
+        rate = self.steps_rate(self.per_gpu, elapsed_s)
         return {f"worker{i}_samples_per_s": rate for i in range(self.gpus)}
 
 

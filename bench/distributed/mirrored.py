@@ -9,14 +9,13 @@ evenly (the replicas step in lockstep).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from bench.config import BenchConfig
-from bench.distributed.base import Proc, Rank, env_rank, per_rank
+from bench.distributed.base import OneProcess, Rank
 
 
-class Mirrored:
+class Mirrored(OneProcess):
     name = "mirrored"
     data_parallel = True
 
@@ -29,20 +28,8 @@ class Mirrored:
             )
         return problems
 
-    def processes(self, cfg: BenchConfig, workdir: Path) -> list[Proc]:
-        return per_rank(cfg, 1)
-
-    def compute_processes(self, cfg: BenchConfig) -> int:
-        return 1
-
-    def timed_ranks(self, cfg: BenchConfig) -> int:
-        return 1
-
     def step_batches(self, cfg: BenchConfig) -> int:
         return cfg.workers
-
-    def rank(self, cfg: BenchConfig) -> Rank:
-        return env_rank()
 
     def prepare(self, adapter: Any, cfg: BenchConfig, data: Any, rank: Rank) -> Any:
         import tensorflow as tf

@@ -23,12 +23,11 @@ on GPUs each device's peak memory so far, per epoch (``stage{i}_peak_mem_mb``). 
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 from typing import Any
 
 from bench.config import BenchConfig
 from bench.distributed import common
-from bench.distributed.base import Proc, Rank, env_rank, per_rank
+from bench.distributed.base import OneProcess, Rank
 
 STAGES = 2
 
@@ -42,7 +41,7 @@ def balanced_cut(sizes: list[int], allowed: list[int]) -> int:
     return min(allowed, key=lambda k: (abs(2 * sum(sizes[:k]) - total), k))
 
 
-class ModelParallel:
+class ModelParallel(OneProcess):
     name = "model_parallel"
     data_parallel = False  # both stages see every sample
 
@@ -66,20 +65,8 @@ class ModelParallel:
             ]
         return []
 
-    def processes(self, cfg: BenchConfig, workdir: Path) -> list[Proc]:
-        return per_rank(cfg, 1)
-
-    def compute_processes(self, cfg: BenchConfig) -> int:
-        return 1
-
-    def timed_ranks(self, cfg: BenchConfig) -> int:
-        return 1
-
     def step_batches(self, cfg: BenchConfig) -> int:
         return 1
-
-    def rank(self, cfg: BenchConfig) -> Rank:
-        return env_rank()
 
     def prepare(self, adapter: Any, cfg: BenchConfig, data: Any, rank: Rank) -> Any:
         if cfg.framework.name == "tf":
@@ -233,28 +220,19 @@ def _tf_sync(devices: list[str]) -> None:
 # The session -------------------------------------------------------------------------------
 
 
-class _Session(common.Wrapped):
+class _Session(common.CountedSteps):
     def __init__(
         self, inner: Any, batch: int, stage_sizes: list[int], devices: list[Any], sync: Any
     ) -> None:
         super().__init__(inner)
         self.batch, self.stage_sizes, self.devices, self._sync = batch, stage_sizes, devices, sync
-        self._steps = self._last = 0
 
     def sync(self) -> None:
         self.inner.sync()
         self._sync(self.devices)
 
-    def step(self, batch: Any) -> None:
-        self.inner.step(batch)
-        self._steps += 1
-
-    def take_mean_loss(self) -> float | None:
-        self._last, self._steps = self._steps, 0
-        return self.inner.take_mean_loss()
-
     def epoch_extra(self, elapsed_s: float) -> dict[str, float]:
-        rate = self._last * self.batch / elapsed_s if elapsed_s > 0 else 0.0
+        rate = self.steps_rate(self.batch, elapsed_s)
         extra = {f"worker{i}_samples_per_s": rate for i in range(STAGES)}
         for i, size in enumerate(self.stage_sizes):
             extra[f"stage{i}_parameters"] = float(size)
