@@ -161,14 +161,20 @@ def _sweep_configs(config: DictConfig) -> list[tuple[str, BenchConfig]] | None:
     return out
 
 
-def _check_all(configs: list[tuple[str, BenchConfig]]) -> None:
+def _check_all(configs: list[tuple[str, BenchConfig]], slurm: bool = False) -> None:
+    """Validate every trial of a run or sweep (``slurm``: its jobs go to Slurm)."""
     problems: list[str] = []
     for label, cfg in configs:
+        prefix = f"[{label}] " if len(configs) > 1 else ""
         try:
             validate(cfg)
         except ConfigError as exc:
-            prefix = f"[{label}] " if len(configs) > 1 else ""
             problems += [f"{prefix}{p}" for p in exc.problems]
+        if cfg.nodes > 1 and not slurm:  # the jobs run here: this must be an allocation
+            from bench.distributed.nodes import allocation_problem
+
+            problem = allocation_problem(cfg)
+            problems += [f"{prefix}{problem}"] if problem else []
     first = configs[0][1].tracking
     for label, cfg in configs[1:]:
         if (cfg.tracking.uri, cfg.tracking.experiment) != (first.uri, first.experiment):
@@ -195,10 +201,10 @@ class BenchCallback(Callback):
             return
         if not configs:
             _fail(["the sweep has no trials"])
-        _check_all(configs)
+        launcher = str(config.hydra.launcher.get("_target_", ""))
+        _check_all(configs, slurm="slurm" in launcher.lower())
         sweep = Sweep(configs[0][1], len(configs), _sweep_name(), list(config.hydra.overrides.task))
         _state["sweep"] = sweep
-        launcher = str(config.hydra.launcher.get("_target_", ""))
         if not launcher.endswith("BasicLauncher"):  # jobs run in other processes or hosts
             sweep.remote = True
             info = {"sweep_id": sweep.sweep_id, "total": len(configs), "varying": _state["varying"]}

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hydra.core.config_store import ConfigStore
 from hydra_plugins.hydra_submitit_launcher.config import SlurmQueueConf
@@ -57,10 +57,14 @@ class BenchSlurmConf(SlurmQueueConf):
     # timeout_s in minutes, rounded up, plus one: the trial's own timeout acts first and is
     # recorded as `timeout`; Slurm's limit is the backstop.
     timeout_min: int = II("bench_minutes:${timeout_s}")
-    # One job per trial on `nodes` nodes; its launcher starts the trial's `workers` (and
-    # parameter servers) as processes inside the allocation, so size cpus_per_task and
-    # gpus_per_node in a preset (conf/slurm/) for the workers a sweep runs.
+    # One job per trial on its `nodes` nodes (each job is sized by its own trial, see the
+    # launcher), one task per node; the trial's `workers` (and parameter servers) start as
+    # processes inside the allocation, so size cpus_per_task and gpus_per_node in a preset
+    # (conf/slurm/) for the workers a sweep runs on each node.
     nodes: int = II("nodes")
+    # The trial runs once, on the job's first node; with nodes > 1 it starts its own job
+    # step across all of them (bench.distributed.nodes).
+    srun_args: list[str] = field(default_factory=lambda: ["--nodes=1", "--ntasks=1"])
     name: str = "bench"
     # No requeue at the time limit: a benchmark that ran out of time is a result.
     max_num_timeout: int = 0

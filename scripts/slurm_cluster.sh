@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# A real one-node Slurm cluster on this machine, for the tests and for trying the Slurm
-# launcher: munge, MariaDB + slurmdbd (accounting, which sacct and so submitit need),
-# slurmctld and slurmd, with one partition "debug" holding this host.
+# A real Slurm cluster on this machine, for the tests and for trying the Slurm launcher:
+# munge, MariaDB + slurmdbd (accounting, which sacct and so submitit need), slurmctld, and
+# two slurmd daemons: node "$host" (this host) and node "$host-2" (a second slurmd on this
+# same host, on its own port, so that multi-node jobs and srun steps across nodes run for
+# real).  Partition "debug" (the default) holds "$host"; partition "multi" holds both.
 #
 #   bash scripts/slurm_cluster.sh          # install (Debian, root) and start; idempotent
 #   bash scripts/slurm_cluster.sh stop     # stop the daemons
@@ -19,7 +21,7 @@ stop() {
   if [ -f "$state/mariadb.pid" ]; then kill "$(cat "$state/mariadb.pid")" 2>/dev/null || true; fi
   pkill -x munged 2>/dev/null || true
   for _ in $(seq 40); do
-    pgrep -x 'slurmd|slurmctld|slurmdbd|mariadbd|munged' >/dev/null || return 0
+    pgrep 'slurmd|slurmctld|slurmdbd|mariadbd|munged' >/dev/null || return 0
     sleep 0.25
   done
 }
@@ -87,11 +89,11 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 StateSaveLocation=$state/ctld
-SlurmdSpoolDir=$state/slurmd
+SlurmdSpoolDir=$state/slurmd/%n
 SlurmctldPidFile=$state/slurmctld.pid
-SlurmdPidFile=$state/slurmd.pid
+SlurmdPidFile=$state/slurmd-%n.pid
 SlurmctldLogFile=$state/log/slurmctld.log
-SlurmdLogFile=$state/log/slurmd.log
+SlurmdLogFile=$state/log/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 MpiDefault=none
@@ -107,7 +109,9 @@ KillWait=10
 MinJobAge=300
 InactiveLimit=0
 NodeName=$host CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN
+NodeName=$host-2 NodeHostname=$host Port=6828 CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
+PartitionName=multi Nodes=$host,$host-2 MaxTime=INFINITE State=UP
 EOF
 echo "CgroupAutomount=no" >/etc/slurm/cgroup.conf
 
@@ -116,12 +120,21 @@ for _ in $(seq 60); do sacctmgr -n list cluster >/dev/null 2>&1 && break; sleep 
 if ! sacctmgr -n -P list cluster format=cluster | grep -qx bench; then
   sacctmgr -i add cluster bench >/dev/null
 fi
+# A cluster started by an older version of this script (one slurmd, no -N) is restarted.
+if pgrep -x slurmd >/dev/null && ! pgrep -f "slurmd -N $host-2" >/dev/null; then
+  pkill -x slurmd || true; pkill -x slurmctld || true; sleep 1
+fi
+mkdir -p "$state/slurmd/$host" "$state/slurmd/$host-2"
 if ! pgrep -x slurmctld >/dev/null; then slurmctld; fi
-if ! pgrep -x slurmd >/dev/null; then slurmd; fi
-for _ in $(seq 60); do
-  state_now=$(sinfo -h -n "$host" -o %T 2>/dev/null || true)
-  case "$state_now" in idle*|mixed*|allocated*) break ;; esac
-  sleep 0.5
+for node in "$host" "$host-2"; do
+  pgrep -f "slurmd -N $node\$" >/dev/null || slurmd -N "$node"
 done
-scontrol update NodeName="$host" State=RESUME >/dev/null 2>&1 || true
+for node in "$host" "$host-2"; do
+  for _ in $(seq 60); do
+    state_now=$(sinfo -h -n "$node" -o %T 2>/dev/null | head -1 || true)
+    case "$state_now" in idle*|mixed*|allocated*) break ;; esac
+    sleep 0.5
+  done
+  scontrol update NodeName="$node" State=RESUME >/dev/null 2>&1 || true
+done
 sinfo -h -o "slurm: partition %P, %D node(s) %N, state %T"

@@ -1,6 +1,8 @@
 """Distributed training: one small protocol (:mod:`.base`), one module per strategy.
 
 ``distributed=`` picks a strategy; ``workers`` (per node), ``nodes`` and ``ps`` size it.
+With ``nodes > 1`` the trial must run inside a Slurm allocation of that many nodes (the
+submitit launcher sizes each job so); :mod:`.nodes` starts one agent per node.
 Every strategy runs the trial in worker processes started by the trial's own process (the
 coordinator, :mod:`.coordinator`): each rank runs the same timing loop as a single-process
 trial (:func:`bench.trial.run_trial`) on a session whose ``step`` is the strategy's
@@ -68,6 +70,8 @@ STRATEGIES: dict[str, StrategyInfo] = {
 }
 
 PS_STRATEGIES = ("ps_async", "kvstore_sync", "kvstore_async")
+# Strategies that run across the nodes of a Slurm allocation (nodes > 1, see .nodes).
+MULTI_NODE = ("ddp", "multiworker", "ps_async", "horovod")
 
 
 def launches_processes(cfg: BenchConfig) -> bool:
@@ -140,10 +144,10 @@ def check(cfg: BenchConfig) -> list[str]:
             f"launcher: distributed={name} starts a scheduler, servers and workers as "
             "processes; use launcher=process"
         )
-    if cfg.nodes > 1:
+    if cfg.nodes > 1 and name != "none" and name not in MULTI_NODE:
         problems.append(
-            f"nodes: {cfg.nodes} nodes asked for; this version runs every worker on one node "
-            "(nodes=1)"
+            f"nodes: distributed={name} runs on one node; across {cfg.nodes} nodes use one "
+            f"of {', '.join(s for s in MULTI_NODE if framework in STRATEGIES[s].frameworks)}"
         )
     if name == "model_parallel" and cfg.workers != 2:
         problems.append(

@@ -21,13 +21,18 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from bench.config import BenchConfig
 from bench.frameworks.base import Framework, Session
 
+if TYPE_CHECKING:
+    from bench.distributed.nodes import Cluster
+
 # What a rank process is told by the coordinator (set in every Proc's environment).
 ENV_RANK, ENV_WORLD = "BENCH_RANK", "BENCH_WORLD_SIZE"
+# The rank's index among its node's ranks (which GPU it takes); its global index if unset.
+ENV_LOCAL_RANK = "BENCH_LOCAL_RANK"
 
 
 @dataclass
@@ -74,9 +79,27 @@ class Strategy(Protocol):
         """A session whose ``step`` is one distributed training step (rank side)."""
 
 
+class MultiNode(Protocol):
+    """What a strategy adds to run across the nodes of a Slurm allocation (``nodes > 1``,
+    :mod:`.nodes`); a strategy without these runs on one node only."""
+
+    def ports_per_node(self, cfg: BenchConfig, node: int) -> int:
+        """TCP ports node ``node`` reserves for its servers (published to the others)."""
+
+    def node_processes(
+        self, cfg: BenchConfig, workdir: Path, cluster: Cluster, node: int
+    ) -> list[Proc]:
+        """The processes node ``node`` runs, given every node's address and ports."""
+
+
 def env_rank() -> Rank:
     """The identity the coordinator set (BENCH_RANK, BENCH_WORLD_SIZE)."""
     return Rank(int(os.environ[ENV_RANK]), int(os.environ[ENV_WORLD]))
+
+
+def local_rank(rank: Rank) -> int:
+    """This rank's index on its node (set by the coordinator or a node agent)."""
+    return int(os.environ.get(ENV_LOCAL_RANK, rank.index))
 
 
 def rank_command(workdir: Path) -> list[str]:
@@ -89,6 +112,18 @@ def per_rank(cfg: BenchConfig, world: int) -> list[Proc]:
     """One rank process per worker, told who it is by BENCH_RANK / BENCH_WORLD_SIZE (the
     plain launcher; strategies add their own variables, e.g. TF_CONFIG)."""
     return [Proc(f"rank{i}", [], {ENV_RANK: str(i), ENV_WORLD: str(world)}) for i in range(world)]
+
+
+def node_ranks(cfg: BenchConfig, node: int) -> list[Proc]:
+    """Node ``node``'s ``workers`` rank processes in a job of ``nodes`` nodes: global index
+    ``node x workers + local``."""
+    world = cfg.workers * cfg.nodes
+    out = []
+    for j in range(cfg.workers):
+        i = node * cfg.workers + j
+        env = {ENV_RANK: str(i), ENV_WORLD: str(world), ENV_LOCAL_RANK: str(j)}
+        out.append(Proc(f"rank{i}", [], env))
+    return out
 
 
 class OneProcess:

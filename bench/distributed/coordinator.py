@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import statistics
 import sys
@@ -30,8 +31,8 @@ from pathlib import Path
 from types import FrameType
 
 from bench.config import BenchConfig, to_dict
-from bench.distributed import launch, load
-from bench.distributed.base import Strategy, rank_command
+from bench.distributed import launch, load, nodes
+from bench.distributed.base import Proc, Strategy, rank_command
 from bench.result import DIST_FAILURE, ERROR, OK, TIMEOUT, EpochRecord, TrialResult
 from bench.trial import EpochCallback
 
@@ -78,7 +79,16 @@ def _run(cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path) -> Tri
     result.marks["trial_start"] = time.time()
     strategy = load(cfg.distributed)
     (workdir / CONFIG).write_text(json.dumps(to_dict(cfg), indent=1))
-    procs = strategy.processes(cfg, workdir)
+    if cfg.nodes > 1:
+        problem = nodes.allocation_problem(cfg)
+        if problem:
+            result.error = problem
+            return result
+        shutil.rmtree(workdir / nodes.NODES_DIR, ignore_errors=True)
+        (workdir / nodes.NODES_DIR).mkdir()
+        procs = [Proc("srun", nodes.step_command(cfg, workdir))]
+    else:
+        procs = strategy.processes(cfg, workdir)
     for p in procs:
         p.argv = p.argv or rank_command(workdir)
     timed = timed_ranks(strategy, cfg)
@@ -101,6 +111,7 @@ def _run(cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path) -> Tri
         launch.stop_all(running, cfg.launcher.kill_grace_s if not outcome.ok else 1.0)
         running = []
         stream.poll()
+        result.files += [f"{name}.log" for name in _node_logs(workdir)]
         return _assemble(cfg, strategy, workdir, timed, outcome, result)
     except _Stop:
         launch.stop_all(running, cfg.launcher.kill_grace_s)
@@ -243,7 +254,7 @@ def _assemble(
         f"every worker stopped within {deadline_s(cfg):g} s of its start\n"
         + "\n".join(named)
         + "\n\n"
-        + "\n".join(_log_tails(workdir, list(outcome.codes)))
+        + "\n".join(_log_tails(workdir, [*outcome.codes, *_node_logs(workdir)]))
     )[-20000:]
     for g in got:
         if g is not None and g.status != OK and g.error:
@@ -254,6 +265,12 @@ def _assemble(
         per_rank = [g.epochs for g in got if g is not None]
         result.epochs = [combine([r[e] for r in per_rank], True) for e in range(done)]
     return result
+
+
+def _node_logs(workdir: Path) -> list[str]:
+    """The node agents' logs and their processes' (``nodes/...``, without ``.log``)."""
+    found = sorted((workdir / nodes.NODES_DIR).glob("**/*.log"))
+    return [str(f.relative_to(workdir))[: -len(".log")] for f in found]
 
 
 def _log_tails(workdir: Path, names: list[str], lines: int = 15) -> list[str]:

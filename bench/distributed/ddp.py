@@ -1,9 +1,10 @@
 """``distributed=ddp``: torch DistributedDataParallel, one process per worker, by torchrun.
 
-gloo on the CPU, NCCL on GPUs (one GPU per worker, ``LOCAL_RANK``).  The collective timeout
-is :func:`~bench.distributed.coordinator.collective_timeout_s`, so a dead or hung peer makes
-the others fail well before the trial's deadline.  Exposed communication (``breakdown=true``):
-a DDP step minus the same step under ``no_sync()`` (no all-reduce).
+gloo on the CPU, NCCL on GPUs (one GPU per worker, ``LOCAL_RANK``). Across nodes, one
+torchrun per node (static rendezvous; the first node's torchrun hosts the store). The
+collective timeout is :func:`~bench.distributed.coordinator.collective_timeout_s`, so a dead
+or hung peer makes the others fail well before the trial's deadline. Exposed communication
+(``breakdown=true``): a DDP step minus the same step under ``no_sync()`` (no all-reduce).
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ import os
 import sys
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.config import BenchConfig
 from bench.distributed import common
 from bench.distributed.base import Proc, Rank
+
+if TYPE_CHECKING:
+    from bench.distributed.nodes import Cluster
 
 
 class DDP:
@@ -38,6 +42,22 @@ class DDP:
             "-m", "bench.distributed.rank", str(workdir),
         ]  # fmt: skip
         return [Proc("torchrun", argv, common.loopback_env())]
+
+    def ports_per_node(self, cfg: BenchConfig, node: int) -> int:
+        return 1 if node == 0 else 0  # torchrun's store, on the first node
+
+    def node_processes(
+        self, cfg: BenchConfig, workdir: Path, cluster: Cluster, node: int
+    ) -> list[Proc]:
+        master = cluster.nodes[0]
+        argv = [
+            sys.executable, "-m", "torch.distributed.run", f"--nnodes={cluster.size}",
+            f"--node-rank={node}", f"--nproc-per-node={cfg.workers}", "--rdzv-backend=static",
+            f"--master-addr={master.address}", f"--master-port={master.ports[0]}",
+            "--max-restarts=0", "--monitor-interval=0.2",
+            "-m", "bench.distributed.rank", str(workdir),
+        ]  # fmt: skip
+        return [Proc("torchrun", argv)]
 
     def rank(self, cfg: BenchConfig) -> Rank:
         return Rank(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]))

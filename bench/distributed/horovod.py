@@ -17,11 +17,14 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.config import BenchConfig
 from bench.distributed import common
 from bench.distributed.base import Proc, Rank
+
+if TYPE_CHECKING:
+    from bench.distributed.nodes import Cluster
 
 
 def horovodrun() -> list[str]:
@@ -65,6 +68,34 @@ class Horovod:
         ]  # fmt: skip
         env = {**common.loopback_env(), "HOROVOD_GLOO_TIMEOUT_SECONDS": timeout}
         return [Proc("horovodrun", argv, env)]
+
+    def ports_per_node(self, cfg: BenchConfig, node: int) -> int:
+        return 1 if node == 0 else 0  # the rendezvous server, on the first node
+
+    def node_processes(
+        self, cfg: BenchConfig, workdir: Path, cluster: Cluster, node: int
+    ) -> list[Proc]:
+        """What horovodrun would start on this node, without its ssh: the ranks with
+        Horovod's rendezvous variables, and on the first node the rendezvous server."""
+        from bench.distributed.coordinator import collective_timeout_s
+
+        first = cluster.nodes[0]
+        port = str(first.ports[0])
+        procs = []
+        if node == 0:
+            names = [n.name for n in cluster.nodes]
+            argv = [sys.executable, "-m", "bench.distributed.horovod", port, str(cfg.workers)]
+            procs.append(Proc("rendezvous", [*argv, *names], server=True))
+        for env in slot_env(cluster, node, cfg.workers):
+            env.update(
+                HOROVOD_GLOO_RENDEZVOUS_ADDR=first.address,
+                HOROVOD_GLOO_RENDEZVOUS_PORT=port,
+                HOROVOD_CONTROLLER="gloo",
+                HOROVOD_CPU_OPERATIONS="gloo",
+                HOROVOD_GLOO_TIMEOUT_SECONDS=str(int(collective_timeout_s(cfg))),
+            )
+            procs.append(Proc(f"rank{env['HOROVOD_RANK']}", [], env))
+        return procs
 
     def rank(self, cfg: BenchConfig) -> Rank:
         return Rank(int(os.environ["HOROVOD_RANK"]), int(os.environ["HOROVOD_SIZE"]))
@@ -226,3 +257,40 @@ class _TFSession:
 
 
 STRATEGY = Horovod()
+
+
+def slot_env(cluster: Cluster, node: int, per_node: int) -> list[dict[str, str]]:
+    """Horovod's identity variables for node ``node``'s ranks: the same slots as Horovod's
+    own host assignment (hosts in order, ``per_node`` slots each)."""
+    size, nodes = per_node * cluster.size, cluster.size
+    return [
+        {
+            "HOROVOD_HOSTNAME": cluster.nodes[node].name,
+            "HOROVOD_RANK": str(node * per_node + j),
+            "HOROVOD_SIZE": str(size),
+            "HOROVOD_LOCAL_RANK": str(j),
+            "HOROVOD_LOCAL_SIZE": str(per_node),
+            "HOROVOD_CROSS_RANK": str(node),
+            "HOROVOD_CROSS_SIZE": str(nodes),
+        }
+        for j in range(per_node)
+    ]
+
+
+def serve_rendezvous(port: int, per_node: int, names: list[str]) -> None:
+    """Horovod's Gloo rendezvous server for ``names`` x ``per_node`` slots, on ``port``,
+    until stopped: ``python -m bench.distributed.horovod PORT PER_NODE NAME...``."""
+    from horovod.runner.common.util.hosts import get_host_assignments, parse_hosts
+    from horovod.runner.http.http_server import RendezvousHandler, RendezvousHTTPServer
+
+    from bench.distributed import launch
+
+    launch.die_with_parent()
+    hosts = parse_hosts(",".join(f"{n}:{per_node}" for n in names))
+    server = RendezvousHTTPServer(("", port), RendezvousHandler, 0)
+    server.init(get_host_assignments(hosts, per_node * len(names)))
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    serve_rendezvous(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:])

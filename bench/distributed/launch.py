@@ -110,20 +110,29 @@ def describe(code: int) -> str:
 
 
 def wait(
-    running: list[Running], deadline: float, tick: Callable[[], None] | None = None
+    running: list[Running],
+    deadline: float,
+    tick: Callable[[], None] | None = None,
+    done: Callable[[], bool] | None = None,
 ) -> Outcome:
     """Until every non-server process has exited 0 (ok), one fails, or ``deadline``
-    (``time.monotonic()``) passes; ``tick`` is called between polls."""
+    (``time.monotonic()``) passes; ``tick`` is called between polls.  Processes that are all
+    servers (a node that only serves) wait for ``done()`` instead (ok)."""
+    servers_only = all(r.proc.server for r in running)
     while True:
         if tick is not None:
             tick()
+        if servers_only and done is not None and done():
+            return Outcome(True, "", {r.proc.name: r.popen.poll() for r in running})
         codes = {r.proc.name: r.popen.poll() for r in running}
         for r in running:
             code = codes[r.proc.name]
             if code is not None and (code != 0 or r.proc.server):
                 what = "server " if r.proc.server else ""
                 return Outcome(False, f"{what}{r.proc.name} {describe(code)}", codes)
-        if all(codes[r.proc.name] is not None for r in running if not r.proc.server):
+        if not servers_only and all(
+            codes[r.proc.name] is not None for r in running if not r.proc.server
+        ):
             return Outcome(True, "", codes)
         if time.monotonic() > deadline:
             late = [r.proc.name for r in running if codes[r.proc.name] is None]

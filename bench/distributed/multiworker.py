@@ -1,20 +1,24 @@
 """``distributed=multiworker``: tf MultiWorkerMirroredStrategy, one process per worker.
 
 Each process is told its place by ``TF_CONFIG`` (a cluster of ``workers`` tasks on loopback
-ports); gradients are all-reduced by TensorFlow's collectives (ring on the CPU, NCCL on GPUs)
-with a timeout well below the trial's, so a dead or hung peer fails the others.  Each worker
-trains ``batch_size`` samples per step on its own shard.
+ports; across nodes, ``workers`` tasks on each node's address); gradients are all-reduced by
+TensorFlow's collectives (ring on the CPU, NCCL on GPUs) with a timeout well below the
+trial's, so a dead or hung peer fails the others. Each worker trains ``batch_size`` samples
+per step on its own shard.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.config import BenchConfig
 from bench.distributed import launch
-from bench.distributed.base import Proc, Rank, env_rank, per_rank
+from bench.distributed.base import ENV_RANK, Proc, Rank, env_rank, local_rank, node_ranks, per_rank
+
+if TYPE_CHECKING:
+    from bench.distributed.nodes import Cluster
 
 
 def tf_config(cluster: dict[str, list[str]], task: str, index: int) -> str:
@@ -43,6 +47,18 @@ class MultiWorker:
             p.env["TF_CONFIG"] = tf_config(cluster, "worker", i)
         return procs
 
+    def ports_per_node(self, cfg: BenchConfig, node: int) -> int:
+        return cfg.workers
+
+    def node_processes(
+        self, cfg: BenchConfig, workdir: Path, cluster: Cluster, node: int
+    ) -> list[Proc]:
+        workers = {"worker": cluster.endpoints(cfg.workers)}
+        procs = node_ranks(cfg, node)
+        for p in procs:
+            p.env["TF_CONFIG"] = tf_config(workers, "worker", int(p.env[ENV_RANK]))
+        return procs
+
     def rank(self, cfg: BenchConfig) -> Rank:
         return env_rank()
 
@@ -55,7 +71,7 @@ class MultiWorker:
         gpus = tf.config.list_physical_devices("GPU")
         gpu = bool(gpus) and cfg.device != "cpu"
         if gpu:
-            tf.config.set_visible_devices(gpus[rank.index], "GPU")
+            tf.config.set_visible_devices(gpus[local_rank(rank)], "GPU")
         impl = tf.distribute.experimental.CommunicationImplementation
         options = tf.distribute.experimental.CommunicationOptions(
             implementation=impl.NCCL if gpu else impl.RING,

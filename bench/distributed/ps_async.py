@@ -20,12 +20,15 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.config import BenchConfig, resolved_threads
 from bench.distributed import launch
 from bench.distributed.base import ENV_RANK, ENV_WORLD, Proc, Rank, env_rank
 from bench.distributed.multiworker import tf_config
+
+if TYPE_CHECKING:
+    from bench.distributed.nodes import Cluster
 
 
 class PsAsync:
@@ -45,33 +48,58 @@ class PsAsync:
             return [f"127.0.0.1:{launch.free_port()}" for _ in range(n)]
 
         cluster = {"chief": ports(1), "worker": ports(cfg.workers), "ps": ports(cfg.ps)}
+        return self._procs(cfg, cluster, 0)
+
+    def ports_per_node(self, cfg: BenchConfig, node: int) -> int:
+        # The chief and the parameter servers run on the first node; workers on every node.
+        return (1 + cfg.ps + cfg.workers) if node == 0 else cfg.workers
+
+    def node_processes(
+        self, cfg: BenchConfig, workdir: Path, cluster: Cluster, node: int
+    ) -> list[Proc]:
+        first = cluster.nodes[0]
+        head = 1 + cfg.ps
+        workers = [
+            f"{n.address}:{port}"
+            for k, n in enumerate(cluster.nodes)
+            for port in n.ports[(head if k == 0 else 0) :][: cfg.workers]
+        ]
+        spec = {
+            "chief": [f"{first.address}:{first.ports[0]}"],
+            "ps": [f"{first.address}:{p}" for p in first.ports[1:head]],
+            "worker": workers,
+        }
+        return self._procs(cfg, spec, node)
+
+    def _procs(self, cfg: BenchConfig, cluster: dict[str, list[str]], node: int) -> list[Proc]:
         threads = str(max(1, resolved_threads(cfg) // cfg.workers))
         server = [sys.executable, "-m", "bench.distributed.tf_server"]
-        procs = [
-            Proc(
-                "rank0",
-                [],
-                {ENV_RANK: "0", ENV_WORLD: "1", "TF_CONFIG": tf_config(cluster, "chief", 0)},
-            )
-        ]
-        for task, n in (("ps", cfg.ps), ("worker", cfg.workers)):
-            for i in range(n):
-                env = {"TF_CONFIG": tf_config(cluster, task, i), "BENCH_THREADS": threads}
-                procs.append(Proc(f"{task}{i}", server, env, server=True))
+        procs = []
+        if node == 0:
+            chief = {ENV_RANK: "0", ENV_WORLD: "1", "TF_CONFIG": tf_config(cluster, "chief", 0)}
+            procs.append(Proc("rank0", [], chief))
+            for i in range(cfg.ps):
+                env = {"TF_CONFIG": tf_config(cluster, "ps", i), "BENCH_THREADS": threads}
+                procs.append(Proc(f"ps{i}", server, env, server=True))
+        for j in range(cfg.workers):
+            i = node * cfg.workers + j
+            env = {"TF_CONFIG": tf_config(cluster, "worker", i), "BENCH_THREADS": threads}
+            procs.append(Proc(f"worker{i}", server, env, server=True))
         return procs
 
     def timed_ranks(self, cfg: BenchConfig) -> int:
         return 1
 
     def step_batches(self, cfg: BenchConfig) -> int:
-        return cfg.workers
+        return cfg.workers * cfg.nodes
 
     def rank(self, cfg: BenchConfig) -> Rank:
         return env_rank()
 
     def prepare(self, adapter: Any, cfg: BenchConfig, data: Any, rank: Rank) -> Any:
         os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
-        return _Session(cfg, data, cfg.batch_size // cfg.workers, cfg.workers)
+        workers = cfg.workers * cfg.nodes  # this process's batch_size covers all of them
+        return _Session(cfg, data, cfg.batch_size // workers, workers)
 
 
 class _Session:

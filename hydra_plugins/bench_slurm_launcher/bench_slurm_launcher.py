@@ -26,8 +26,21 @@ class SlurmLauncher(_PluginSlurmLauncher):
         submitted: list[Any] = []
         original = submitit.AutoExecutor.map_array
 
+        # Each job is sized by its own trial's `nodes`: jobs are submitted in one array per
+        # node count (the plugin would size every job of the sweep alike).
+        sizes = [self._nodes_of(overrides) for overrides in job_overrides]
+
         def keep(executor: Any, fn: Any, *iterables: Any) -> Any:
-            jobs = original(executor, fn, *iterables)
+            calls = list(zip(*iterables, strict=True))
+            jobs: list[Any] = [None] * len(calls)
+            for size in sorted(set(sizes)):
+                picked = [i for i, n in enumerate(sizes) if n == size]
+                executor.update_parameters(nodes=size)
+                got = original(executor, fn, *zip(*(calls[i] for i in picked), strict=True))
+                for i, job in zip(picked, got, strict=True):
+                    # submitit expects a result from each of the job's nodes x tasks; the
+                    # trial runs once, on the first node (srun_args), and returns there.
+                    jobs[i] = type(job)(folder=executor.folder, job_id=job.job_id, tasks=(0,))
             submitted.extend(jobs)
             ids = ", ".join(str(job.job_id) for job in jobs)
             print(
@@ -56,3 +69,10 @@ class SlurmLauncher(_PluginSlurmLauncher):
                 ended._return_value = None
                 returns.append(ended)
         return returns
+
+    def _nodes_of(self, overrides: Sequence[str]) -> int:
+        """The ``nodes`` of the trial these overrides make."""
+        assert self.config is not None and self.hydra_context is not None
+        loader = self.hydra_context.config_loader
+        cfg = loader.load_sweep_config(self.config, list(overrides))
+        return int(cfg.get("nodes", 1))

@@ -48,7 +48,11 @@ def test_dataparallel_is_refused_on_the_cpu() -> None:
         ({"distributed": "ddp", "workers": 2, "ps": 1}, "ps: parameter servers are used only"),
         ({"workers": 2}, "workers: 2 workers on 1 node(s) need a distributed strategy"),
         ({"distributed": "ddp", "workers": 0}, "workers: must be >= 1, got 0"),
-        ({"distributed": "ddp", "workers": 2, "nodes": 2}, "nodes: 2 nodes asked for"),
+        (
+            {"distributed": "mirrored", "framework": "tf", "workers": 2, "nodes": 2},
+            "nodes: distributed=mirrored runs on one node; across 2 nodes use one of "
+            "multiworker, ps_async, horovod",
+        ),
         ({"distributed": "model_parallel", "workers": 3}, "workers: model_parallel splits"),
         ({"distributed": "ddp", "workers": 2, "mode": "infer"}, "mode: distributed=ddp measures"),
     ],
@@ -69,6 +73,8 @@ def test_valid_distributed_configs_pass() -> None:
     assert problems(distributed="ddp", workers=2) == []
     assert problems(framework="tf", distributed="mirrored", workers=2) == []
     assert problems(framework="tf", distributed="ps_async", workers=2, ps=1) == []
+    # Across nodes: valid here; whether an allocation has them is checked where it runs.
+    assert problems(distributed="ddp", workers=1, nodes=2) == []
 
 
 def test_scaling_baselines_differ_only_in_distribution() -> None:

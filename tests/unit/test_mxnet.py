@@ -177,7 +177,11 @@ def mx_cfg(**fields: Any) -> BenchConfig:
         ({"distributed": "kvstore_sync", "workers": 2}, "lenet5", "ps: distributed=kvstore_sync"),
         ({"workers": 2}, "lenet5", "workers: 2 workers on 1 node(s) need a distributed"),
         ({"distributed": "kvstore_device", "ps": 1}, "lenet5", "ps: parameter servers are used"),
-        ({"distributed": "kvstore_async", "ps": 1, "nodes": 2}, "lenet5", "nodes: 2 nodes asked"),
+        (
+            {"distributed": "kvstore_async", "ps": 1, "nodes": 2},
+            "lenet5",
+            "nodes: distributed=kvstore_async runs on one node",
+        ),
         ({"distributed": "kvstore_sync", "ps": 1, "mode": "infer"}, "lenet5", "mode: distrib"),
         ({"distributed": "allreduce"}, "lenet5", "distributed: 'allreduce' is not allowed"),
         ({"precision": "bf16"}, "lenet5", "precision: framework=mxnet trains in fp32 only"),
