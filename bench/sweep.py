@@ -177,7 +177,10 @@ class Sweep:
     ) -> None:
         for key, value in self.host_env.items():
             result.environment.setdefault(key, value)
-        files = [workdir / "worker.log"] + [workdir / name for name in result.files]
+        # A file in a sub-folder (rank1/events.jsonl, nodes/node1/torchrun.log) is logged with
+        # its whole top folder, so that the ranks' and nodes' same-named files stay apart.
+        tops = dict.fromkeys(Path(name).parts[0] for name in result.files)
+        files = [workdir / "worker.log"] + [workdir / top for top in tops]
         run.finish(result, files)
         result.marks["logged"] = time.time()
         run_id = getattr(run, "run_id", "")

@@ -105,8 +105,9 @@ def test_two_worker_kvstore_sync_and_async(bench) -> None:  # noqa: ANN001
         assert metrics["time_forward_ms"] > 0 and metrics["time_backward_ms"] > 0
         comm = client.get_metric_history(run, "time_comm_ms")
         assert [m.step for m in comm if m.step == 0], "the breakdown's communication time"
-        artifacts = {a.path for a in client.list_artifacts(run)}
-        assert {"scheduler.log", "server0.log", "worker0.log", "worker1.log"} <= artifacts
+        artifacts = {a.path for a in client.list_artifacts(run, "kvstore")}
+        logs = {f"kvstore/{n}.log" for n in ("scheduler", "server0", "worker0", "worker1")}
+        assert logs <= artifacts, artifacts
     assert kvstore_processes(bench.root) == []
 
 

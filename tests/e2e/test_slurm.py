@@ -167,3 +167,79 @@ def test_a_two_worker_ddp_trial_runs_as_one_slurm_job(bench) -> None:  # noqa: A
         capture_output=True, text=True, check=True,
     ).stdout.split()  # fmt: skip
     assert state == ["COMPLETED|1"], state
+
+
+MULTI = ["-m", "hydra/launcher=submitit_slurm", "+slurm=local", "hydra.launcher.partition=multi"]
+
+
+def _sacct(job: str, *fields: str, steps: bool = False) -> list[list[str]]:
+    argv = ["sacct", "-n", "-P", "-j", job, "-o", ",".join(fields)]
+    out = subprocess.run([*argv] if steps else [*argv, "-X"], capture_output=True, text=True)
+    return [line.split("|") for line in out.stdout.split()]
+
+
+def _spans_two_nodes(bench, run) -> None:  # noqa: ANN001
+    """The trial's job had 2 nodes, and its ranks ran in one step across both."""
+    from tests.e2e.test_distributed import assert_global_and_per_worker
+
+    assert_global_and_per_worker(bench, run)
+    assert len(run.data.tags["bench.slurm_nodelist"].split(",")) == 2
+    job = run.data.tags["bench.slurm_job_id"]
+    steps = {
+        name: (state, nodes)
+        for name, state, nodes in _sacct(job, "JobName", "State", "NNodes", steps=True)
+    }
+    assert steps["bench-nodes"] == ("COMPLETED", "2"), steps
+
+
+def test_each_job_is_sized_by_its_trial_and_ddp_spans_two_nodes(bench) -> None:  # noqa: ANN001
+    result = bench.run(*MULTI, "distributed=ddp", "workers=1", "nodes=1,2", "model=lenet5", *TINY)
+    assert result.returncode == 0, result.output
+    runs = {c.data.params["nodes"]: c for c in bench.children()}
+    assert set(runs) == {"1", "2"}
+    for nodes, run in runs.items():
+        assert run.data.tags["bench.status"] == "ok", run.data.tags.get("bench.error")
+        job = run.data.tags["bench.slurm_job_id"]
+        assert _sacct(job, "State", "NNodes") == [["COMPLETED", nodes]]
+    _spans_two_nodes(bench, runs["2"])
+    # Each node's processes leave their logs with the trial's artifacts.
+    files = {f.path for f in bench.client().list_artifacts(runs["2"].info.run_id, "nodes")}
+    assert {"nodes/agent0.log", "nodes/agent1.log"} <= files, files
+
+
+@pytest.mark.parametrize(
+    "strategy", [["distributed=multiworker"], ["distributed=ps_async", "ps=1"]], ids=lambda s: s[0]
+)
+def test_tf_strategies_span_two_nodes(bench, strategy: list[str]) -> None:  # noqa: ANN001
+    result = bench.run(
+        *MULTI, "framework=tf", *strategy, "workers=1", "nodes=2", "model=lenet5", *TINY
+    )
+    assert result.returncode == 0, result.output
+    (run,) = bench.children()
+    _spans_two_nodes(bench, run)
+
+
+@pytest.mark.horovod
+@pytest.mark.usefixtures("horovod_ready")
+def test_horovod_spans_two_nodes_without_ssh(bench) -> None:  # noqa: ANN001
+    result = bench.run(
+        *MULTI, "framework=torch", "distributed=horovod", "workers=1", "nodes=2", "model=lenet5",
+        *TINY,
+    )  # fmt: skip
+    assert result.returncode == 0, result.output
+    (run,) = bench.children()
+    _spans_two_nodes(bench, run)
+
+
+def test_several_nodes_outside_slurm_are_refused_before_any_trial(bench) -> None:  # noqa: ANN001
+    from tests.conftest import REPO
+
+    env_free = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env_free["PYTHONPATH"] = str(REPO)
+    proc = subprocess.run(
+        bench.args("distributed=ddp", "nodes=2", "model=lenet5", *TINY),
+        cwd=bench.root, capture_output=True, text=True, timeout=120, env=env_free,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "nodes: 2 nodes need a Slurm allocation; run the sweep with " in proc.stderr
+    assert bench.runs() == [], "no trial may start"
