@@ -243,3 +243,44 @@ def test_several_nodes_outside_slurm_are_refused_before_any_trial(bench) -> None
     assert proc.returncode == 2, proc.stderr
     assert "nodes: 2 nodes need a Slurm allocation; run the sweep with " in proc.stderr
     assert bench.runs() == [], "no trial may start"
+
+
+def test_a_rank_killed_on_the_second_node_fails_the_trial_and_leaves_nothing(
+    bench,  # noqa: ANN001
+) -> None:
+    from tests.e2e.test_distributed import dist_processes
+
+    sweep = bench.popen(
+        *MULTI, "distributed=ddp", "workers=1", "nodes=2", "model=lenet5", "batch_size=4",
+        "epochs=1", "steps_per_epoch=100000", "warmup_steps=1", "timeout_s=240",
+    )  # fmt: skip
+    try:
+        victim = None
+        deadline = time.monotonic() + 180
+        while victim is None and time.monotonic() < deadline:
+            for p in dist_processes(bench.root):
+                try:
+                    env = p.environ()
+                    if "bench.distributed.rank" in " ".join(p.cmdline()) and (
+                        env.get("RANK") == "1" and env.get("SLURM_NODEID") == "1"
+                    ):
+                        victim = p
+                except psutil.Error:
+                    continue
+            time.sleep(0.5)
+        assert victim is not None, "rank 1 never started on the second node"
+        time.sleep(8)  # well into its steps
+        victim.kill()
+        out, err = sweep.communicate(timeout=150)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+    assert sweep.returncode == 1, out + err
+    (run,) = bench.children()
+    assert run.data.tags["bench.status"] == "dist_failure"
+    assert "worker 1 (rank1): ended without a result" in run.data.tags["bench.error"]
+    time.sleep(2)
+    assert not dist_processes(bench.root)
+    job = run.data.tags["bench.slurm_job_id"]
+    left = subprocess.run(["squeue", "-h", "-j", job], capture_output=True, text=True).stdout
+    assert not left.strip(), left
