@@ -161,8 +161,13 @@ def _sweep_configs(config: DictConfig) -> list[tuple[str, BenchConfig]] | None:
     return out
 
 
-def _check_all(configs: list[tuple[str, BenchConfig]], slurm: bool = False) -> None:
-    """Validate every trial of a run or sweep (``slurm``: its jobs go to Slurm)."""
+def _check_all(
+    configs: list[tuple[str, BenchConfig]],
+    slurm: bool = False,
+    partition: tuple[str, int] | None = None,
+) -> None:
+    """Validate every trial of a run or sweep (``slurm``: its jobs go to Slurm, to
+    ``partition``: its name and node count, where known)."""
     problems: list[str] = []
     for label, cfg in configs:
         prefix = f"[{label}] " if len(configs) > 1 else ""
@@ -175,6 +180,11 @@ def _check_all(configs: list[tuple[str, BenchConfig]], slurm: bool = False) -> N
 
             problem = allocation_problem(cfg)
             problems += [f"{prefix}{problem}"] if problem else []
+        if slurm and partition is not None and cfg.nodes > partition[1]:
+            problems.append(
+                f"{prefix}nodes: {cfg.nodes} nodes asked for; Slurm partition "
+                f"{partition[0]} has {partition[1]}"
+            )
     first = configs[0][1].tracking
     for label, cfg in configs[1:]:
         if (cfg.tracking.uri, cfg.tracking.experiment) != (first.uri, first.experiment):
@@ -202,7 +212,13 @@ class BenchCallback(Callback):
         if not configs:
             _fail(["the sweep has no trials"])
         launcher = str(config.hydra.launcher.get("_target_", ""))
-        _check_all(configs, slurm="slurm" in launcher.lower())
+        slurm = "slurm" in launcher.lower()
+        partition = None
+        if slurm and any(cfg.nodes > 1 for _, cfg in configs):
+            from bench.slurm import partition_nodes
+
+            partition = partition_nodes(config.hydra.launcher.get("partition"))
+        _check_all(configs, slurm, partition)
         sweep = Sweep(configs[0][1], len(configs), _sweep_name(), list(config.hydra.overrides.task))
         _state["sweep"] = sweep
         if not launcher.endswith("BasicLauncher"):  # jobs run in other processes or hosts

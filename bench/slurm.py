@@ -36,6 +36,9 @@ class EndedJob:
 # Jobs of the current sweep that ended without returning a result.
 ENDED_BY_SLURM: list[EndedJob] = []
 
+# The state noted for a trial whose job sbatch refused (recorded as an error).
+NOT_SUBMITTED = "NOT_SUBMITTED"
+
 # Slurm job states (sacct) and the trial status each one means.
 STATE_STATUS = {
     "TIMEOUT": TIMEOUT,
@@ -105,3 +108,24 @@ def job_state(job_id: str) -> str:
 
 def status_for(state: str) -> str:
     return STATE_STATUS.get(state, ERROR)
+
+
+def partition_nodes(partition: str | None) -> tuple[str, int] | None:
+    """The partition a job would go to (``partition``, or the cluster's default) and its
+    node count, from ``sinfo``; None where Slurm cannot be asked from here."""
+    if not shutil.which("sinfo"):
+        return None
+    try:
+        out = subprocess.run(
+            ["sinfo", "-h", "-o", "%P %D", *(["-p", partition] if partition else [])],
+            capture_output=True, text=True, timeout=30, check=True,
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    rows = [line.split() for line in out.splitlines() if len(line.split()) == 2]
+    if not partition:  # the default partition is marked with a *
+        rows = [r for r in rows if r[0].endswith("*")]
+    if not rows:
+        return None
+    # sinfo may print one line per node state in the partition: add them up.
+    return rows[0][0].rstrip("*"), sum(int(r[1]) for r in rows if r[0] == rows[0][0])

@@ -205,8 +205,12 @@ class Sweep:
         by_job = {t["tags"].get("bench.slurm_job_id", ""): t for t in trials}
         for ended in slurm.ENDED_BY_SLURM:
             status = slurm.status_for(ended.state)
-            why = f"Slurm job {ended.job_id} ended in state {ended.state}: {ended.error}"
-            trial = by_job.get(ended.job_id)
+            why = (
+                f"Slurm did not accept the job: {ended.error}"
+                if ended.state == slurm.NOT_SUBMITTED
+                else f"Slurm job {ended.job_id} ended in state {ended.state}: {ended.error}"
+            )
+            trial = by_job.get(ended.job_id) if ended.job_id else None
             if trial is None:  # it never got as far as opening its run
                 cfg = self.configs.get(tuple(ended.overrides))
                 if cfg is None:

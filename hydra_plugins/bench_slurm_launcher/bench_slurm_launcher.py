@@ -13,7 +13,19 @@ from hydra_plugins.hydra_submitit_launcher.submitit_launcher import (
     SlurmLauncher as _PluginSlurmLauncher,
 )
 
-from bench.slurm import ENDED_BY_SLURM, EndedJob, job_state
+from bench.slurm import ENDED_BY_SLURM, NOT_SUBMITTED, EndedJob, job_state
+
+
+class _NotSubmitted:
+    """Stands for a job sbatch refused: it has no id, and no result."""
+
+    job_id = ""
+
+    def __init__(self, error: str) -> None:
+        self.error = error
+
+    def results(self) -> list[Any]:
+        raise RuntimeError(self.error)
 
 
 class SlurmLauncher(_PluginSlurmLauncher):
@@ -36,13 +48,19 @@ class SlurmLauncher(_PluginSlurmLauncher):
             for size in sorted(set(sizes)):
                 picked = [i for i, n in enumerate(sizes) if n == size]
                 executor.update_parameters(nodes=size)
-                got = original(executor, fn, *zip(*(calls[i] for i in picked), strict=True))
+                try:
+                    got = original(executor, fn, *zip(*(calls[i] for i in picked), strict=True))
+                except Exception as exc:  # noqa: BLE001 - e.g. more nodes than the partition has
+                    print(f"bench: Slurm refused the nodes={size} job(s): {exc}", file=sys.stderr)
+                    for i in picked:
+                        jobs[i] = _NotSubmitted(str(exc))
+                    continue
                 for i, job in zip(picked, got, strict=True):
                     # submitit expects a result from each of the job's nodes x tasks; the
                     # trial runs once, on the first node (srun_args), and returns there.
                     jobs[i] = type(job)(folder=executor.folder, job_id=job.job_id, tasks=(0,))
             submitted.extend(jobs)
-            ids = ", ".join(str(job.job_id) for job in jobs)
+            ids = ", ".join(str(job.job_id) for job in jobs if job.job_id)
             print(
                 f"bench: {len(jobs)} trial(s) submitted to Slurm as job(s) {ids}; waiting",
                 file=sys.stderr,
@@ -62,7 +80,7 @@ class SlurmLauncher(_PluginSlurmLauncher):
             try:
                 returns.append(job.results()[0])
             except Exception as exc:  # noqa: BLE001 - recorded as the trial's result
-                state = job_state(str(job.job_id)) or "UNKNOWN"
+                state = (job_state(str(job.job_id)) or "UNKNOWN") if job.job_id else NOT_SUBMITTED
                 ENDED_BY_SLURM.append(EndedJob(str(job.job_id), list(overrides), state, str(exc)))
                 # Not FAILED: Hydra's sweeper would abort the whole sweep on it.
                 ended = JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED)

@@ -193,6 +193,11 @@ def _spans_two_nodes(bench, run) -> None:  # noqa: ANN001
 
 
 def test_each_job_is_sized_by_its_trial_and_ddp_spans_two_nodes(bench) -> None:  # noqa: ANN001
+    too_many = bench.run(*MULTI, "distributed=ddp", "nodes=2,3", "model=lenet5", *TINY)
+    assert too_many.returncode == 2, too_many.output
+    assert "nodes: 3 nodes asked for; Slurm partition multi has 2" in too_many.stderr
+    assert bench.runs() == [], "nothing may be submitted"
+
     result = bench.run(*MULTI, "distributed=ddp", "workers=1", "nodes=1,2", "model=lenet5", *TINY)
     assert result.returncode == 0, result.output
     runs = {c.data.params["nodes"]: c for c in bench.children()}
@@ -284,3 +289,16 @@ def test_a_rank_killed_on_the_second_node_fails_the_trial_and_leaves_nothing(
     job = run.data.tags["bench.slurm_job_id"]
     left = subprocess.run(["squeue", "-h", "-j", job], capture_output=True, text=True).stdout
     assert not left.strip(), left
+
+
+def test_a_job_sbatch_refuses_is_recorded_as_an_error(bench) -> None:  # noqa: ANN001
+    result = bench.run(
+        "-m", "hydra/launcher=submitit_slurm", "hydra.launcher.partition=no_such_partition",
+        "model=lenet5", *TINY,
+    )  # fmt: skip
+    assert result.returncode == 1, result.output
+    assert "Slurm refused the nodes=1 job(s)" in result.stderr
+    (run,) = bench.children()
+    assert run.data.tags["bench.status"] == "error"
+    assert run.data.tags["bench.error"].startswith("Slurm did not accept the job: ")
+    assert "1 trials: 1 error" in result.stdout
