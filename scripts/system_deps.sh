@@ -55,5 +55,5 @@ if ! docker info >/dev/null 2>&1; then
   }
 fi
 
-# Slurm (issue 8): a real one-node cluster for tests/e2e/test_slurm.py.
+# Slurm (issue 8): a real two-node cluster (two slurmd on this host) for tests/e2e/test_slurm.py.
 bash "$(dirname "${BASH_SOURCE[0]}")/slurm_cluster.sh"

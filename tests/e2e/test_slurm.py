@@ -1,4 +1,5 @@
-"""Sweeps through a real one-node Slurm cluster (scripts/slurm_cluster.sh) and submitit."""
+"""Sweeps through a real Slurm cluster (scripts/slurm_cluster.sh: two nodes on this host) and
+submitit."""
 
 from __future__ import annotations
 
