@@ -21,7 +21,11 @@ stop() {
   if [ -f "$state/mariadb.pid" ]; then kill "$(cat "$state/mariadb.pid")" 2>/dev/null || true; fi
   pkill -x munged 2>/dev/null || true
   for _ in $(seq 40); do
-    pgrep 'slurmd|slurmctld|slurmdbd|mariadbd|munged' >/dev/null || return 0
+    local left=""
+    for daemon in slurmd slurmctld slurmdbd mariadbd munged; do
+      pgrep -x "$daemon" >/dev/null && left=1
+    done
+    [ -n "$left" ] || return 0
     sleep 0.25
   done
 }
