@@ -33,6 +33,22 @@ def only_trial(bench):  # noqa: ANN001, ANN201
     return child
 
 
+def wait_for_rank(root, within_s: float, **env: str) -> psutil.Process | None:  # noqa: ANN001
+    """The first rank process of the trial under ``root`` whose environment has ``env``."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        for p in dist_processes(root):
+            try:
+                if "bench.distributed.rank" in " ".join(p.cmdline()) and all(
+                    p.environ().get(k) == v for k, v in env.items()
+                ):
+                    return p
+            except psutil.Error:
+                continue
+        time.sleep(0.5)
+    return None
+
+
 def assert_global_and_per_worker(bench, run, workers: int = 2) -> None:  # noqa: ANN001
     assert run.data.tags["bench.status"] == "ok", run.data.tags.get("bench.error")
     client = bench.client()
@@ -115,18 +131,7 @@ def test_killed_worker_is_a_dist_failure_and_leaves_nothing(bench) -> None:  # n
         "steps_per_epoch=100000", "warmup_steps=1", "timeout_s=120",
     )  # fmt: skip
     try:
-        victim = None
-        deadline = time.monotonic() + 90
-        while victim is None and time.monotonic() < deadline:
-            for p in dist_processes(bench.root):
-                try:
-                    if "bench.distributed.rank" in " ".join(p.cmdline()) and (
-                        p.environ().get("RANK") == "1"
-                    ):
-                        victim = p
-                except psutil.Error:
-                    continue
-            time.sleep(0.5)
+        victim = wait_for_rank(bench.root, 90, RANK="1")
         assert victim is not None, "rank 1 never started"
         time.sleep(8)  # well into its steps
         victim.send_signal(signal.SIGKILL)

@@ -310,3 +310,22 @@ def test_compose_file_is_valid_and_its_mlflow_service_takes_a_run(
     finally:
         down = subprocess.run([*compose, "down", "-v"], capture_output=True, text=True, env=env)
         assert down.returncode == 0, down.stderr
+
+
+@pytest.mark.usefixtures("framework_images")
+def test_a_slurm_job_runs_its_trial_in_the_frameworks_image(bench: Bench, engine: Any) -> None:
+    """Issue 8: a job on a Slurm node runs its trial in the framework's container."""
+    import shutil
+
+    if not shutil.which("sbatch"):
+        pytest.skip("Slurm is not installed here: run scripts/slurm_cluster.sh")
+    run = bench.run(
+        "-m", "hydra/launcher=submitit_slurm", "+slurm=local", "framework=torch", *TINY, *DOCKER
+    )
+    assert run.returncode == 0, run.output
+    (child,) = bench.children()
+    tags = child.data.tags
+    assert tags["bench.status"] == "ok", tags.get("bench.error")
+    assert tags["bench.slurm_job_id"].isdigit()
+    assert tags["bench.image.tag"].startswith("bench/torch:cpu-") and tags["bench.container.id"]
+    assert trial_containers(engine, bench.root) == []

@@ -254,26 +254,14 @@ def test_several_nodes_outside_slurm_are_refused_before_any_trial(bench) -> None
 def test_a_rank_killed_on_the_second_node_fails_the_trial_and_leaves_nothing(
     bench,  # noqa: ANN001
 ) -> None:
-    from tests.e2e.test_distributed import dist_processes
+    from tests.e2e.test_distributed import dist_processes, wait_for_rank
 
     sweep = bench.popen(
         *MULTI, "distributed=ddp", "workers=1", "nodes=2", "model=lenet5", "batch_size=4",
         "epochs=1", "steps_per_epoch=100000", "warmup_steps=1", "timeout_s=240",
     )  # fmt: skip
     try:
-        victim = None
-        deadline = time.monotonic() + 180
-        while victim is None and time.monotonic() < deadline:
-            for p in dist_processes(bench.root):
-                try:
-                    env = p.environ()
-                    if "bench.distributed.rank" in " ".join(p.cmdline()) and (
-                        env.get("RANK") == "1" and env.get("SLURM_NODEID") == "1"
-                    ):
-                        victim = p
-                except psutil.Error:
-                    continue
-            time.sleep(0.5)
+        victim = wait_for_rank(bench.root, 180, RANK="1", SLURM_NODEID="1")
         assert victim is not None, "rank 1 never started on the second node"
         time.sleep(8)  # well into its steps
         victim.kill()
