@@ -13,6 +13,7 @@ import math
 import os
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -159,6 +160,13 @@ def _sweep_configs(config: DictConfig) -> list[tuple[str, BenchConfig]] | None:
         cfg = to_bench_config(loader.load_sweep_config(config, overrides))
         out.append((trial_label(cfg, overrides), cfg))
     return out
+
+
+def validated_config(overrides: Sequence[str]) -> BenchConfig | None:
+    """The config of the sweep's job with ``overrides``, as composed and validated at the
+    sweep's start (for a launcher); None if this process did not start that sweep."""
+    sweep = _state["sweep"]
+    return None if sweep is None else sweep.configs.get(tuple(overrides))
 
 
 def _check_all(

@@ -254,7 +254,7 @@ def _assemble(
         f"every worker stopped within {deadline_s(cfg):g} s of its start\n"
         + "\n".join(named)
         + "\n\n"
-        + "\n".join(_log_tails(workdir, [*outcome.codes, *_node_logs(workdir)]))
+        + "\n".join(_log_tails(workdir, [f[: -len(".log")] for f in result.files]))
     )[-20000:]
     for g in got:
         if g is not None and g.status != OK and g.error:

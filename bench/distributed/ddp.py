@@ -23,6 +23,15 @@ if TYPE_CHECKING:
     from bench.distributed.nodes import Cluster
 
 
+def _torchrun(cfg: BenchConfig, workdir: Path, *placement: str) -> list[str]:
+    """torchrun starting this node's ``workers`` ranks, placed by ``placement``."""
+    return [
+        sys.executable, "-m", "torch.distributed.run", *placement,
+        f"--nproc-per-node={cfg.workers}", "--max-restarts=0", "--monitor-interval=0.2",
+        "-m", "bench.distributed.rank", str(workdir),
+    ]  # fmt: skip
+
+
 class DDP:
     name = "ddp"
     data_parallel = True
@@ -36,12 +45,7 @@ class DDP:
         return []
 
     def processes(self, cfg: BenchConfig, workdir: Path) -> list[Proc]:
-        argv = [
-            sys.executable, "-m", "torch.distributed.run", "--standalone",
-            f"--nproc-per-node={cfg.workers}", "--max-restarts=0", "--monitor-interval=0.2",
-            "-m", "bench.distributed.rank", str(workdir),
-        ]  # fmt: skip
-        return [Proc("torchrun", argv, common.loopback_env())]
+        return [Proc("torchrun", _torchrun(cfg, workdir, "--standalone"), common.loopback_env())]
 
     def ports_per_node(self, cfg: BenchConfig, node: int) -> int:
         return 1 if node == 0 else 0  # torchrun's store, on the first node
@@ -50,14 +54,11 @@ class DDP:
         self, cfg: BenchConfig, workdir: Path, cluster: Cluster, node: int
     ) -> list[Proc]:
         master = cluster.nodes[0]
-        argv = [
-            sys.executable, "-m", "torch.distributed.run", f"--nnodes={cluster.size}",
-            f"--node-rank={node}", f"--nproc-per-node={cfg.workers}", "--rdzv-backend=static",
+        placement = [
+            f"--nnodes={cluster.size}", f"--node-rank={node}", "--rdzv-backend=static",
             f"--master-addr={master.address}", f"--master-port={master.ports[0]}",
-            "--max-restarts=0", "--monitor-interval=0.2",
-            "-m", "bench.distributed.rank", str(workdir),
         ]  # fmt: skip
-        return [Proc("torchrun", argv)]
+        return [Proc("torchrun", _torchrun(cfg, workdir, *placement))]
 
     def rank(self, cfg: BenchConfig) -> Rank:
         return Rank(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]))

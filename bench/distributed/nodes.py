@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.config import BenchConfig
-from bench.distributed.base import Proc
+from bench.distributed.base import Proc, rank_command
 
 NODES_DIR = "nodes"
 DONE = "done"  # written by the first agent whose processes ended, ok or not
@@ -54,10 +54,10 @@ class Cluster:
     def size(self) -> int:
         return len(self.nodes)
 
-    def endpoints(self, per_node: int, first: int = 0) -> list[str]:
-        """``address:port`` of ports ``first..first+per_node-1`` of every node, node by node
+    def endpoints(self, per_node: int) -> list[str]:
+        """``address:port`` of the first ``per_node`` ports of every node, node by node
         (global rank order: node k's local rank j is rank k x per_node + j)."""
-        return [f"{n.address}:{p}" for n in self.nodes for p in n.ports[first : first + per_node]]
+        return [f"{n.address}:{p}" for n in self.nodes for p in n.ports[:per_node]]
 
 
 def allocation_problem(cfg: BenchConfig) -> str:
@@ -176,8 +176,6 @@ def _agent(workdir: Path) -> int:
     procs: list[Proc] = strategy.node_processes(cfg, workdir, cluster, index)
     logs = workdir / NODES_DIR / f"node{index}"
     logs.mkdir(parents=True, exist_ok=True)
-    from bench.distributed.base import rank_command
-
     for p in procs:
         p.argv = p.argv or rank_command(workdir)
     env = dict(os.environ, PYTHONUNBUFFERED="1")

@@ -90,6 +90,11 @@ class SlurmLauncher(_PluginSlurmLauncher):
 
     def _nodes_of(self, overrides: Sequence[str]) -> int:
         """The ``nodes`` of the trial these overrides make."""
+        from bench.cli import validated_config
+
+        known = validated_config(overrides)
+        if known is not None:  # composed once already, when the sweep was validated
+            return known.nodes
         assert self.config is not None and self.hydra_context is not None
         loader = self.hydra_context.config_loader
         cfg = loader.load_sweep_config(self.config, list(overrides))
