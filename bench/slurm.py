@@ -36,6 +36,15 @@ class EndedJob:
 # Jobs of the current sweep that ended without returning a result.
 ENDED_BY_SLURM: list[EndedJob] = []
 
+
+class JobTimeLimit(RuntimeError):
+    """Raised in a job that Slurm's warning before its time limit (SIGUSR2) reached before
+    its trial started: the trial is recorded as a timeout."""
+
+    def __init__(self) -> None:
+        super().__init__("Slurm's warning before the job's time limit came as the job started")
+
+
 # The state noted for a trial whose job sbatch refused (recorded as an error).
 NOT_SUBMITTED = "NOT_SUBMITTED"
 
@@ -104,6 +113,24 @@ def job_state(job_id: str) -> str:
         return ""
     words = out.split()
     return words[0].upper() if words else ""  # e.g. "CANCELLED by 0" -> "CANCELLED"
+
+
+def ended_state(state: str, error: str) -> tuple[str, str]:
+    """The state to record for a job that returned no result, and why, from its state in
+    Slurm's accounting and the error submitit gives for it (the job's traceback and the
+    paths of its logs): a job stopped by the warning before its time limit is a TIMEOUT
+    whatever its exit code made of it.  The traceback is cut to its last line."""
+    lines = [line.strip() for line in error.splitlines() if line.strip()]
+    trace = [line for line in lines if not line.startswith(("-----", "You can check", "- /"))]
+    logs = [line[2:] for line in lines if line.startswith("- /")]
+    if any(JobTimeLimit.__name__ in line for line in trace):
+        state = "TIMEOUT"
+        why = str(JobTimeLimit())
+    else:
+        why = trace[-1] if trace else error
+    if logs:
+        why += f" (job logs: {', '.join(logs)})"
+    return (state or "UNKNOWN"), why
 
 
 def status_for(state: str) -> str:

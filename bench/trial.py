@@ -1,7 +1,8 @@
 """A trial: a validated config in, a :class:`TrialResult` out.
 
 This module knows nothing of Hydra, MLflow or how it was launched.  The timing loop is
-:func:`_timed_epochs`; every window it reports starts and ends with ``session.sync()``.
+:func:`_timed_epochs`; every window it reports starts and ends with ``session.sync()`` (and,
+for a rank of a synchronous multi-process strategy, starts after a barrier with its peers).
 Warm-up steps (which include graph tracing, autotuning and compilation: the first step is
 timed on its own as ``compile_s``) always run before the first timed window.
 """
@@ -21,7 +22,7 @@ import numpy as np
 from bench import data as data_mod
 from bench import frameworks, sysinfo
 from bench.config import BenchConfig, resolved_threads, samples_per_step
-from bench.frameworks.base import EpochProbe, Framework, Session
+from bench.frameworks.base import EpochProbe, Framework, Session, WindowBarrier
 from bench.models.flops import TRAIN_FLOPS_PER_FORWARD
 from bench.monitors import Report, Telemetry
 from bench.result import ERROR, OK, OOM, EpochRecord, TrialResult
@@ -57,10 +58,14 @@ def _timed_epochs(
     steps = cfg.steps_per_epoch or session.steps_per_pass
     records: list[EpochRecord] = []
     all_steps: list[float] = []
+    # A rank among several starts each window with its peers, after a barrier.
+    barrier = session.barrier if isinstance(session, WindowBarrier) else None
     for epoch in range(1, cfg.epochs + 1):
         times = [0.0] * steps
         data_wait = 0.0
         sync()
+        if barrier is not None:
+            barrier()
         start = last = perf()
         for i in range(steps):
             batch = next_batch()

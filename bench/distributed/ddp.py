@@ -90,6 +90,15 @@ class _Session(common.Wrapped):
         super().__init__(inner)
         self.ddp, self.alone, self.backend = ddp, alone, backend
 
+    def barrier(self) -> None:
+        import torch
+        import torch.distributed as dist
+
+        if self.backend == "nccl":
+            dist.barrier(device_ids=[torch.cuda.current_device()])
+        else:
+            dist.barrier()
+
     def breakdown(self, cfg: BenchConfig) -> dict[str, float]:
         def dist_step() -> None:
             self.inner.step(self.inner.next_batch())

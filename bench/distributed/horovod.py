@@ -130,6 +130,12 @@ class _TorchSession(common.Wrapped):
         super().__init__(inner)
         self.alone = alone
 
+    def barrier(self) -> None:
+        import horovod.torch as hvd
+        import torch
+
+        hvd.allreduce(torch.zeros(1), name="bench.window_start")
+
     def breakdown(self, cfg: BenchConfig) -> dict[str, float]:
         def dist_step() -> None:
             self.inner.step(self.inner.next_batch())
@@ -227,6 +233,12 @@ class _TFSession:
         self._loss_sum.assign(0.0)
         self._steps = 0
         return mean
+
+    def barrier(self) -> None:
+        import horovod.tensorflow as hvd
+        import tensorflow as tf
+
+        hvd.allreduce(tf.zeros(1), name="bench.window_start")
 
     def evaluate(self) -> tuple[float, float] | None:
         return None

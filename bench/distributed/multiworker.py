@@ -66,7 +66,7 @@ class MultiWorker:
         import tensorflow as tf
 
         from bench.distributed.coordinator import collective_timeout_s
-        from bench.distributed.tf_common import StrategySession
+        from bench.distributed.tf_common import WorkerSession
 
         gpus = tf.config.list_physical_devices("GPU")
         gpu = bool(gpus) and cfg.device != "cpu"
@@ -78,7 +78,7 @@ class MultiWorker:
             timeout_seconds=collective_timeout_s(cfg),
         )
         strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
-        return StrategySession(strategy, cfg, data, cfg.batch_size, rank.index, rank.world, gpu)
+        return WorkerSession(strategy, cfg, data, cfg.batch_size, rank.index, rank.world, gpu)
 
 
 STRATEGY = MultiWorker()

@@ -125,7 +125,16 @@ class StrategySession:
 
             return strategy.run(fn)
 
-        self._train_step, self._all_reduce = train_step, all_reduce
+        @tf.function
+        def one() -> Any:
+            def fn() -> Any:
+                return tf.distribute.get_replica_context().all_reduce(
+                    tf.distribute.ReduceOp.SUM, tf.ones([])
+                )
+
+            return strategy.run(fn)
+
+        self._train_step, self._all_reduce, self._one = train_step, all_reduce, one
 
     def next_batch(self) -> Any:
         return next(self._iter)
@@ -182,3 +191,11 @@ class StrategySession:
             "time_step_ms": 1e3 * step_s,
             "breakdown_steps": float(pairs),
         }
+
+
+class WorkerSession(StrategySession):
+    """A :class:`StrategySession` of one worker process among several
+    (MultiWorkerMirroredStrategy): its timed windows start with a collective."""
+
+    def barrier(self) -> None:
+        self._one()

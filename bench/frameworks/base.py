@@ -52,6 +52,15 @@ class EpochProbe(Protocol):
         data-parallel strategy's communication time from a few split steps); {} if none."""
 
 
+@runtime_checkable
+class WindowBarrier(Protocol):
+    """A session of one rank among several that step together (an optional extension)."""
+
+    def barrier(self) -> None:
+        """Return once every rank has called it: each timed window starts after one, so
+        that no rank's window holds its peers' time between epochs (logging, telemetry)."""
+
+
 class Framework(Protocol):
     name: str
 

@@ -4,8 +4,10 @@ Selected by ``hydra/launcher=submitit_slurm`` (see :mod:`bench.slurm`, which hol
 configuration and the Slurm-side helpers).
 """
 
+import signal
 import sys
 from collections.abc import Sequence
+from types import FrameType
 from typing import Any
 
 from hydra.core.utils import JobReturn, JobStatus
@@ -13,7 +15,15 @@ from hydra_plugins.hydra_submitit_launcher.submitit_launcher import (
     SlurmLauncher as _PluginSlurmLauncher,
 )
 
-from bench.slurm import ENDED_BY_SLURM, NOT_SUBMITTED, EndedJob, job_state
+from bench.launchers.base import TimeLimitReached
+from bench.slurm import (
+    ENDED_BY_SLURM,
+    NOT_SUBMITTED,
+    EndedJob,
+    JobTimeLimit,
+    ended_state,
+    job_state,
+)
 
 
 class _NotSubmitted:
@@ -28,7 +38,22 @@ class _NotSubmitted:
         raise RuntimeError(self.error)
 
 
+def _time_limit(signum: int, frame: FrameType | None) -> None:
+    raise TimeLimitReached
+
+
 class SlurmLauncher(_PluginSlurmLauncher):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """The job's side: Slurm's warning before the time limit (SIGUSR2) means the time
+        limit from the job's first moment.  Left to submitit, a warning that came while the
+        job was still starting (importing, composing its config) ended it with a requeue
+        error, and the trial was recorded as a failure instead of a timeout."""
+        signal.signal(signal.SIGUSR2, _time_limit)
+        try:
+            return super().__call__(*args, **kwargs)
+        except TimeLimitReached:  # before the trial took over; submitit keeps an Exception
+            raise JobTimeLimit from None
+
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Any:
         import submitit
 
@@ -80,8 +105,11 @@ class SlurmLauncher(_PluginSlurmLauncher):
             try:
                 returns.append(job.results()[0])
             except Exception as exc:  # noqa: BLE001 - recorded as the trial's result
-                state = (job_state(str(job.job_id)) or "UNKNOWN") if job.job_id else NOT_SUBMITTED
-                ENDED_BY_SLURM.append(EndedJob(str(job.job_id), list(overrides), state, str(exc)))
+                if job.job_id:
+                    state, why = ended_state(job_state(str(job.job_id)), str(exc))
+                else:
+                    state, why = NOT_SUBMITTED, str(exc)
+                ENDED_BY_SLURM.append(EndedJob(str(job.job_id), list(overrides), state, why))
                 # Not FAILED: Hydra's sweeper would abort the whole sweep on it.
                 ended = JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED)
                 ended._return_value = None

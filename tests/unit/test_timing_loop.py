@@ -68,3 +68,24 @@ def test_every_timed_window_is_bracketed_by_syncs() -> None:
     _timed_epochs(session, cfg, seen.append)
     assert session.calls == ["sync", "batch", "step", "sync", "batch", "step", "sync"]
     assert [r.epoch for r in seen] == [1]
+
+
+class RankSession(ScriptedSession):
+    """A rank among several: its peers hold it at the barrier for ``wait_s`` seconds."""
+
+    def __init__(self, durations: list[float], wait_s: float) -> None:
+        super().__init__(durations)
+        self.wait_s = wait_s
+
+    def barrier(self) -> None:
+        time.sleep(self.wait_s)
+        self.calls.append("barrier")
+
+
+def test_a_rank_starts_each_window_after_a_barrier_that_the_window_does_not_hold() -> None:
+    cfg = BenchConfig(epochs=2, steps_per_epoch=1, warmup_steps=0)
+    session = RankSession([0.01, 0.01], wait_s=0.2)
+    epochs, _ = _timed_epochs(session, cfg, None)
+    window = ["sync", "barrier", "batch", "step", "sync"]
+    assert session.calls == window * 2
+    assert all(r.epoch_time_s < 0.1 for r in epochs)  # the wait for peers is outside
