@@ -7,15 +7,22 @@ same MLflow experiment (the tracking store must be reachable from the compute no
 server, or a sqlite file on a shared filesystem).
 
 Its launcher (``hydra_plugins/bench_slurm_launcher``, where Hydra wants launchers to live)
-differs from the plugin's in one way: a job that Slurm ends (time
-limit, preemption, node failure) does not abort the sweep.  It is noted in
-:data:`ENDED_BY_SLURM`, and :mod:`bench.sweep` records its trial with the status Slurm gives.
+differs from the plugin's in that a job that Slurm ends (time limit, preemption, node
+failure) does not abort the sweep.  It is noted in :data:`ENDED_BY_SLURM`, and
+:mod:`bench.sweep` records its trial with the status Slurm gives.  A job that Slurm keeps
+pending for a reason that no wait will clear (:func:`never_starts`) is cancelled after
+``unsatisfiable_after_s`` (:class:`PendingWatch`) rather than holding the sweep forever.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from hydra.core.config_store import ConfigStore
@@ -47,6 +54,8 @@ class JobTimeLimit(RuntimeError):
 
 # The state noted for a trial whose job sbatch refused (recorded as an error).
 NOT_SUBMITTED = "NOT_SUBMITTED"
+# The state noted for a job cancelled because Slurm would never start it.
+UNSATISFIABLE = "UNSATISFIABLE"
 
 # Slurm job states (sacct) and the trial status each one means.
 STATE_STATUS = {
@@ -58,7 +67,29 @@ STATE_STATUS = {
     "BOOT_FAIL": ERROR,
     "OUT_OF_MEMORY": OOM,
     "FAILED": ERROR,
+    UNSATISFIABLE: ERROR,
 }
+
+# Pending reasons (squeue's %r) that waiting does not clear: the job asks for what its
+# partition, account or QOS never allows, or depends on a job that can no longer succeed.
+# Per-user running limits (QOSMaxJobsPerUserLimit, ...) and busy resources clear; these do not.
+_NEVER = {
+    "BadConstraints",
+    "PartitionConfig",
+    "PartitionNodeLimit",
+    "PartitionTimeLimit",
+    "AccountNotAllowed",
+    "QOSNotAllowed",
+    "InvalidAccount",
+    "InvalidQOS",
+    "DependencyNeverSatisfied",
+}
+_NEVER_PER_JOB = re.compile(r"^(QOS|Assoc)Max\w*PerJob(Limit)?$")
+
+
+def never_starts(reason: str) -> bool:
+    """Whether a job pending for ``reason`` will stay pending however long it waits."""
+    return reason in _NEVER or bool(_NEVER_PER_JOB.match(reason))
 
 
 @dataclass
@@ -81,6 +112,10 @@ class BenchSlurmConf(SlurmQueueConf):
     # No requeue at the time limit: a benchmark that ran out of time is a result.
     max_num_timeout: int = 0
     signal_delay_s: int = 30
+    # A job pending this long for a reason that never clears (squeue: BadConstraints,
+    # PartitionTimeLimit, DependencyNeverSatisfied, a per-job QOS limit, ...) is cancelled
+    # and recorded as an error naming the reason; a negative value waits forever.
+    unsatisfiable_after_s: float = 60.0
 
 
 def register_launcher_config() -> None:
@@ -156,3 +191,81 @@ def partition_nodes(partition: str | None) -> tuple[str, int] | None:
         return None
     # sinfo may print one line per node state in the partition: add them up.
     return rows[0][0].rstrip("*"), sum(int(r[1]) for r in rows if r[0] == rows[0][0])
+
+
+def pending_reasons(job_ids: Sequence[str]) -> dict[str, str]:
+    """Pending jobs among ``job_ids`` and Slurm's reason for each (one row per array task)."""
+    if not job_ids or not shutil.which("squeue"):
+        return {}
+    try:
+        out = subprocess.run(
+            ["squeue", "-h", "-r", "-t", "PD", "-o", "%i|%r", "-j", ",".join(job_ids)],
+            capture_output=True, text=True, timeout=30, check=False,
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    rows = (line.split("|", 1) for line in out.splitlines() if "|" in line)
+    return {job.strip(): reason.strip() for job, reason in rows}
+
+
+class PendingWatch:
+    """Watches a sweep's jobs while it waits for them: a job pending for a reason that
+    :func:`never_starts` for ``after_s`` seconds is cancelled (``scancel``), and its reason
+    kept in :attr:`cancelled` for the trial's record."""
+
+    def __init__(
+        self,
+        job_ids: Sequence[str],
+        after_s: float,
+        every_s: float = 5.0,
+        reasons: Callable[[Sequence[str]], dict[str, str]] = pending_reasons,
+        cancel: Callable[[str], None] | None = None,
+    ) -> None:
+        self.job_ids = [j for j in job_ids if j]
+        self.after_s, self.every_s = after_s, every_s
+        self._reasons, self._cancel = reasons, cancel or _scancel
+        self.cancelled: dict[str, str] = {}
+        self._since: dict[str, tuple[str, float]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-slurm-pending", daemon=True)
+
+    def add(self, job_ids: Sequence[str]) -> None:
+        self.job_ids.extend(j for j in job_ids if j)
+
+    def __enter__(self) -> PendingWatch:
+        if self.after_s >= 0:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=30)
+
+    def check(self, now: float) -> None:
+        """One look at the jobs still pending."""
+        waiting = [j for j in self.job_ids if j not in self.cancelled]
+        for job, reason in self._reasons(waiting).items():
+            if not never_starts(reason):
+                self._since.pop(job, None)
+                continue
+            seen, since = self._since.setdefault(job, (reason, now))
+            if seen != reason:
+                self._since[job] = (reason, now)
+            elif now - since >= self.after_s:
+                self._cancel(job)
+                self.cancelled[job] = reason
+                print(
+                    f"bench: Slurm job {job} would never start (pending, reason {reason}); "
+                    "cancelled",
+                    file=sys.stderr,
+                )
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.check(time.monotonic())
+            self._stop.wait(self.every_s)
+
+
+def _scancel(job_id: str) -> None:
+    subprocess.run(["scancel", job_id], capture_output=True, timeout=30, check=False)

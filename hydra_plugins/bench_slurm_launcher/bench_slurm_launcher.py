@@ -19,8 +19,10 @@ from bench.launchers.base import TimeLimitReached
 from bench.slurm import (
     ENDED_BY_SLURM,
     NOT_SUBMITTED,
+    UNSATISFIABLE,
     EndedJob,
     JobTimeLimit,
+    PendingWatch,
     ended_state,
     job_state,
 )
@@ -43,6 +45,11 @@ def _time_limit(signum: int, frame: FrameType | None) -> None:
 
 
 class SlurmLauncher(_PluginSlurmLauncher):
+    def __init__(self, **params: Any) -> None:
+        # bench's own setting, not one for submitit's executor
+        self.unsatisfiable_after_s = float(params.pop("unsatisfiable_after_s", 60.0))
+        super().__init__(**params)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """The job's side: Slurm's warning before the time limit (SIGUSR2) means the time
         limit from the job's first moment.  Left to submitit, a warning that came while the
@@ -85,6 +92,7 @@ class SlurmLauncher(_PluginSlurmLauncher):
                     # trial runs once, on the first node (srun_args), and returns there.
                     jobs[i] = type(job)(folder=executor.folder, job_id=job.job_id, tasks=(0,))
             submitted.extend(jobs)
+            watch.add([str(job.job_id) for job in jobs])
             ids = ", ".join(str(job.job_id) for job in jobs if job.job_id)
             print(
                 f"bench: {len(jobs)} trial(s) submitted to Slurm as job(s) {ids}; waiting",
@@ -93,11 +101,13 @@ class SlurmLauncher(_PluginSlurmLauncher):
             return jobs
 
         submitit.AutoExecutor.map_array = keep  # type: ignore[method-assign,assignment]
+        watch = PendingWatch([], self.unsatisfiable_after_s)
         try:
-            try:
-                return super().launch(job_overrides, initial_job_idx)
-            except Exception:  # noqa: BLE001 - some job ended without a result
-                pass
+            with watch:
+                try:
+                    return super().launch(job_overrides, initial_job_idx)
+                except Exception:  # noqa: BLE001 - some job ended without a result
+                    pass
         finally:
             submitit.AutoExecutor.map_array = original  # type: ignore[method-assign]
         returns = []
@@ -105,7 +115,16 @@ class SlurmLauncher(_PluginSlurmLauncher):
             try:
                 returns.append(job.results()[0])
             except Exception as exc:  # noqa: BLE001 - recorded as the trial's result
-                if job.job_id:
+                reason = watch.cancelled.get(str(job.job_id))
+                if reason is not None:
+                    state, why = (
+                        UNSATISFIABLE,
+                        (
+                            f"Slurm would never start the job (pending, reason {reason}); "
+                            f"cancelled after {self.unsatisfiable_after_s:g} s"
+                        ),
+                    )
+                elif job.job_id:
                     state, why = ended_state(job_state(str(job.job_id)), str(exc))
                 else:
                     state, why = NOT_SUBMITTED, str(exc)

@@ -291,3 +291,28 @@ def test_a_job_sbatch_refuses_is_recorded_as_an_error(bench) -> None:  # noqa: A
     assert run.data.tags["bench.status"] == "error"
     assert run.data.tags["bench.error"].startswith("Slurm did not accept the job: ")
     assert "1 trials: 1 error" in result.stdout
+
+
+def test_a_job_slurm_would_never_start_is_cancelled_and_recorded_as_an_error(bench) -> None:  # noqa: ANN001
+    """A job that depends on one that failed stays pending (DependencyNeverSatisfied) for
+    good: the sweep cancels it after unsatisfiable_after_s instead of waiting forever."""
+    failed = subprocess.run(
+        ["sbatch", "--parsable", "--wrap", "false"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    deadline = time.monotonic() + 60
+    while _sacct(failed, "State") != [["FAILED"]] and time.monotonic() < deadline:
+        time.sleep(1)
+    result = bench.run(
+        "-m", "hydra/launcher=submitit_slurm", "hydra.launcher.unsatisfiable_after_s=5",
+        f"++hydra.launcher.additional_parameters.dependency=afterok:{failed}",
+        "model=lenet5", *TINY, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 1, result.output
+    assert "reason DependencyNeverSatisfied); cancelled" in result.stderr
+    (run,) = bench.children()
+    assert run.data.tags["bench.status"] == "error"
+    error = run.data.tags["bench.error"]
+    assert "Slurm would never start the job (pending, reason DependencyNeverSatisfied)" in error
+    job = run.data.tags["bench.slurm_job_id"]
+    assert _sacct(job, "State")[0][0].startswith("CANCELLED")
+    assert "1 trials: 1 error" in result.stdout

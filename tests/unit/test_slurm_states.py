@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from bench.slurm import JobTimeLimit, ended_state, status_for
+from bench.slurm import JobTimeLimit, PendingWatch, ended_state, never_starts, status_for
 
 
 def submitit_error(trace: str) -> str:
@@ -59,3 +59,42 @@ def test_the_warning_while_a_job_still_starts_raises_job_time_limit(monkeypatch)
             launcher.SlurmLauncher()()
     finally:
         signal.signal(signal.SIGUSR2, previous)
+
+
+def test_only_reasons_that_never_clear_count_as_unsatisfiable() -> None:
+    for reason in ("PartitionTimeLimit", "DependencyNeverSatisfied", "QOSMaxGRESPerJob"):
+        assert never_starts(reason), reason
+    for reason in ("Resources", "Priority", "QOSMaxJobsPerUserLimit", "BeginTime", "None"):
+        assert not never_starts(reason), reason
+
+
+def test_a_job_pending_for_a_reason_that_never_clears_is_cancelled_after_the_grace() -> None:
+    pending = {"7_0": "PartitionTimeLimit", "7_1": "Resources", "8": "DependencyNeverSatisfied"}
+    cancelled: list[str] = []
+    watch = PendingWatch(
+        ["7_0", "7_1"],
+        after_s=60,
+        reasons=lambda ids: {j: pending[j] for j in ids if j in pending},
+        cancel=cancelled.append,
+    )
+    watch.add(["8", ""])
+    watch.check(now=0.0)
+    watch.check(now=59.0)
+    assert cancelled == []  # not yet: a reason must hold for the whole grace
+    pending["8"] = "Dependency"  # its dependency may still succeed: the clock restarts
+    watch.check(now=61.0)
+    assert cancelled == ["7_0"] and watch.cancelled == {"7_0": "PartitionTimeLimit"}
+    pending["8"] = "DependencyNeverSatisfied"
+    watch.check(now=62.0)
+    watch.check(now=121.0)
+    assert cancelled == ["7_0"]
+    watch.check(now=122.0)
+    assert cancelled == ["7_0", "8"]  # 7_1 waits for resources: never cancelled
+    watch.check(now=500.0)
+    assert cancelled == ["7_0", "8"]  # each job is cancelled once
+
+
+def test_a_negative_grace_never_starts_the_watch() -> None:
+    with PendingWatch(["1"], after_s=-1, reasons=lambda ids: {"1": "BadConstraints"}) as watch:
+        time.sleep(0.1)
+    assert watch.cancelled == {}
