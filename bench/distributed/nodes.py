@@ -116,6 +116,30 @@ def node_address(name: str) -> str:
         return addr or socket.gethostname()
 
 
+# Where Gloo (torch, Horovod) and TensorPipe take their network interface from.
+INTERFACE_VARS = ("GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "HOROVOD_GLOO_IFACE")
+
+
+def interface_of(address: str) -> str:
+    """The name of this host's network interface that holds ``address``; "" if none does."""
+    import psutil
+
+    for name, addrs in psutil.net_if_addrs().items():
+        if any(a.address.split("%")[0] == address for a in addrs):
+            return name
+    return ""
+
+
+def interface_env(address: str) -> dict[str, str]:
+    """Gloo's and TensorPipe's interface on this node: the one holding the address the other
+    nodes reach it at (left to themselves they take the host name's, which on a node with
+    several networks may be another), unless the environment names one already."""
+    iface = interface_of(address)
+    if not iface:
+        return {}
+    return {var: iface for var in INTERFACE_VARS if not os.environ.get(var)}
+
+
 def reserve_ports(n: int) -> tuple[int, ...]:
     """``n`` TCP ports free on every interface of this node right now."""
     socks, ports = [], []
@@ -178,7 +202,7 @@ def _agent(workdir: Path) -> int:
     logs.mkdir(parents=True, exist_ok=True)
     for p in procs:
         p.argv = p.argv or rank_command(workdir)
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **interface_env(node.address))
     finished = workdir / NODES_DIR / DONE
     running = launch.spawn(procs, logs, env)
     try:

@@ -145,3 +145,15 @@ def test_the_step_keeps_the_jobs_cpus_and_gpus_per_node(
     assert argv[:5] == ["srun", "--overlap", "--nodes=3", "--ntasks=3", "--ntasks-per-node=1"]
     assert "--cpus-per-task=16" in argv and "--gpus-per-node=4" in argv
     assert argv[-3:-1] == ["-m", "bench.distributed.nodes"] and argv[-1] == str(tmp_path)
+
+
+def test_gloo_uses_the_interface_of_the_published_address_unless_one_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for var in nodes.INTERFACE_VARS:
+        monkeypatch.delenv(var, raising=False)
+    assert nodes.interface_of("127.0.0.1") == "lo"
+    assert nodes.interface_env("127.0.0.1") == dict.fromkeys(nodes.INTERFACE_VARS, "lo")
+    assert nodes.interface_env("198.51.100.7") == {}  # not this host's: left to Gloo
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "ib0")  # the user's choice stands
+    assert "GLOO_SOCKET_IFNAME" not in nodes.interface_env("127.0.0.1")
