@@ -297,7 +297,10 @@ def test_a_job_slurm_would_never_start_is_cancelled_and_recorded_as_an_error(ben
     """A job that depends on one that failed stays pending (DependencyNeverSatisfied) for
     good: the sweep cancels it after unsatisfiable_after_s instead of waiting forever."""
     failed = subprocess.run(
-        ["sbatch", "--parsable", "--wrap", "false"], capture_output=True, text=True, check=True
+        ["sbatch", "--parsable", "--output=/dev/null", "--wrap", "false"],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     deadline = time.monotonic() + 60
     while _sacct(failed, "State") != [["FAILED"]] and time.monotonic() < deadline:
