@@ -25,7 +25,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from bench.config import BenchConfig, ConfigError, validate
-from bench.launchers.base import TimeLimitReached
+from bench.launchers.base import on_time_limit_warning
 from bench.sweep import Sweep
 
 ConfigStore.instance().store(name="bench_schema", node=BenchConfig)
@@ -268,7 +268,7 @@ def task(config: DictConfig) -> float | None:
         _fail(exc.problems)
     hc = HydraConfig.get()
     if os.environ.get("SLURM_JOB_ID"):  # Slurm warns with SIGUSR2 before its time limit
-        signal.signal(signal.SIGUSR2, _time_limit)
+        on_time_limit_warning()
     if _state["sweep"] is None:  # a job started by a launcher in another process
         info_path = Path(str(hc.sweep.dir)) / SWEEP_INFO
         if info_path.is_file():  # that sweep's parent run was opened by the submitting host
@@ -286,10 +286,6 @@ def task(config: DictConfig) -> float | None:
 
 
 main = hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")(task)
-
-
-def _time_limit(signum: int, frame: FrameType | None) -> None:
-    raise TimeLimitReached
 
 
 def _sigterm(signum: int, frame: FrameType | None) -> None:

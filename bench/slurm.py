@@ -255,11 +255,14 @@ class PendingWatch:
             elif now - since >= self.after_s:
                 self._cancel(job)
                 self.cancelled[job] = reason
-                print(
-                    f"bench: Slurm job {job} would never start (pending, reason {reason}); "
-                    "cancelled",
-                    file=sys.stderr,
-                )
+                print(f"bench: Slurm job {job}: {self.why(job)}", file=sys.stderr)
+
+    def why(self, job: str) -> str:
+        """What to record for a job this watch cancelled."""
+        return (
+            f"Slurm would never start the job (pending, reason {self.cancelled[job]}); "
+            f"cancelled after {self.after_s:g} s"
+        )
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -125,16 +125,7 @@ class StrategySession:
 
             return strategy.run(fn)
 
-        @tf.function
-        def one() -> Any:
-            def fn() -> Any:
-                return tf.distribute.get_replica_context().all_reduce(
-                    tf.distribute.ReduceOp.SUM, tf.ones([])
-                )
-
-            return strategy.run(fn)
-
-        self._train_step, self._all_reduce, self._one = train_step, all_reduce, one
+        self._train_step, self._all_reduce = train_step, all_reduce
 
     def next_batch(self) -> Any:
         return next(self._iter)
@@ -196,6 +187,20 @@ class StrategySession:
 class WorkerSession(StrategySession):
     """A :class:`StrategySession` of one worker process among several
     (MultiWorkerMirroredStrategy): its timed windows start with a collective."""
+
+    def __init__(self, strategy: tf.distribute.Strategy, *args: Any) -> None:
+        super().__init__(strategy, *args)
+
+        @tf.function
+        def one() -> Any:
+            def fn() -> Any:
+                return tf.distribute.get_replica_context().all_reduce(
+                    tf.distribute.ReduceOp.SUM, tf.ones([])
+                )
+
+            return strategy.run(fn)
+
+        self._one = one
 
     def barrier(self) -> None:
         self._one()

@@ -14,6 +14,17 @@ class TimeLimitReached(KeyboardInterrupt):
     """A scheduler's warning that the job's time limit is near (Slurm's SIGUSR2)."""
 
 
+def on_time_limit_warning() -> None:
+    """From now on, Slurm's warning before the time limit (SIGUSR2) raises
+    :class:`TimeLimitReached` in this process's main thread."""
+    import signal
+
+    def raise_time_limit(signum: int, frame: object) -> None:
+        raise TimeLimitReached
+
+    signal.signal(signal.SIGUSR2, raise_time_limit)
+
+
 class TrialInterrupted(KeyboardInterrupt):
     """Ctrl-C (or SIGTERM) arrived during a trial; ``result`` holds what it had done.
 

@@ -4,10 +4,8 @@ Selected by ``hydra/launcher=submitit_slurm`` (see :mod:`bench.slurm`, which hol
 configuration and the Slurm-side helpers).
 """
 
-import signal
 import sys
 from collections.abc import Sequence
-from types import FrameType
 from typing import Any
 
 from hydra.core.utils import JobReturn, JobStatus
@@ -15,11 +13,12 @@ from hydra_plugins.hydra_submitit_launcher.submitit_launcher import (
     SlurmLauncher as _PluginSlurmLauncher,
 )
 
-from bench.launchers.base import TimeLimitReached
+from bench.launchers.base import TimeLimitReached, on_time_limit_warning
 from bench.slurm import (
     ENDED_BY_SLURM,
     NOT_SUBMITTED,
     UNSATISFIABLE,
+    BenchSlurmConf,
     EndedJob,
     JobTimeLimit,
     PendingWatch,
@@ -40,14 +39,12 @@ class _NotSubmitted:
         raise RuntimeError(self.error)
 
 
-def _time_limit(signum: int, frame: FrameType | None) -> None:
-    raise TimeLimitReached
-
-
 class SlurmLauncher(_PluginSlurmLauncher):
     def __init__(self, **params: Any) -> None:
         # bench's own setting, not one for submitit's executor
-        self.unsatisfiable_after_s = float(params.pop("unsatisfiable_after_s", 60.0))
+        self.unsatisfiable_after_s = float(
+            params.pop("unsatisfiable_after_s", BenchSlurmConf.unsatisfiable_after_s)
+        )
         super().__init__(**params)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -55,7 +52,7 @@ class SlurmLauncher(_PluginSlurmLauncher):
         limit from the job's first moment.  Left to submitit, a warning that came while the
         job was still starting (importing, composing its config) ended it with a requeue
         error, and the trial was recorded as a failure instead of a timeout."""
-        signal.signal(signal.SIGUSR2, _time_limit)
+        on_time_limit_warning()
         try:
             return super().__call__(*args, **kwargs)
         except TimeLimitReached:  # before the trial took over; submitit keeps an Exception
@@ -115,15 +112,8 @@ class SlurmLauncher(_PluginSlurmLauncher):
             try:
                 returns.append(job.results()[0])
             except Exception as exc:  # noqa: BLE001 - recorded as the trial's result
-                reason = watch.cancelled.get(str(job.job_id))
-                if reason is not None:
-                    state, why = (
-                        UNSATISFIABLE,
-                        (
-                            f"Slurm would never start the job (pending, reason {reason}); "
-                            f"cancelled after {self.unsatisfiable_after_s:g} s"
-                        ),
-                    )
+                if str(job.job_id) in watch.cancelled:
+                    state, why = UNSATISFIABLE, watch.why(str(job.job_id))
                 elif job.job_id:
                     state, why = ended_state(job_state(str(job.job_id)), str(exc))
                 else:
