@@ -80,15 +80,15 @@ def _device_name(ctx: mx.Context) -> str:
     return f"cuda:{ctx.device_id}" if ctx.device_type == "gpu" else "cpu"
 
 
-def _optimizer(cfg: BenchConfig, rescale: float) -> mx.optimizer.Optimizer:
+def _optimizer(cfg: BenchConfig) -> mx.optimizer.Optimizer:
+    """The optimizer, with ``rescale_grad`` left at 1: ``gluon.Trainer.step(n)`` sets it to
+    ``1/n`` itself (times the value given here), turning the summed per-sample gradients
+    into their mean.  Passing ``1/n`` here as well divided every gradient by the batch a
+    second time (SGD learnt ~batch-size times slower; Adam, nearly scale-free, hid it)."""
     opt = cfg.optimizer
     if opt.name == "adam":
-        return mx.optimizer.Adam(
-            learning_rate=opt.lr, wd=opt.weight_decay, epsilon=1e-8, rescale_grad=rescale
-        )
-    return mx.optimizer.SGD(
-        learning_rate=opt.lr, momentum=opt.momentum, wd=opt.weight_decay, rescale_grad=rescale
-    )
+        return mx.optimizer.Adam(learning_rate=opt.lr, wd=opt.weight_decay, epsilon=1e-8)
+    return mx.optimizer.SGD(learning_rate=opt.lr, momentum=opt.momentum, wd=opt.weight_decay)
 
 
 def _images(x: np.ndarray, data: LabelledData) -> np.ndarray:
@@ -165,7 +165,7 @@ class MXNetSession:
                 kvstore = "device" if len(self.ctxs) > 1 else None
             self.trainer = gluon.Trainer(
                 net.collect_params(),
-                _optimizer(cfg, 1.0 / self.update_batch),
+                _optimizer(cfg),
                 kvstore=kvstore,
                 # The dist kvstores update on the servers; the device kvstore reduces
                 # gradients and the update runs here (so the two can be timed apart).

@@ -267,3 +267,56 @@ def test_mxnet_pins_are_one_file_for_venv_and_image() -> None:
     assert pins["numpy"].startswith("1.23.")
     assert not {"torch", "tensorflow", "mlflow", "hydra-core"} & set(pins)
     assert "docker/constraints-mxnet.txt" in (REPO / "scripts" / "setup_mxnet.sh").read_text()
+
+
+_ONE_STEP = r"""
+import json, sys
+import numpy as np
+from bench.config import BenchConfig, OptimizerConfig, DataConfig
+from bench import data as data_mod
+from bench.frameworks import mxnet_adapter as m
+
+name, lr, momentum, wd = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+cfg = BenchConfig(
+    model=BenchConfig().model.__class__(name="lenet5"), batch_size=8, image_size=32,
+    optimizer=OptimizerConfig(name=name, lr=lr, momentum=momentum, weight_decay=wd),
+    data=DataConfig(num_batches=1), telemetry=BenchConfig().telemetry.__class__(enabled=False),
+)
+s = m.MXNetSession(cfg, data_mod.load(cfg))
+batch = s.next_batch()
+params = [p for p in s.net.collect_params().values() if p.grad_req != "null"]
+before = [p.data().asnumpy().copy() for p in params]
+s.forward_backward(batch)  # the summed per-sample gradients, as step() computes them
+grads = [p.grad().asnumpy().copy() for p in params]
+s.trainer.step(s.update_batch)
+after = [p.data().asnumpy() for p in params]
+out = []
+for b, g, a in zip(before, grads, after):
+    g = g / cfg.batch_size + wd * b  # the batch's mean gradient, plus PyTorch's L2 term
+    if name == "sgd":  # first step: the momentum buffer is the gradient
+        want = b - lr * g
+    else:  # Adam's first step, PyTorch's arithmetic (bias-corrected m and v)
+        want = b - lr * g / (np.abs(g) + 1e-8)
+        # MXNet adds epsilon before its bias correction (in effect eps / sqrt(1 - beta2^t),
+        # 3e-7 at the first step): compare only where that cannot matter.
+        keep = np.abs(g) > 1e-3
+        b, a, want = b[keep], a[keep], want[keep]
+        if not b.size:
+            continue
+    scale = float(np.abs(want - b).max()) or 1.0
+    out.append(float(np.abs(a - want).max()) / scale)
+print(json.dumps(max(out)))
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "momentum", "wd"), [("sgd", 0.9, 0.0), ("sgd", 0.9, 5e-4), ("adam", 0.0, 0.0)]
+)
+def test_one_optimizer_step_is_pytorchs_update(name: str, momentum: float, wd: float) -> None:
+    """One update of MXNet's trainer moves each weight by exactly PyTorch's first step on the
+    batch's mean gradient.  (It once divided the gradient by the batch size twice: SGD then
+    learnt about 32 times slower, and Adam's near scale-invariance hid it.)"""
+    done = run_in_mxnet_env("-c", _ONE_STEP, name, "0.01", str(momentum), str(wd))
+    assert done.returncode == 0, done.stderr[-3000:]
+    deviation = json.loads(done.stdout.strip().splitlines()[-1])
+    assert deviation < 1e-3, f"the update is off by {deviation:.3g} of its size"
