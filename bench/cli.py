@@ -24,8 +24,9 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from bench.config import BenchConfig, ConfigError, validate
+from bench.config import BenchConfig, ConfigError
 from bench.launchers.base import on_time_limit_warning
+from bench.preflight import validate
 from bench.sweep import Sweep
 
 ConfigStore.instance().store(name="bench_schema", node=BenchConfig)

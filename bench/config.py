@@ -1,9 +1,10 @@
 """Typed configuration: the one boundary where input is checked.
 
 Hydra composes the YAML in ``conf/`` on top of :class:`BenchConfig`, so an unknown key or a
-wrongly typed value is refused at composition.  :func:`validate` then checks what types
-cannot (ranges, choices, a writable tracking store) and reports every problem with the
-field it concerns.  Everything after this module sees a plain, validated dataclass.
+wrongly typed value is refused at composition.  :func:`check` then checks what types cannot
+(ranges, choices) and names the field of every problem; :func:`bench.preflight.validate`
+adds each family's rules and the machine probes.  This module imports nothing of bench:
+everything else builds on it.
 """
 
 from __future__ import annotations
@@ -12,10 +13,7 @@ import dataclasses
 import hashlib
 import json
 import os
-import tempfile
-import urllib.parse
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar
 
 FRAMEWORKS = ("torch", "tf", "mxnet")
@@ -205,41 +203,14 @@ def samples_per_step(cfg: BenchConfig) -> int:
     return cfg.batch_size * (cfg.workers if cfg.distributed == "kvstore_device" else 1)
 
 
-def _check_precision(problems: list[str], cfg: BenchConfig) -> None:
-    if cfg.precision != "fp16":
-        return
-    if cfg.device == "cpu" or (cfg.device == "auto" and not _gpu_visible()):
-        problems.append(
-            "precision: fp16 mixed precision needs a CUDA device and this trial runs on the "
-            "CPU; use bf16 or fp32"
-        )
-
-
-def _gpu_visible() -> bool:
-    from bench.sysinfo import gpu_environment
-
-    return int(gpu_environment().get("gpu_count", "0")) > 0
-
-
-def _choice(problems: list[str], name: str, value: str, allowed: tuple[str, ...]) -> None:
+def choice(problems: list[str], name: str, value: str, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         problems.append(f"{name}: {value!r} is not allowed; choose one of {', '.join(allowed)}")
 
 
-def _at_least(problems: list[str], name: str, value: float, low: float) -> None:
+def at_least(problems: list[str], name: str, value: float, low: float) -> None:
     if value < low:
         problems.append(f"{name}: must be >= {low:g}, got {value:g}")
-
-
-def _sqlite_or_file_path(uri: str) -> Path | None:
-    """The local path a tracking URI writes to, or None for a remote store."""
-    parsed = urllib.parse.urlparse(uri)
-    if parsed.scheme == "sqlite":
-        # sqlite:///relative/path.db or sqlite:////absolute/path.db
-        return Path(uri[len("sqlite:///") :])
-    if parsed.scheme in ("", "file"):
-        return Path(parsed.path if parsed.scheme == "file" else uri) / "placeholder"
-    return None
 
 
 def _check_telemetry(problems: list[str], t: TelemetryConfig) -> None:
@@ -250,159 +221,47 @@ def _check_telemetry(problems: list[str], t: TelemetryConfig) -> None:
         )
 
 
-def _check_model_source(problems: list[str], cfg: BenchConfig) -> None:
-    """model.source is bench|stock, and stock only where the framework's library has it."""
-    from bench.models import MODELS, SOURCES, framework_problem, stock_problem
-
-    _choice(problems, "model.source", cfg.model.source, SOURCES)
-    if cfg.model.name in MODELS and cfg.framework.name in FRAMEWORKS:
-        problem = framework_problem(cfg.framework.name, cfg.model.name)
-        if problem:
-            problems.append(problem)
-    if (
-        cfg.model.source == "stock"
-        and cfg.model.name in MODELS
-        and cfg.framework.name in FRAMEWORKS
-    ):
-        problem = stock_problem(cfg.framework.name, cfg.model.name)
-        if problem:
-            problems.append(problem)
-
-
-def _check_framework(problems: list[str], cfg: BenchConfig) -> None:
-    """MXNet runs in its own environment, which only a fresh process or its image reaches."""
-    if cfg.framework.name != "mxnet":
-        return
-    if cfg.precision != "fp32":
-        problems.append(
-            f"precision: framework=mxnet trains in fp32 only (MXNet's AMP is not wired); "
-            f"got {cfg.precision}"
-        )
-    if cfg.compile:
-        problems.append(
-            "compile: framework=mxnet always runs hybridized (a static graph, built in the "
-            "warm-up); compile=true has no further meaning there, leave it false"
-        )
-    if cfg.launcher.name == "inline":
-        problems.append(
-            "launcher: inline runs the trial inside bench's own process, which never imports "
-            "MXNet (it has its own environment, .venv-mxnet); use launcher=process or docker"
-        )
-    elif cfg.launcher.name == "process":
-        from bench import interpreters
-
-        problem = interpreters.problem("mxnet")
-        if problem:
-            problems.append(f"framework: {problem}")
-
-
-def _check_tracking(problems: list[str], t: TrackingConfig) -> None:
-    if not t.experiment.strip():
-        problems.append("tracking.experiment: must be a non-empty name")
-    scheme = urllib.parse.urlparse(t.uri).scheme
-    if scheme not in ("sqlite", "file", "", "http", "https", "postgresql", "mysql", "databricks"):
-        problems.append(
-            f"tracking.uri: scheme {scheme!r} is not supported; use sqlite:///PATH.db, "
-            "a directory, or http(s)://HOST:PORT"
-        )
-        return
-    path = _sqlite_or_file_path(t.uri)
-    if path is None:
-        return
-    problem = _writable(path.parent)
-    if problem:
-        problems.append(
-            f"tracking.uri: cannot write to {str(path.parent)!r} ({problem}); "
-            "choose a writable location or an http(s):// server"
-        )
-
-
-def _writable(directory: Path) -> str:
-    """Why ``directory`` cannot hold a store ('' if it can); leaves nothing behind."""
-    created: list[Path] = []
-    try:
-        for parent in reversed([directory, *directory.parents]):
-            if not parent.exists():
-                parent.mkdir()
-                created.append(parent)
-        with tempfile.NamedTemporaryFile(dir=directory):
-            pass
-        return ""
-    except OSError as exc:
-        return exc.strerror or str(exc)
-    finally:
-        for made in reversed(created):
-            made.rmdir()
-
-
-def validate(cfg: BenchConfig) -> None:
-    """Raise :class:`ConfigError` listing every problem in ``cfg``; return if none."""
+def check(cfg: BenchConfig) -> list[str]:
+    """The rules of the config's own fields (choices, ranges), each problem naming its
+    field.  The families' rules and the machine probes are :func:`bench.preflight.validate`'s."""
     problems: list[str] = []
-    _choice(problems, "framework", cfg.framework.name, FRAMEWORKS)
-    from bench.models import MODELS  # light: the registry imports no framework
-
-    _choice(problems, "model", cfg.model.name, tuple(MODELS))
-    _choice(problems, "data", cfg.data.name, DATASETS)
-    _choice(problems, "launcher", cfg.launcher.name, LAUNCHERS)
-    _choice(problems, "optimizer.name", cfg.optimizer.name, OPTIMIZERS)
-    _choice(problems, "mode", cfg.mode, MODES)
-    _choice(problems, "device", cfg.device, DEVICES)
-    _choice(problems, "precision", cfg.precision, PRECISIONS)
+    choice(problems, "framework", cfg.framework.name, FRAMEWORKS)
+    choice(problems, "data", cfg.data.name, DATASETS)
+    choice(problems, "launcher", cfg.launcher.name, LAUNCHERS)
+    choice(problems, "optimizer.name", cfg.optimizer.name, OPTIMIZERS)
+    choice(problems, "mode", cfg.mode, MODES)
+    choice(problems, "device", cfg.device, DEVICES)
+    choice(problems, "precision", cfg.precision, PRECISIONS)
     for name in ("batch_size", "epochs", "num_classes"):
-        _at_least(problems, name, getattr(cfg, name), 1)
-    _at_least(problems, "data.num_batches", cfg.data.num_batches, 1)
-    _at_least(problems, "data.workers", cfg.data.workers, 0)
+        at_least(problems, name, getattr(cfg, name), 1)
+    at_least(problems, "data.num_batches", cfg.data.num_batches, 1)
+    at_least(problems, "data.workers", cfg.data.workers, 0)
     if cfg.data.name == "synthetic":
-        _at_least(problems, "steps_per_epoch", cfg.steps_per_epoch, 1)
+        at_least(problems, "steps_per_epoch", cfg.steps_per_epoch, 1)
     else:
-        _at_least(problems, "steps_per_epoch", cfg.steps_per_epoch, 0)
+        at_least(problems, "steps_per_epoch", cfg.steps_per_epoch, 0)
     if cfg.compile and cfg.warmup_steps < 1:
         problems.append(
             "warmup_steps: compile=true needs at least 1 warm-up step, so that compilation "
             "stays out of the timed window"
         )
-    _check_precision(problems, cfg)
-    if cfg.data.name in DATASETS:
-        from bench import data
-
-        problems += data.check(cfg)
-    _at_least(problems, "warmup_steps", cfg.warmup_steps, 0)
-    _at_least(problems, "threads", cfg.threads, 0)
-    _at_least(problems, "seed", cfg.seed, 0)
-    _at_least(problems, "repeats", cfg.repeats, 1)
-    _at_least(problems, "repeat", cfg.repeat, 0)
-    _at_least(problems, "launcher.kill_grace_s", cfg.launcher.kill_grace_s, 0)
-    _at_least(problems, "launcher.memory_limit_mb", cfg.launcher.memory_limit_mb, 0)
-    _at_least(problems, "optimizer.momentum", cfg.optimizer.momentum, 0)
-    _at_least(problems, "optimizer.weight_decay", cfg.optimizer.weight_decay, 0)
+    at_least(problems, "warmup_steps", cfg.warmup_steps, 0)
+    at_least(problems, "threads", cfg.threads, 0)
+    at_least(problems, "seed", cfg.seed, 0)
+    at_least(problems, "repeats", cfg.repeats, 1)
+    at_least(problems, "repeat", cfg.repeat, 0)
+    at_least(problems, "launcher.kill_grace_s", cfg.launcher.kill_grace_s, 0)
+    at_least(problems, "launcher.memory_limit_mb", cfg.launcher.memory_limit_mb, 0)
+    at_least(problems, "optimizer.momentum", cfg.optimizer.momentum, 0)
+    at_least(problems, "optimizer.weight_decay", cfg.optimizer.weight_decay, 0)
     if cfg.optimizer.lr <= 0:
         problems.append(f"optimizer.lr: must be > 0, got {cfg.optimizer.lr:g}")
     if cfg.timeout_s <= 0:
         problems.append(f"timeout_s: must be > 0 seconds, got {cfg.timeout_s:g}")
     _check_telemetry(problems, cfg.telemetry)
-    if cfg.model.name in MODELS and MODELS[cfg.model.name].task != "image":
-        from bench.models import check_sequence_model
-
-        problems += check_sequence_model(cfg.model)
-    elif cfg.model.name in MODELS:
-        low = MODELS[cfg.model.name].min_image_size
-        if cfg.image_size < low:
-            problems.append(
-                f"image_size: {cfg.model.name} needs at least {low}x{low} inputs, "
-                f"got {cfg.image_size}"
-            )
-    _check_model_source(problems, cfg)
-    _check_framework(problems, cfg)
-    _check_tracking(problems, cfg.tracking)
-    if cfg.launcher.name == "docker":
-        from bench.launchers import docker  # the only place the Docker SDK is imported
-
-        problems += docker.check(cfg)
-    from bench import distributed  # light: imports no framework
-
-    problems += distributed.check(cfg)
-    if problems:
-        raise ConfigError(problems)
+    if not cfg.tracking.experiment.strip():
+        problems.append("tracking.experiment: must be a non-empty name")
+    return problems
 
 
 def to_dict(cfg: BenchConfig) -> dict[str, Any]:

@@ -18,7 +18,8 @@ from pathlib import Path
 from types import FrameType
 
 from bench import tracking
-from bench.config import BenchConfig, ConfigError, TrackingConfig, from_dict, validate
+from bench.config import BenchConfig, ConfigError, TrackingConfig, from_dict
+from bench.preflight import validate
 
 # What is compared, in this order, where either run has it.
 COMPARED = (

@@ -189,7 +189,7 @@ class MlflowStore:
         """(global throughput / (workers x the single-worker throughput), that run's id),
         against the newest ok single-worker run of the same config in this experiment
         (:func:`bench.distributed.scaling_baselines`); None if there is none."""
-        from bench.distributed import scaling_baselines, scaling_divisor
+        from bench.distributed.registry import scaling_baselines, scaling_divisor
 
         rate = result.summary.get("global_samples_per_s", result.summary.get("trial_samples_per_s"))
         if result.status != OK or not rate:

@@ -166,31 +166,17 @@ def run_trial(
     workdir: Path | None = None,
     prepare: Prepare | None = None,
 ) -> TrialResult:
-    """Run one trial.  Never raises for a failing trial: the failure is the result.
+    """Run one trial in this process (or this process's part of a distributed one: a rank
+    passes its strategy's ``prepare``).  Never raises for a failing trial: the failure is
+    the result.
 
     Artifacts (telemetry samples and plots, profiler traces, operator tables) are written
     into ``workdir`` when one is given; ``result.files`` names them relative to it.
 
-    A distributed trial is handed to its strategy's runner (:mod:`bench.distributed`): the
-    coordinator (:mod:`bench.distributed.coordinator`), whose rank processes come back here
-    with the strategy's ``prepare``, or MXNet's kvstore job (:mod:`bench.distributed.kvstore`),
-    whose workers call :func:`run_local`.  Either way each worker runs this same timing loop.
+    A trial whose strategy starts processes of its own is not run here but by
+    :func:`bench.worker.execute`, which hands it to the strategy's runner; each of that
+    runner's workers comes back here, so every worker runs this same timing loop.
     """
-    if prepare is None:
-        from bench import distributed
-
-        if distributed.launches_processes(cfg):
-            return distributed.run(cfg, on_epoch, workdir)
-    return run_local(cfg, on_epoch, workdir, prepare)
-
-
-def run_local(
-    cfg: BenchConfig,
-    on_epoch: EpochCallback | None = None,
-    workdir: Path | None = None,
-    prepare: Prepare | None = None,
-) -> TrialResult:
-    """One trial in this process (or this process's part of a distributed one)."""
     result = TrialResult(
         status=ERROR, framework=cfg.framework.name, model=cfg.model.name, mode=cfg.mode
     )

@@ -19,5 +19,6 @@ export BENCH_HOROVOD_BUILD=$build
 .venv/bin/ruff check bench tests scripts
 .venv/bin/ruff format --check bench tests scripts
 .venv/bin/mypy bench
+.venv/bin/lint-imports --no-cache  # the import contracts in pyproject.toml
 .venv/bin/python -m pytest "$@"
 if [ -f "$build/rc" ]; then cat "$build/log" >&2; fi

@@ -21,18 +21,51 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from bench.config import BenchConfig
 from bench.frameworks.base import Framework, Session
-
-if TYPE_CHECKING:
-    from bench.distributed.nodes import Cluster
 
 # What a rank process is told by the coordinator (set in every Proc's environment).
 ENV_RANK, ENV_WORLD = "BENCH_RANK", "BENCH_WORLD_SIZE"
 # The rank's index among its node's ranks (which GPU it takes); its global index if unset.
 ENV_LOCAL_RANK = "BENCH_LOCAL_RANK"
+# The trial's config as the coordinator hands it to its ranks and node agents.
+CONFIG = "dist_config.json"
+# The coordinator's deadline for its processes, as a fraction of the trial's timeout_s.
+DEADLINE_FRACTION = 0.9
+
+
+def deadline_s(cfg: BenchConfig) -> float:
+    """Seconds the coordinator gives its processes (below the launcher's ``timeout_s``)."""
+    return max(1.0, DEADLINE_FRACTION * cfg.timeout_s - 2.0)
+
+
+def collective_timeout_s(cfg: BenchConfig) -> float:
+    """The frameworks' collective and rendezvous timeouts: well below the deadline, so a
+    dead peer makes the others fail (and say so) before the deadline stops them."""
+    return max(5.0, 0.5 * cfg.timeout_s)
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str  # the Slurm node name (distinct per node, even where nodes share a host)
+    address: str  # where the other nodes reach it
+    ports: tuple[int, ...]  # TCP ports it reserved for the strategy's servers
+
+
+@dataclass(frozen=True)
+class Cluster:
+    nodes: tuple[Node, ...]
+
+    @property
+    def size(self) -> int:
+        return len(self.nodes)
+
+    def endpoints(self, per_node: int) -> list[str]:
+        """``address:port`` of the first ``per_node`` ports of every node, node by node
+        (global rank order: node k's local rank j is rank k x per_node + j)."""
+        return [f"{n.address}:{p}" for n in self.nodes for p in n.ports[:per_node]]
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import statistics
 import time
 from collections.abc import Callable
@@ -124,3 +125,25 @@ class CountedSteps(Wrapped):
 
     def steps_rate(self, samples_per_step: int, elapsed_s: float) -> float:
         return self._last * samples_per_step / elapsed_s if elapsed_s > 0 else 0.0
+
+
+def tf_config(cluster: dict[str, list[str]], task: str, index: int) -> str:
+    return json.dumps({"cluster": cluster, "task": {"type": task, "index": index}})
+
+
+def tf_checks(cfg: BenchConfig) -> list[str]:
+    """What the tf.distribute sessions do not cover."""
+    from bench.models import MODELS
+
+    problems = []
+    if cfg.model.name in MODELS and MODELS[cfg.model.name].task != "image":
+        problems.append(
+            f"model: distributed={cfg.distributed} trains image models in this version; "
+            f"{cfg.model.name} is a sequence model"
+        )
+    if cfg.precision == "fp16":
+        problems.append(
+            f"precision: fp16 loss scaling is not wired into distributed={cfg.distributed}; "
+            "use fp32 or bf16"
+        )
+    return problems

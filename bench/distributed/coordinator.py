@@ -18,7 +18,6 @@ normally), naming each rank's state; every process is stopped before it returns.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -31,25 +30,12 @@ from pathlib import Path
 from types import FrameType
 
 from bench.config import BenchConfig, to_dict
-from bench.distributed import launch, load, nodes
-from bench.distributed.base import Proc, Strategy, rank_command
+from bench.distributed import launch, nodes
+from bench.distributed.base import CONFIG, Proc, Strategy, deadline_s, rank_command
+from bench.distributed.registry import load
 from bench.result import DIST_FAILURE, ERROR, OK, TIMEOUT, EpochRecord, TrialResult
+from bench.runtime.protocol import EVENTS, RESULT, STOPPED, EventReader, read_result, write_config
 from bench.trial import EpochCallback
-
-CONFIG = "dist_config.json"
-RESULT, EVENTS, STOPPED = "result.json", "events.jsonl", "stopped"
-DEADLINE_FRACTION = 0.9
-
-
-def deadline_s(cfg: BenchConfig) -> float:
-    """Seconds the coordinator gives its processes (below the launcher's ``timeout_s``)."""
-    return max(1.0, DEADLINE_FRACTION * cfg.timeout_s - 2.0)
-
-
-def collective_timeout_s(cfg: BenchConfig) -> float:
-    """The frameworks' collective and rendezvous timeouts: well below the deadline, so a
-    dead peer makes the others fail (and say so) before the deadline stops them."""
-    return max(5.0, 0.5 * cfg.timeout_s)
 
 
 class _Stop(BaseException):
@@ -78,7 +64,7 @@ def _run(cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path) -> Tri
     result = TrialResult(ERROR, cfg.framework.name, cfg.model.name, cfg.mode)
     result.marks["trial_start"] = time.time()
     strategy = load(cfg.distributed)
-    (workdir / CONFIG).write_text(json.dumps(to_dict(cfg), indent=1))
+    write_config(workdir / CONFIG, to_dict(cfg))
     if cfg.nodes > 1:
         problem = nodes.allocation_problem(cfg)
         if problem:
@@ -129,20 +115,6 @@ def timed_ranks(strategy: Strategy, cfg: BenchConfig) -> int:
     return int(getattr(strategy, "timed_ranks", lambda c: c.workers * c.nodes)(cfg))
 
 
-def _read_events(path: Path) -> list[EpochRecord]:
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return []
-    out = []
-    for line in lines:
-        try:
-            out.append(EpochRecord(**json.loads(line)))
-        except (ValueError, TypeError):
-            break  # a line still being written
-    return out
-
-
 class _Stream:
     """Emits each global epoch once every timed rank has logged it."""
 
@@ -154,16 +126,17 @@ class _Stream:
         cfg: BenchConfig,
         on_epoch: EpochCallback | None,
     ) -> None:
-        self.workdir, self.ranks, self.strategy, self.cfg = workdir, ranks, strategy, cfg
-        self.on_epoch = on_epoch
+        self.readers = [EventReader(workdir / f"rank{i}" / EVENTS) for i in range(ranks)]
+        self.strategy, self.on_epoch = strategy, on_epoch
         self.emitted: list[EpochRecord] = []
 
     def poll(self) -> None:
-        per_rank = [_read_events(self.workdir / f"rank{i}" / EVENTS) for i in range(self.ranks)]
-        ready = min(len(r) for r in per_rank)
+        for reader in self.readers:
+            reader.poll()
+        ready = min(len(r.epochs) for r in self.readers)
         while len(self.emitted) < ready:
             e = len(self.emitted)
-            record = combine([r[e] for r in per_rank], data_parallel(self.strategy))
+            record = combine([r.epochs[e] for r in self.readers], data_parallel(self.strategy))
             self.emitted.append(record)
             if self.on_epoch is not None:
                 self.on_epoch(record)
@@ -198,10 +171,7 @@ def combine(records: list[EpochRecord], summed: bool) -> EpochRecord:
 
 
 def _rank_result(workdir: Path, i: int) -> TrialResult | None:
-    try:
-        return TrialResult.from_dict(json.loads((workdir / f"rank{i}" / RESULT).read_text()))
-    except (OSError, ValueError, TypeError, KeyError):
-        return None
+    return read_result(workdir / f"rank{i}" / RESULT)
 
 
 def _rank_state(workdir: Path, i: int, got: TrialResult | None) -> str:

@@ -20,7 +20,7 @@ from bench.distributed import common
 from bench.distributed.base import Proc, Rank
 
 if TYPE_CHECKING:
-    from bench.distributed.nodes import Cluster
+    from bench.distributed.base import Cluster
 
 
 def _torchrun(cfg: BenchConfig, workdir: Path, *placement: str) -> list[str]:
@@ -68,7 +68,7 @@ class DDP:
         import torch.distributed as dist
 
         from bench.distributed import torch_common
-        from bench.distributed.coordinator import collective_timeout_s
+        from bench.distributed.base import collective_timeout_s
 
         gpu = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
         local = int(os.environ.get("LOCAL_RANK", "0"))

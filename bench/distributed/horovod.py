@@ -24,7 +24,7 @@ from bench.distributed import common
 from bench.distributed.base import Proc, Rank
 
 if TYPE_CHECKING:
-    from bench.distributed.nodes import Cluster
+    from bench.distributed.base import Cluster
 
 
 def horovodrun() -> list[str]:
@@ -51,13 +51,13 @@ class Horovod:
                 f"got workers={cfg.workers}"
             )
         if cfg.framework.name == "tf":
-            from bench.distributed.mirrored import tf_checks
+            from bench.distributed.common import tf_checks
 
             problems += tf_checks(cfg)
         return problems
 
     def processes(self, cfg: BenchConfig, workdir: Path) -> list[Proc]:
-        from bench.distributed.coordinator import collective_timeout_s
+        from bench.distributed.base import collective_timeout_s
 
         n = cfg.workers
         timeout = str(int(collective_timeout_s(cfg)))
@@ -77,7 +77,7 @@ class Horovod:
     ) -> list[Proc]:
         """What horovodrun would start on this node, without its ssh: the ranks with
         Horovod's rendezvous variables, and on the first node the rendezvous server."""
-        from bench.distributed.coordinator import collective_timeout_s
+        from bench.distributed.base import collective_timeout_s
 
         first = cluster.nodes[0]
         port = str(first.ports[0])
@@ -295,9 +295,9 @@ def serve_rendezvous(port: int, per_node: int, names: list[str]) -> None:
     from horovod.runner.common.util.hosts import get_host_assignments, parse_hosts
     from horovod.runner.http.http_server import RendezvousHandler, RendezvousHTTPServer
 
-    from bench.distributed import launch
+    from bench.runtime import processes
 
-    launch.die_with_parent()
+    processes.die_with_parent()
     hosts = parse_hosts(",".join(f"{n}:{per_node}" for n in names))
     server = RendezvousHTTPServer(("", port), RendezvousHandler, 0)
     server.init(get_host_assignments(hosts, per_node * len(names)))

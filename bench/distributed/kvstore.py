@@ -5,7 +5,7 @@ launcher, as MXNet's ``tools/launch.py`` is: it starts a scheduler, ``ps`` serve
 ``workers`` workers, each ``python -m bench.distributed.kvstore ROLE`` with MXNet's rendezvous
 variables (``DMLC_ROLE``, ``DMLC_PS_ROOT_URI=127.0.0.1``, ``DMLC_PS_ROOT_PORT``: a free port,
 ``DMLC_NUM_SERVER``, ``DMLC_NUM_WORKER``).  A scheduler or server process only imports mxnet,
-which serves its role and exits.  A worker runs :func:`bench.trial.run_local` with
+which serves its role and exits.  A worker runs :func:`bench.trial.run_trial` with
 ``kvstore=dist_sync`` (the servers update once every worker has pushed: all-worker
 synchronous SGD) or ``dist_async`` (the servers apply each worker's push on arrival), on
 its shard of a labelled data set, and writes its records into ``kvstore/worker{i}/``.
@@ -30,12 +30,8 @@ stopped once the workers are done.
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
-import json
 import os
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -44,28 +40,28 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.config import BenchConfig, from_dict, to_dict, usable_cpus
+from bench.config import BenchConfig, to_dict, usable_cpus
 from bench.result import ERROR, OK, EpochRecord, TrialResult
+from bench.runtime import child, processes
+from bench.runtime.protocol import (
+    CONFIG,
+    EVENTS,
+    RESULT,
+    EventReader,
+    clear,
+    read_config,
+    read_result,
+    tail,
+    write_config,
+)
 from bench.trial import EpochCallback
 
 ROOT = "kvstore"  # under the trial's working directory
-CONFIG, EVENTS, RESULT = "config.json", "events.jsonl", "result.json"
 POLL_S = 0.2
 # After a worker fails, the others get this long to finish on their own before being stopped.
 FAILURE_GRACE_S = 2.0
 # Per-epoch figures summed over the workers (the rest are averaged).
 SUMMED = ("achieved_flops_per_s", "cpu_util_pct", "host_rss_mb", "energy_j", "cpu_energy_j")
-
-
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: SIGKILL when the launcher dies
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def worker_threads(cfg: BenchConfig) -> int:
@@ -79,30 +75,11 @@ class _Role:
     log: Path
 
 
-class _Events:
-    """Epoch records a worker appends to its events file, read as they arrive."""
-
-    def __init__(self, path: Path) -> None:
-        self.path, self.offset = path, 0
-        self.epochs: list[EpochRecord] = []
-
-    def poll(self) -> None:
-        try:
-            with open(self.path) as f:
-                f.seek(self.offset)
-                chunk = f.read()
-        except FileNotFoundError:
-            return
-        complete = chunk[: chunk.rfind("\n") + 1]
-        self.offset += len(complete.encode())
-        self.epochs += [EpochRecord(**json.loads(line)) for line in complete.splitlines()]
-
-
 class _Job:
     def __init__(self, cfg: BenchConfig, root: Path) -> None:
         self.cfg, self.root = cfg, root
         self.roles: list[_Role] = []
-        self.port = _free_port()
+        self.port = processes.free_port()
 
     def env(self, role: str, threads: int, index: int = 0) -> dict[str, str]:
         return dict(
@@ -115,7 +92,7 @@ class _Job:
             DMLC_NODE_HOST="127.0.0.1",  # every node on the loopback interface
             OMP_NUM_THREADS=str(threads),
             BENCH_LOCAL_RANK=str(index),
-            BENCH_PARENT_PID=str(os.getpid()),
+            **{processes.ENV_PARENT_PID: str(os.getpid())},
             PYTHONUNBUFFERED="1",
         )
 
@@ -128,7 +105,7 @@ class _Job:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env=env,
-                preexec_fn=_die_with_parent,
+                preexec_fn=processes.pdeathsig,
             )
         self.roles.append(_Role(name, proc, log))
 
@@ -144,20 +121,6 @@ class _Job:
             except subprocess.TimeoutExpired:
                 role.proc.kill()
                 role.proc.wait()
-
-
-def _tail(path: Path, lines: int = 25) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
-
-
-def _read_result(path: Path) -> TrialResult | None:
-    try:
-        return TrialResult.from_dict(json.loads(path.read_text()))
-    except (OSError, ValueError, TypeError, KeyError):
-        return None
 
 
 def merge_epoch(records: list[EpochRecord]) -> EpochRecord:
@@ -257,10 +220,10 @@ def _run(cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path) -> Tri
     root = workdir / ROOT
     root.mkdir(parents=True, exist_ok=True)
     worker_cfg = dataclasses.replace(cfg, threads=worker_threads(cfg))
-    (root / CONFIG).write_text(json.dumps(to_dict(worker_cfg)))
+    write_config(root / CONFIG, to_dict(worker_cfg))
     job = _Job(cfg, root)
     dirs = [root / f"worker{i}" for i in range(cfg.workers)]
-    events = [_Events(d / EVENTS) for d in dirs]
+    events = [EventReader(d / EVENTS) for d in dirs]
     emitted = 0
     problem = ""
 
@@ -277,8 +240,7 @@ def _run(cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path) -> Tri
             job.start("server", f"server{k}", [], job.env("server", 1))
         for i, d in enumerate(dirs):
             d.mkdir(exist_ok=True)
-            for name in (EVENTS, RESULT):
-                (d / name).unlink(missing_ok=True)
+            clear(d, EVENTS, RESULT)
             job.start("worker", f"worker{i}", [str(d)], job.env("worker", worker_threads(cfg), i))
         workers = job.roles[-cfg.workers :]
         failed_at: float | None = None
@@ -292,12 +254,12 @@ def _run(cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path) -> Tri
             for role in job.roles[: -cfg.workers]:  # scheduler and servers outlive the workers
                 if role.proc.poll() is not None and not problem:
                     problem = f"the {role.name} exited early (code {role.proc.returncode}):\n"
-                    problem += _tail(role.log)
+                    problem += tail(role.log, 25)
             for w, d, code in zip(workers, dirs, codes, strict=True):
-                result = _read_result(d / RESULT) if code is not None else None
+                result = read_result(d / RESULT) if code is not None else None
                 if code is not None and (result is None or result.status != OK) and not problem:
                     problem = f"{w.name} ended (code {code}) without a complete result:\n"
-                    problem += _tail(w.log)
+                    problem += tail(w.log, 25)
             if problem:
                 failed_at = failed_at or time.monotonic()
                 if time.monotonic() - failed_at > FAILURE_GRACE_S:
@@ -308,7 +270,7 @@ def _run(cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path) -> Tri
     for ev in events:
         ev.poll()
     emit()
-    result = merge(cfg, [_read_result(d / RESULT) for d in dirs], problem)
+    result = merge(cfg, [read_result(d / RESULT) for d in dirs], problem)
     result.files += [f"{ROOT}/{role.name}.log" for role in job.roles]
     return result
 
@@ -317,24 +279,14 @@ def _run(cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path) -> Tri
 
 
 def _worker(workdir: Path) -> int:
-    from bench.trial import run_local
-    from bench.worker import write_json_atomic
+    from bench.trial import run_trial
 
-    cfg = from_dict(BenchConfig, json.loads((workdir.parent / CONFIG).read_text()))
-    with open(workdir / EVENTS, "a", buffering=1) as out:
-
-        def on_epoch(record: EpochRecord) -> None:
-            out.write(json.dumps(dataclasses.asdict(record)) + "\n")
-
-        result = run_local(cfg, on_epoch, workdir)
-    write_json_atomic(workdir / RESULT, result.to_dict())
+    child.serve(read_config(workdir.parent / CONFIG), workdir, run_trial)
     return 0
 
 
 def main(argv: list[str]) -> int:
-    expected = os.environ.get("BENCH_PARENT_PID")
-    if expected and os.getppid() != int(expected):
-        return 1  # the launcher is already gone
+    child.start()  # every role dies with the job's launcher
     role = argv[0]
     if role in ("scheduler", "server"):
         import mxnet  # noqa: F401 - with DMLC_ROLE set, importing mxnet serves the role and exits
@@ -344,7 +296,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    code = main(sys.argv[1:])
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)  # everything is on disk; skip MXNet's teardown (and its exit barrier)
+    child.exit_now(main(sys.argv[1:]))

@@ -13,6 +13,7 @@ from typing import Any
 
 from bench.config import BenchConfig
 from bench.distributed.base import OneProcess, Rank
+from bench.distributed.common import tf_checks
 
 
 class Mirrored(OneProcess):
@@ -51,24 +52,6 @@ class Mirrored(OneProcess):
             devices, cross_device_ops=None if gpu else tf.distribute.ReductionToOneDevice()
         )
         return StrategySession(strategy, cfg, data, per_replica, 0, 1, gpu)
-
-
-def tf_checks(cfg: BenchConfig) -> list[str]:
-    """What the tf.distribute sessions do not cover."""
-    from bench.models import MODELS
-
-    problems = []
-    if cfg.model.name in MODELS and MODELS[cfg.model.name].task != "image":
-        problems.append(
-            f"model: distributed={cfg.distributed} trains image models in this version; "
-            f"{cfg.model.name} is a sequence model"
-        )
-    if cfg.precision == "fp16":
-        problems.append(
-            f"precision: fp16 loss scaling is not wired into distributed={cfg.distributed}; "
-            "use fp32 or bf16"
-        )
-    return problems
 
 
 STRATEGY = Mirrored()

@@ -47,7 +47,7 @@ class ModelParallel(OneProcess):
 
     def check(self, cfg: BenchConfig, gpu: bool, gpus: int) -> list[str]:
         if cfg.framework.name == "tf":
-            from bench.distributed.mirrored import tf_checks
+            from bench.distributed.common import tf_checks
 
             problems = tf_checks(cfg)
             if gpu and gpus < STAGES:

@@ -9,20 +9,16 @@ per step on its own shard.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.config import BenchConfig
-from bench.distributed import launch
 from bench.distributed.base import ENV_RANK, Proc, Rank, env_rank, local_rank, node_ranks, per_rank
+from bench.distributed.common import tf_config
+from bench.runtime.processes import free_port
 
 if TYPE_CHECKING:
-    from bench.distributed.nodes import Cluster
-
-
-def tf_config(cluster: dict[str, list[str]], task: str, index: int) -> str:
-    return json.dumps({"cluster": cluster, "task": {"type": task, "index": index}})
+    from bench.distributed.base import Cluster
 
 
 class MultiWorker:
@@ -30,7 +26,7 @@ class MultiWorker:
     data_parallel = True
 
     def check(self, cfg: BenchConfig, gpu: bool, gpus: int) -> list[str]:
-        from bench.distributed.mirrored import tf_checks
+        from bench.distributed.common import tf_checks
 
         problems = tf_checks(cfg)
         if gpu and cfg.workers > gpus:
@@ -41,7 +37,7 @@ class MultiWorker:
         return problems
 
     def processes(self, cfg: BenchConfig, workdir: Path) -> list[Proc]:
-        cluster = {"worker": [f"127.0.0.1:{launch.free_port()}" for _ in range(cfg.workers)]}
+        cluster = {"worker": [f"127.0.0.1:{free_port()}" for _ in range(cfg.workers)]}
         procs = per_rank(cfg, cfg.workers)
         for i, p in enumerate(procs):
             p.env["TF_CONFIG"] = tf_config(cluster, "worker", i)
@@ -65,7 +61,7 @@ class MultiWorker:
     def prepare(self, adapter: Any, cfg: BenchConfig, data: Any, rank: Rank) -> Any:
         import tensorflow as tf
 
-        from bench.distributed.coordinator import collective_timeout_s
+        from bench.distributed.base import collective_timeout_s
         from bench.distributed.tf_common import WorkerSession
 
         gpus = tf.config.list_physical_devices("GPU")

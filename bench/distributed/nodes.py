@@ -29,35 +29,13 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from bench.config import BenchConfig
-from bench.distributed.base import Proc, rank_command
+from bench.distributed.base import Cluster, Node, Proc, rank_command
 
 NODES_DIR = "nodes"
 DONE = "done"  # written by the first agent whose processes ended, ok or not
-
-
-@dataclass(frozen=True)
-class Node:
-    name: str  # the Slurm node name (distinct per node, even where nodes share a host)
-    address: str  # where the other nodes reach it
-    ports: tuple[int, ...]  # TCP ports it reserved for the strategy's servers
-
-
-@dataclass(frozen=True)
-class Cluster:
-    nodes: tuple[Node, ...]
-
-    @property
-    def size(self) -> int:
-        return len(self.nodes)
-
-    def endpoints(self, per_node: int) -> list[str]:
-        """``address:port`` of the first ``per_node`` ports of every node, node by node
-        (global rank order: node k's local rank j is rank k x per_node + j)."""
-        return [f"{n.address}:{p}" for n in self.nodes for p in n.ports[:per_node]]
 
 
 def allocation_problem(cfg: BenchConfig) -> str:
@@ -186,10 +164,12 @@ def gather(workdir: Path, count: int, timeout_s: float, poll_s: float = 0.1) -> 
 
 def _agent(workdir: Path) -> int:
     from bench.config import from_dict
-    from bench.distributed import launch, load
-    from bench.distributed.coordinator import CONFIG, collective_timeout_s, deadline_s
+    from bench.distributed import launch
+    from bench.distributed.base import CONFIG, collective_timeout_s, deadline_s
+    from bench.distributed.registry import load
+    from bench.runtime import processes
 
-    launch.die_with_parent()
+    processes.die_with_parent()
     cfg = from_dict(BenchConfig, json.loads((workdir / CONFIG).read_text()))
     index = int(os.environ["SLURM_NODEID"])
     name = os.environ.get("SLURMD_NODENAME") or socket.gethostname()

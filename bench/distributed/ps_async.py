@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.config import BenchConfig, resolved_threads
-from bench.distributed import launch
 from bench.distributed.base import ENV_RANK, ENV_WORLD, Proc, Rank, env_rank
-from bench.distributed.multiworker import tf_config
+from bench.distributed.common import tf_config
+from bench.runtime.processes import free_port
 
 if TYPE_CHECKING:
     from bench.distributed.nodes import Cluster
@@ -36,7 +36,7 @@ class PsAsync:
     data_parallel = True
 
     def check(self, cfg: BenchConfig, gpu: bool, gpus: int) -> list[str]:
-        from bench.distributed.mirrored import tf_checks
+        from bench.distributed.common import tf_checks
 
         problems = tf_checks(cfg)
         if gpu:
@@ -45,7 +45,7 @@ class PsAsync:
 
     def processes(self, cfg: BenchConfig, workdir: Path) -> list[Proc]:
         def ports(n: int) -> list[str]:
-            return [f"127.0.0.1:{launch.free_port()}" for _ in range(n)]
+            return [f"127.0.0.1:{free_port()}" for _ in range(n)]
 
         cluster = {"chief": ports(1), "worker": ports(cfg.workers), "ps": ports(cfg.ps)}
         return self._procs(cfg, cluster, 0)

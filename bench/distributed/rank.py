@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import faulthandler
-import json
 import os
 import signal
 import sys
@@ -19,10 +18,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from bench.config import BenchConfig, from_dict, resolved_threads
-from bench.distributed import launch, load
-from bench.distributed.coordinator import CONFIG, EVENTS, RESULT, STOPPED
-from bench.result import OK, EpochRecord
+from bench.config import BenchConfig, resolved_threads
+from bench.distributed.base import CONFIG
+from bench.distributed.registry import load
+from bench.result import OK
+from bench.runtime import child
+from bench.runtime.protocol import STOPPED, read_config
 
 
 def rank_config(cfg: BenchConfig, index: int, processes: int, batches: int) -> BenchConfig:
@@ -39,10 +40,10 @@ def rank_config(cfg: BenchConfig, index: int, processes: int, batches: int) -> B
 
 
 def main(workdir: Path) -> int:
-    launch.die_with_parent()
+    child.start()
     from bench.trial import run_trial  # after the parent check: imports take a while
 
-    cfg = from_dict(BenchConfig, json.loads((workdir / CONFIG).read_text()))
+    cfg = read_config(workdir / CONFIG)
     strategy = load(cfg.distributed)
     me = strategy.rank(cfg)
     mine = me.workdir(workdir)
@@ -57,25 +58,17 @@ def main(workdir: Path) -> int:
     signal.signal(signal.SIGTERM, stopped)
     processes = int(getattr(strategy, "compute_processes", lambda c: c.workers)(cfg))
     batches = int(getattr(strategy, "step_batches", lambda c: 1)(cfg))
-    rank_cfg = rank_config(cfg, me.index, processes, batches)
 
     def prepare(adapter: Any, c: BenchConfig, data: Any) -> Any:
         return strategy.prepare(adapter, c, data, me)
 
-    with open(mine / EVENTS, "a", buffering=1) as events:
-
-        def on_epoch(record: EpochRecord) -> None:
-            events.write(json.dumps(dataclasses.asdict(record)) + "\n")
-
-        result = run_trial(rank_cfg, on_epoch, mine, prepare)
-    tmp = mine / (RESULT + ".tmp")
-    tmp.write_text(json.dumps(result.to_dict(), default=str))
-    os.replace(tmp, mine / RESULT)
+    result = child.serve(
+        rank_config(cfg, me.index, processes, batches),
+        mine,
+        lambda c, on_epoch, out: run_trial(c, on_epoch, out, prepare),
+    )
     return 0 if result.status == OK else 1
 
 
 if __name__ == "__main__":
-    code = main(Path(sys.argv[1]))
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)  # skip the frameworks' slow teardown (and their atexit collectives)
+    child.exit_now(main(Path(sys.argv[1])))

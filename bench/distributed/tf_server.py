@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 import os
 
-from bench.distributed import launch
+from bench.runtime import processes
 
 
 def main() -> None:
-    launch.die_with_parent()
+    processes.die_with_parent()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 

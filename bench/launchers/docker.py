@@ -17,7 +17,6 @@ kill from the engine's event log, since the container is gone by the time it is 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -34,13 +33,12 @@ import docker
 import psutil
 from docker.types import DeviceRequest, Ulimit
 
-from bench import heartbeat, images
+from bench import images
 from bench.config import DOCKER_VARIANTS, BenchConfig, to_dict
-from bench.launchers.base import TrialInterrupted
-from bench.launchers.process import LOG, POLL_S, _EventReader, tail
-from bench.result import ERROR, HOST_OOM, KILLED, TIMEOUT, TrialResult
-from bench.trial import EpochCallback
-from bench.worker import CONFIG, EVENTS, RESULT, write_json_atomic
+from bench.launchers.base import Child, LaunchError, WatchedLauncher
+from bench.result import ERROR, HOST_OOM
+from bench.runtime import heartbeat
+from bench.runtime.protocol import CONFIG, LOG, tail, write_config
 
 MOUNT = "/trial"
 DATA_MOUNT = "/data"
@@ -439,15 +437,57 @@ def _died(code: int | None, oom: bool, cfg: BenchConfig, log: Path) -> tuple[str
     )
 
 
-class Launcher:
-    def launch(self, cfg: BenchConfig, workdir: Path, on_epoch: EpochCallback) -> TrialResult:
-        workdir = workdir.resolve()
-        workdir.mkdir(parents=True, exist_ok=True)
-        for name in (EVENTS, RESULT, LOG):
-            (workdir / name).unlink(missing_ok=True)
-        write_json_atomic(workdir / CONFIG, container_config(cfg))
-        events = _EventReader(workdir / EVENTS, on_epoch)
-        env: dict[str, str] = {}
+class _Container(Child):
+    def __init__(
+        self, c: docker.DockerClient, cfg: BenchConfig, workdir: Path, image_id: str, beat: Any
+    ) -> None:
+        self.c, self.cfg, self.workdir, self.beat = c, cfg, workdir, beat
+        self.environment: dict[str, str] = {}
+        opts = container_options(cfg, workdir, owner_label())
+        self.launched = time.time()
+        try:
+            container = c.containers.create(image_id, **opts)
+        except docker.errors.APIError as exc:
+            raise LaunchError(
+                f"cannot create the trial's container: {exc.explanation or exc}"
+            ) from exc
+        self.id = str(container.id)
+        self.environment.update({"container.id": self.id, "container.name": opts["name"]})
+        for limit in opts["ulimits"]:
+            value = "unlimited" if limit["Hard"] == -1 else str(limit["Hard"])
+            self.environment[f"container.ulimit_{limit['Name']}"] = value
+        try:
+            container.start()
+        except docker.errors.APIError as exc:
+            _gone(c, self.id)
+            raise LaunchError(
+                f"cannot start the trial's container: {exc.explanation or exc}"
+            ) from exc
+        self.watch = _ExitWatch(c, self.id)
+        self.code: int | None = None
+        self.oom = False
+
+    def done(self, wait_s: float) -> bool:
+        return self.watch.done.wait(wait_s)
+
+    def stop(self, grace_s: float) -> None:
+        _stop(self.c, self.id, grace_s)
+
+    def finished(self) -> None:
+        self.code, self.oom = _exit_state(self.c, self.watch, self.launched - 1)
+        _gone(self.c, self.id)
+
+    def died(self) -> tuple[str, str]:
+        return _died(self.code, self.oom, self.cfg, self.workdir / LOG)
+
+    def close(self) -> None:
+        self.beat.stop()
+        _hand_back(self.workdir)
+
+
+class Launcher(WatchedLauncher):
+    def start(self, cfg: BenchConfig, workdir: Path, environment: dict[str, str]) -> Child:
+        write_config(workdir / CONFIG, container_config(cfg))
         try:
             c = images.client()
             if not _orphans_checked:
@@ -459,81 +499,19 @@ class Launcher:
             else:
                 image = images.ensure(images.BuildSpec.from_config(cfg), c)
         except images.ImageError as exc:
-            return _partial(cfg, events, ERROR, str(exc), env)
+            raise LaunchError(str(exc)) from exc
         except docker.errors.DockerException as exc:
-            return _partial(cfg, events, ERROR, f"the Docker engine failed: {exc}", env)
-        env.update(image.environment())
+            raise LaunchError(f"the Docker engine failed: {exc}") from exc
+        environment.update(image.environment())
         uid, gid = _user()
         (workdir / LOG).touch()
         _hand_over(workdir, uid, gid)
         beat = heartbeat.Beat(workdir / HEARTBEAT_FILE)
         try:
-            return self._run(c, cfg, workdir, image.id, events, env)
-        finally:
+            container = _Container(c, cfg, workdir, image.id, beat)
+        except BaseException:
             beat.stop()
             _hand_back(workdir)
-
-    def _run(
-        self,
-        c: docker.DockerClient,
-        cfg: BenchConfig,
-        workdir: Path,
-        image_id: str,
-        events: _EventReader,
-        env: dict[str, str],
-    ) -> TrialResult:
-        opts = container_options(cfg, workdir, owner_label())
-        launched = time.time()
-        try:
-            container = c.containers.create(image_id, **opts)
-        except docker.errors.APIError as exc:
-            why = f"cannot create the trial's container: {exc.explanation or exc}"
-            return _partial(cfg, events, ERROR, why, env)
-        env.update({"container.id": str(container.id), "container.name": opts["name"]})
-        for limit in opts["ulimits"]:
-            value = "unlimited" if limit["Hard"] == -1 else str(limit["Hard"])
-            env[f"container.ulimit_{limit['Name']}"] = value
-        try:
-            container.start()
-            watch = _ExitWatch(c, str(container.id))
-            deadline = time.monotonic() + cfg.timeout_s
-            while not watch.done.wait(POLL_S):
-                events.poll()
-                if time.monotonic() > deadline:
-                    _stop(c, str(container.id), cfg.launcher.kill_grace_s)
-                    events.poll()
-                    why = f"timed out after {cfg.timeout_s:g} s (timeout_s)"
-                    return _partial(cfg, events, TIMEOUT, why, env)
-        except KeyboardInterrupt as exc:
-            _stop(c, str(container.id), cfg.launcher.kill_grace_s)
-            events.poll()
-            why = "interrupted (Ctrl-C or SIGTERM)"
-            raise TrialInterrupted(_partial(cfg, events, KILLED, why, env)) from exc
-        except docker.errors.APIError as exc:
-            _gone(c, str(container.id))
-            why = f"cannot start the trial's container: {exc.explanation or exc}"
-            return _partial(cfg, events, ERROR, why, env)
-        code, oom = _exit_state(c, watch, launched - 1)
-        _gone(c, str(container.id))
-        events.poll()
-        try:
-            result = TrialResult.from_dict(json.loads((workdir / RESULT).read_text()))
-        except (OSError, ValueError):
-            return _partial(cfg, events, *_died(code, oom, cfg, workdir / LOG), env)
-        result.environment.update(env)
-        result.marks["launched"] = launched
-        return result
-
-
-def _partial(
-    cfg: BenchConfig, events: _EventReader, status: str, error: str, env: dict[str, str]
-) -> TrialResult:
-    return TrialResult(
-        status=status,
-        framework=cfg.framework.name,
-        model=cfg.model.name,
-        mode=cfg.mode,
-        epochs=events.epochs,
-        environment=dict(env),
-        error=error,
-    )
+            raise
+        environment.update(container.environment)
+        return container

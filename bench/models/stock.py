@@ -18,10 +18,22 @@ auxiliary classifier in both libraries, as bench's is.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from bench.models import ModelSpec
+
+class ModelSpec(Protocol):
+    """What this module needs of a :class:`bench.models.ModelSpec` (not imported: the
+    registry imports this module)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def stock_torch(self) -> str: ...
+
+    @property
+    def stock_keras(self) -> str: ...
+
 
 TORCHVISION_MISSING = (
     "model.source=stock for torch needs torchvision, which is not installed here; install "

@@ -7,8 +7,8 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import bench.report.figures as figures
 from bench import stats
-from bench.report import figures
 from bench.report.document import Cell, Figure, Section, Table, num
 from bench.report.trials import (
     Config,

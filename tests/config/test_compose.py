@@ -8,8 +8,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from bench.cli import CONF_DIR, to_bench_config
-from bench.config import BenchConfig, validate
+from bench.config import BenchConfig
 from bench.data import CIFAR
+from bench.preflight import validate
 from tests.cifar_fixture import write_cifar_archive
 
 # Groups that pick one option each (presets: experiment/, slurm/ are tested on their own).

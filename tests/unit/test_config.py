@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.config import BenchConfig, ConfigError, config_hash, from_dict, to_dict, validate
+from bench.config import BenchConfig, ConfigError, config_hash, from_dict, to_dict
+from bench.preflight import validate
 
 
 def test_validate_reports_every_problem_with_its_field() -> None:

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from bench import data
-from bench.config import BenchConfig, ConfigError, validate
+from bench.config import BenchConfig, ConfigError
+from bench.preflight import validate
 from tests.cifar_fixture import write_cifar_archive
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from bench.config import BenchConfig, ConfigError, config_hash, validate
-from bench.distributed import scaling_baselines
+from bench.config import BenchConfig, ConfigError, config_hash
+from bench.distributed.registry import scaling_baselines
+from bench.preflight import validate
 
 
 def problems(**fields: object) -> list[str]:

@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench import heartbeat, images
-from bench.config import BenchConfig, ConfigError, validate
+from bench import images
+from bench.config import BenchConfig, ConfigError
 from bench.launchers import docker as launcher
+from bench.preflight import validate
+from bench.runtime import heartbeat
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -206,7 +208,10 @@ def test_a_worker_without_heartbeat_stops_itself(tmp_path: Path) -> None:
     beat = tmp_path / "beat"
     beat.touch()
     env = dict(os.environ, BENCH_HEARTBEAT=str(beat), BENCH_HEARTBEAT_TIMEOUT_S="2")
-    code = "from bench import heartbeat; heartbeat.watch_from_env(); import time; time.sleep(30)"
+    code = (
+        "from bench.runtime import heartbeat; heartbeat.watch_from_env(); "
+        "import time; time.sleep(30)"
+    )
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=20)
     assert proc.returncode == heartbeat.EXIT_NO_HEARTBEAT
@@ -217,7 +222,10 @@ def test_a_worker_without_heartbeat_stops_itself(tmp_path: Path) -> None:
 def test_a_kept_heartbeat_keeps_the_worker(tmp_path: Path) -> None:
     beat = heartbeat.Beat(tmp_path / "beat")
     env = dict(os.environ, BENCH_HEARTBEAT=str(beat.path), BENCH_HEARTBEAT_TIMEOUT_S="2")
-    code = "from bench import heartbeat; heartbeat.watch_from_env(); import time; time.sleep(5)"
+    code = (
+        "from bench.runtime import heartbeat; heartbeat.watch_from_env(); "
+        "import time; time.sleep(5)"
+    )
     try:
         proc = subprocess.run([sys.executable, "-c", code], env=env, timeout=20)
     finally:

@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bench.config import BenchConfig, ConfigError, validate
+from bench.config import BenchConfig, ConfigError
 from bench.models import MODELS, build, common, flops, stock
 from bench.models import __main__ as inventory
+from bench.preflight import validate
 
 torch = pytest.importorskip("torch")
 keras = pytest.importorskip("keras")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.config import BenchConfig, ConfigError, validate
+from bench.config import BenchConfig, ConfigError
 from bench.monitors import Telemetry
 from bench.monitors.base import Sampler, integrate, interpolate
 from bench.monitors.gpu import (
@@ -27,6 +27,7 @@ from bench.monitors.gpu import (
     gpu_window,
 )
 from bench.monitors.host import HostMonitor, ProcessTree, Rapl
+from bench.preflight import validate
 
 POWER_W = 250.0
 

@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 
 from bench import images, interpreters
-from bench.config import BenchConfig, ConfigError, validate
+from bench.config import BenchConfig, ConfigError
 from bench.distributed import kvstore
 from bench.models import MODELS, build, flops, mxnet_models
+from bench.preflight import validate
 from bench.result import EpochRecord
 
 REPO = Path(__file__).resolve().parents[2]
@@ -141,7 +142,8 @@ def test_worker_side_imports_no_host_framework_in_mxnet_env() -> None:
 def test_the_host_never_imports_mxnet() -> None:
     code = (
         "import sys, bench.cli, bench.launchers.process, bench.models.__main__\n"
-        "from bench.config import BenchConfig, validate\n"
+        "from bench.config import BenchConfig\n"
+        "from bench.preflight import validate\n"
         "cfg = BenchConfig(); cfg.framework.name = 'mxnet'; cfg.model.name = 'lenet5'\n"
         "validate(cfg); print('mxnet' in sys.modules)"
     )

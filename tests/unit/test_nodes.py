@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from bench.config import BenchConfig, ModelConfig
-from bench.distributed import load, nodes
+from bench.distributed import nodes
 from bench.distributed.nodes import Cluster, Node
+from bench.distributed.registry import load
 
 
 def cfg_for(framework: str, distributed: str, workers: int, node_count: int, ps: int = 0):

@@ -1,0 +1,161 @@
+"""The strategies: what each is, which frameworks have it, how it runs, and the rules
+that decide whether a config may use it (:func:`check`).  Nothing here imports a framework."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from bench.config import BenchConfig
+
+
+@dataclass(frozen=True)
+class StrategyInfo:
+    frameworks: tuple[str, ...]
+    module: str
+    what: str
+    # How the trial runs: "coordinator" (rank processes, .coordinator), "kvstore" (MXNet's
+    # scheduler, servers and workers, .kvstore) or "local" (one process).
+    runner: str = "coordinator"
+
+
+STRATEGIES: dict[str, StrategyInfo] = {
+    "none": StrategyInfo(("torch", "tf", "mxnet"), "", "one process, no distribution", "local"),
+    "dp": StrategyInfo(("torch",), "bench.distributed.dp", "torch.nn.DataParallel (GPUs)"),
+    "ddp": StrategyInfo(("torch",), "bench.distributed.ddp", "DistributedDataParallel, torchrun"),
+    "mirrored": StrategyInfo(("tf",), "bench.distributed.mirrored", "tf MirroredStrategy"),
+    "multiworker": StrategyInfo(
+        ("tf",), "bench.distributed.multiworker", "tf MultiWorkerMirroredStrategy, TF_CONFIG"
+    ),
+    "ps_async": StrategyInfo(
+        ("tf",), "bench.distributed.ps_async", "tf ParameterServerStrategy (asynchronous)"
+    ),
+    "horovod": StrategyInfo(("torch", "tf"), "bench.distributed.horovod", "Horovod, horovodrun"),
+    "model_parallel": StrategyInfo(
+        ("torch", "tf"), "bench.distributed.model_parallel", "two model stages on two devices"
+    ),
+    "kvstore_sync": StrategyInfo(
+        ("mxnet",), "", "MXNet kvstore dist_sync: scheduler, ps servers, workers", "kvstore"
+    ),
+    "kvstore_async": StrategyInfo(
+        ("mxnet",), "", "MXNet kvstore dist_async: scheduler, ps servers, workers", "kvstore"
+    ),
+    "kvstore_device": StrategyInfo(
+        ("mxnet",), "", "MXNet kvstore device: one process reducing over devices", "local"
+    ),
+}
+
+PS_STRATEGIES = ("ps_async", "kvstore_sync", "kvstore_async")
+# Strategies that run across the nodes of a Slurm allocation (nodes > 1, see .nodes).
+MULTI_NODE = ("ddp", "multiworker", "ps_async", "horovod")
+
+
+def launches_processes(cfg: BenchConfig) -> bool:
+    """Whether ``cfg``'s strategy runs its workers as processes of their own."""
+    info = STRATEGIES.get(cfg.distributed)
+    return info is not None and info.runner != "local"
+
+
+def strategies_for(framework: str) -> tuple[str, ...]:
+    return tuple(n for n, s in STRATEGIES.items() if framework in s.frameworks)
+
+
+def _gpus() -> int:
+    from bench.sysinfo import gpu_environment
+
+    return int(gpu_environment().get("gpu_count", "0"))
+
+
+def on_gpu(cfg: BenchConfig) -> bool:
+    """Whether the trial's workers run on GPUs (device=cuda, or auto with a GPU visible)."""
+    return cfg.device == "cuda" or (cfg.device == "auto" and _gpus() > 0)
+
+
+def check(cfg: BenchConfig) -> list[str]:
+    """Problems with distributed/workers/nodes/ps, each naming its field; before any
+    process starts (a mode that needs hardware the machine lacks is refused here)."""
+    problems: list[str] = []
+    name = cfg.distributed
+    if name not in STRATEGIES:
+        return [f"distributed: {name!r} is not allowed; choose one of {', '.join(STRATEGIES)}"]
+    for field, low in (("workers", 1), ("nodes", 1), ("ps", 0)):
+        if getattr(cfg, field) < low:
+            problems.append(f"{field}: must be >= {low}, got {getattr(cfg, field)}")
+    if problems:
+        return problems
+    framework = cfg.framework.name
+    info = STRATEGIES[name]
+    if framework not in info.frameworks:
+        problems.append(
+            f"distributed: {name!r} ({info.what}) is not available with framework={framework}; "
+            f"choose one of {', '.join(strategies_for(framework))}"
+        )
+        return problems
+    if name == "none":
+        if cfg.workers != 1 or cfg.nodes != 1:
+            problems.append(
+                f"workers: {cfg.workers} workers on {cfg.nodes} node(s) need a distributed "
+                f"strategy; set distributed= one of {', '.join(strategies_for(framework)[1:])}"
+            )
+    if name in PS_STRATEGIES and cfg.ps < 1:
+        problems.append(f"ps: distributed={name} needs at least 1 parameter server (ps=1)")
+    if name not in PS_STRATEGIES and cfg.ps != 0:
+        problems.append(
+            f"ps: parameter servers are used only by distributed="
+            f"{', '.join(PS_STRATEGIES)}; got ps={cfg.ps}"
+        )
+    if info.runner == "kvstore" and cfg.launcher.name != "process":
+        problems.append(
+            f"launcher: distributed={name} starts a scheduler, servers and workers as "
+            "processes; use launcher=process"
+        )
+    if cfg.nodes > 1 and name != "none" and name not in MULTI_NODE:
+        problems.append(
+            f"nodes: distributed={name} runs on one node; across {cfg.nodes} nodes use one "
+            f"of {', '.join(s for s in MULTI_NODE if framework in STRATEGIES[s].frameworks)}"
+        )
+    if name == "model_parallel" and cfg.workers != 2:
+        problems.append(
+            f"workers: model_parallel splits the model into 2 stages on 2 devices; set "
+            f"workers=2 (got {cfg.workers})"
+        )
+    if name != "none" and cfg.mode != "train":
+        problems.append(f"mode: distributed={name} measures training; set mode=train")
+    if name != "none" and cfg.launcher.name == "docker":
+        problems.append(
+            "launcher: distributed trials run under launcher=process (or inline) in this version"
+        )
+    if name != "none" and cfg.profile:
+        problems.append("profile: the operator profile is per process; use breakdown=true instead")
+    if name != "none" and cfg.compile:
+        problems.append(f"compile: not supported with distributed={name} in this version")
+    if info.module and not problems:
+        problems += load(name).check(cfg, on_gpu(cfg), _gpus())
+    return problems
+
+
+def scaling_divisor(cfg: BenchConfig) -> int:
+    """What a trial's throughput is divided by, with the single-worker throughput, to give
+    its scaling efficiency: the worker count for data parallelism; 1 for model_parallel,
+    whose stages all see every sample (1.0: the split costs nothing)."""
+    return 1 if cfg.distributed == "model_parallel" else cfg.workers * cfg.nodes
+
+
+def scaling_baselines(cfg: BenchConfig) -> list[BenchConfig]:
+    """The single-worker configs a multi-worker trial's scaling efficiency is measured
+    against, in order of preference: the same strategy on one worker, then no distribution
+    (same config otherwise).  Empty for a single-worker trial."""
+    import dataclasses
+
+    if cfg.workers * cfg.nodes == 1:
+        return []
+    same = dataclasses.replace(cfg, workers=1, nodes=1)
+    plain = dataclasses.replace(cfg, distributed="none", workers=1, nodes=1, ps=0)
+    return [same, plain]
+
+
+def load(name: str):  # noqa: ANN201 - a Strategy; typed in .base, imported lazily
+    from bench.distributed.base import Strategy
+
+    strategy: Strategy = importlib.import_module(STRATEGIES[name].module).STRATEGY
+    return strategy

@@ -1,0 +1,174 @@
+"""Every check a trial's config must pass before a sweep starts, in one place.
+
+:func:`validate` gathers the config's own rules (:func:`bench.config.check`), each family's
+(data sets, models, frameworks, strategies, the Docker launcher) and the probes of this
+machine (a visible GPU, the framework's environment, a writable tracking store, the Docker
+engine), and raises one :class:`~bench.config.ConfigError` listing every problem, each
+naming its field.  The CLI runs it for every job of a sweep before the first trial starts.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import urllib.parse
+from pathlib import Path
+
+from bench.config import (
+    DATASETS,
+    FRAMEWORKS,
+    BenchConfig,
+    ConfigError,
+    TrackingConfig,
+    check,
+    choice,
+)
+
+
+def _check_precision(problems: list[str], cfg: BenchConfig) -> None:
+    if cfg.precision != "fp16":
+        return
+    if cfg.device == "cpu" or (cfg.device == "auto" and not _gpu_visible()):
+        problems.append(
+            "precision: fp16 mixed precision needs a CUDA device and this trial runs on the "
+            "CPU; use bf16 or fp32"
+        )
+
+
+def _gpu_visible() -> bool:
+    from bench.sysinfo import gpu_environment
+
+    return int(gpu_environment().get("gpu_count", "0")) > 0
+
+
+def _sqlite_or_file_path(uri: str) -> Path | None:
+    """The local path a tracking URI writes to, or None for a remote store."""
+    parsed = urllib.parse.urlparse(uri)
+    if parsed.scheme == "sqlite":
+        # sqlite:///relative/path.db or sqlite:////absolute/path.db
+        return Path(uri[len("sqlite:///") :])
+    if parsed.scheme in ("", "file"):
+        return Path(parsed.path if parsed.scheme == "file" else uri) / "placeholder"
+    return None
+
+
+def _check_model_source(problems: list[str], cfg: BenchConfig) -> None:
+    """model.source is bench|stock, and stock only where the framework's library has it."""
+    from bench.models import MODELS, SOURCES, framework_problem, stock_problem
+
+    choice(problems, "model.source", cfg.model.source, SOURCES)
+    if cfg.model.name in MODELS and cfg.framework.name in FRAMEWORKS:
+        problem = framework_problem(cfg.framework.name, cfg.model.name)
+        if problem:
+            problems.append(problem)
+    if (
+        cfg.model.source == "stock"
+        and cfg.model.name in MODELS
+        and cfg.framework.name in FRAMEWORKS
+    ):
+        problem = stock_problem(cfg.framework.name, cfg.model.name)
+        if problem:
+            problems.append(problem)
+
+
+def _check_framework(problems: list[str], cfg: BenchConfig) -> None:
+    """MXNet runs in its own environment, which only a fresh process or its image reaches."""
+    if cfg.framework.name != "mxnet":
+        return
+    if cfg.precision != "fp32":
+        problems.append(
+            f"precision: framework=mxnet trains in fp32 only (MXNet's AMP is not wired); "
+            f"got {cfg.precision}"
+        )
+    if cfg.compile:
+        problems.append(
+            "compile: framework=mxnet always runs hybridized (a static graph, built in the "
+            "warm-up); compile=true has no further meaning there, leave it false"
+        )
+    if cfg.launcher.name == "inline":
+        problems.append(
+            "launcher: inline runs the trial inside bench's own process, which never imports "
+            "MXNet (it has its own environment, .venv-mxnet); use launcher=process or docker"
+        )
+    elif cfg.launcher.name == "process":
+        from bench import interpreters
+
+        problem = interpreters.problem("mxnet")
+        if problem:
+            problems.append(f"framework: {problem}")
+
+
+def _check_tracking(problems: list[str], t: TrackingConfig) -> None:
+    scheme = urllib.parse.urlparse(t.uri).scheme
+    if scheme not in ("sqlite", "file", "", "http", "https", "postgresql", "mysql", "databricks"):
+        problems.append(
+            f"tracking.uri: scheme {scheme!r} is not supported; use sqlite:///PATH.db, "
+            "a directory, or http(s)://HOST:PORT"
+        )
+        return
+    path = _sqlite_or_file_path(t.uri)
+    if path is None:
+        return
+    problem = _writable(path.parent)
+    if problem:
+        problems.append(
+            f"tracking.uri: cannot write to {str(path.parent)!r} ({problem}); "
+            "choose a writable location or an http(s):// server"
+        )
+
+
+def _writable(directory: Path) -> str:
+    """Why ``directory`` cannot hold a store ('' if it can); leaves nothing behind."""
+    created: list[Path] = []
+    try:
+        for parent in reversed([directory, *directory.parents]):
+            if not parent.exists():
+                parent.mkdir()
+                created.append(parent)
+        with tempfile.NamedTemporaryFile(dir=directory):
+            pass
+        return ""
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    finally:
+        for made in reversed(created):
+            made.rmdir()
+
+
+def validate(cfg: BenchConfig) -> None:
+    """Raise :class:`ConfigError` listing every problem in ``cfg``; return if none."""
+    problems = check(cfg)
+    from bench.models import MODELS  # light: the registry imports no framework
+
+    if cfg.model.name not in MODELS:
+        problems.insert(
+            1,
+            f"model: {cfg.model.name!r} is not allowed; choose one of {', '.join(MODELS)}",
+        )
+    _check_precision(problems, cfg)
+    if cfg.data.name in DATASETS:
+        from bench import data
+
+        problems += data.check(cfg)
+    if cfg.model.name in MODELS and MODELS[cfg.model.name].task != "image":
+        from bench.models import check_sequence_model
+
+        problems += check_sequence_model(cfg.model)
+    elif cfg.model.name in MODELS:
+        low = MODELS[cfg.model.name].min_image_size
+        if cfg.image_size < low:
+            problems.append(
+                f"image_size: {cfg.model.name} needs at least {low}x{low} inputs, "
+                f"got {cfg.image_size}"
+            )
+    _check_model_source(problems, cfg)
+    _check_framework(problems, cfg)
+    _check_tracking(problems, cfg.tracking)
+    if cfg.launcher.name == "docker":
+        from bench.launchers import docker  # the only place the Docker SDK is imported
+
+        problems += docker.check(cfg)
+    from bench.distributed import registry  # light: imports no framework
+
+    problems += registry.check(cfg)
+    if problems:
+        raise ConfigError(problems)

@@ -1,0 +1,137 @@
+"""Process lifetimes: a child dies with its parent, and a stopped trial leaves nothing behind.
+
+- :func:`die_with_parent` (first thing in every child) and :func:`pdeathsig` (between fork and
+  exec): Linux sends SIGKILL to the child when its parent dies (``PR_SET_PDEATHSIG``);
+- :func:`become_subreaper`: orphaned descendants are re-parented to this process, so that
+  they can still be found and stopped;
+- :func:`stop_group`: SIGTERM a child's whole process group, SIGKILL it after a grace period;
+- :func:`stop_tree`: the same for every descendant of this process, in whatever session or
+  group it put itself.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+from collections.abc import Iterable
+
+import psutil
+
+# The parent's pid, set by a host for the child it starts: a child that finds another parent
+# (its own was already gone when it started) exits at once.
+ENV_PARENT_PID = "BENCH_PARENT_PID"
+_PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER = 1, 36
+
+
+def _prctl(option: int, value: int) -> None:
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        pass
+
+
+def pdeathsig() -> None:
+    """SIGKILL this process when its parent dies (a ``preexec_fn``: kept across exec)."""
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def die_with_parent() -> None:
+    """SIGKILL this process when its parent dies; exit at once if it already has (the
+    parent is not the one ``BENCH_PARENT_PID`` names, or changed while this was set up)."""
+    parent = os.getppid()
+    pdeathsig()
+    expected = os.environ.get(ENV_PARENT_PID)
+    if (expected and parent != int(expected)) or os.getppid() != parent:
+        os._exit(1)
+
+
+def become_subreaper() -> None:
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+
+def free_port() -> int:
+    """A TCP port free on the loopback interface right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def describe(code: int) -> str:
+    """A process's exit status in words."""
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+def stop_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
+    """SIGTERM the child's process group, then SIGKILL whatever is left after ``grace_s``."""
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+        # The leader is gone; make sure none of its children outlive it.
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        break
+
+
+def descendants() -> list[psutil.Process]:
+    try:
+        return psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def stop_tree(popens: Iterable[subprocess.Popen[bytes]], grace_s: float) -> None:
+    """SIGTERM the given processes and every descendant of this one, SIGKILL what is left
+    after ``grace_s``, and reap them."""
+    popens = list(popens)
+    ours = {p.pid for p in popens}
+    targets = {p.pid: p for p in descendants()}
+    for popen in popens:
+        if popen.poll() is None and popen.pid not in targets:
+            try:
+                targets[popen.pid] = psutil.Process(popen.pid)
+            except psutil.Error:
+                pass
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+        alive = [p for p in targets.values() if _alive(p)]
+        if not alive:
+            break
+        for p in alive:
+            try:
+                p.send_signal(sig)
+            except psutil.Error:
+                pass
+        psutil.wait_procs(alive, timeout=wait_s)
+        targets.update({p.pid: p for p in descendants()})  # anything started meanwhile
+    for popen in popens:
+        try:
+            popen.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL was sent
+            pass
+    for pid in set(targets) - ours:  # orphans re-parented to us: reap their zombies
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass

@@ -1,0 +1,108 @@
+"""The trial-directory protocol between a host process and a child that runs a trial.
+
+The host writes ``config.json`` (the trial's :class:`~bench.config.BenchConfig` as a dict);
+the child appends one JSON line per finished epoch to ``events.jsonl`` (so the host streams
+them as they come) and writes ``result.json`` once, atomically, when the trial is done.
+Its output goes to ``worker.log``.  A child stopped by its coordinator leaves ``stopped``.
+
+One reader serves every host side (the launchers, the distributed coordinator, MXNet's
+kvstore job): :class:`EventReader` reads what was appended since its last poll and never
+returns a line that is still being written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from bench.config import BenchConfig, from_dict
+from bench.result import EpochRecord, TrialResult
+
+CONFIG, EVENTS, RESULT, LOG, STOPPED = (
+    "config.json",
+    "events.jsonl",
+    "result.json",
+    "worker.log",
+    "stopped",
+)
+
+
+def write_json_atomic(path: Path, data: object) -> None:
+    """Write ``data`` as JSON so that a reader sees the old file or the whole new one."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str))
+    os.replace(tmp, path)
+
+
+def write_config(path: Path, data: dict[str, Any]) -> None:
+    write_json_atomic(path, data)
+
+
+def read_config(path: Path) -> BenchConfig:
+    return from_dict(BenchConfig, json.loads(path.read_text()))
+
+
+def read_result(path: Path) -> TrialResult | None:
+    """The result a child wrote, or None if it wrote none (or an unreadable one)."""
+    try:
+        return TrialResult.from_dict(json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+def clear(workdir: Path, *names: str) -> None:
+    """Remove the outputs of an earlier run of the same directory."""
+    for name in names:
+        (workdir / name).unlink(missing_ok=True)
+
+
+@contextmanager
+def epoch_writer(path: Path) -> Iterator[Callable[[EpochRecord], None]]:
+    """A callback that appends each epoch record to ``path`` as one line."""
+    with open(path, "a", buffering=1) as out:
+
+        def write(record: EpochRecord) -> None:
+            out.write(json.dumps(dataclasses.asdict(record)) + "\n")
+
+        yield write
+
+
+class EventReader:
+    """The epoch records a child appends to its events file, read as they arrive.
+
+    :meth:`poll` reads what was appended since the last poll, up to the last complete line,
+    adds the records to :attr:`epochs` and hands each to ``on_epoch``."""
+
+    def __init__(self, path: Path, on_epoch: Callable[[EpochRecord], None] | None = None) -> None:
+        self.path, self.on_epoch, self.offset = path, on_epoch, 0
+        self.epochs: list[EpochRecord] = []
+
+    def poll(self) -> list[EpochRecord]:
+        """The records new since the last poll."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                chunk = f.read()
+        except FileNotFoundError:
+            return []
+        complete = chunk[: chunk.rfind(b"\n") + 1]
+        self.offset += len(complete)
+        new = [EpochRecord(**json.loads(line)) for line in complete.decode().splitlines()]
+        for record in new:
+            self.epochs.append(record)
+            if self.on_epoch is not None:
+                self.on_epoch(record)
+        return new
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    """The last ``lines`` lines of a log ('' if it cannot be read)."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
