@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import os
 import pickle
+import shlex
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -265,7 +266,8 @@ def check(cfg: BenchConfig) -> list[str]:
         if not path.is_file():
             problems.append(
                 f"data.root: {spec.archive} not found in {str(path.parent)!r}; "
-                f"download it with: python scripts/download_cifar.py {name} --root {cfg.data.root}"
+                "download it with: python scripts/download_cifar.py "
+                f"{shlex.quote(name)} --root {shlex.quote(cfg.data.root)}"
             )
         else:
             why = _check_archive(path, path.stat().st_mtime, spec)

@@ -53,6 +53,20 @@ def test_missing_archive_names_the_field_and_the_fix(tmp_path: Path) -> None:
     assert "download_cifar.py cifar10" in problem
 
 
+def test_the_printed_command_quotes_the_users_path(tmp_path: Path) -> None:
+    """A hint is a command to copy and paste: the user's path in it is shell-quoted, so
+    that ``$(...)`` in it is a path, not a command."""
+    import shlex
+
+    root = tmp_path / "a b $(touch pwned)"
+    with pytest.raises(ConfigError) as err:
+        validate(cfg_for("cifar10", root))
+    (problem,) = err.value.problems
+    command = problem.split("download it with: ", 1)[1]
+    assert shlex.split(command)[-2:] == ["--root", str(root)]
+    assert f"--root {shlex.quote(str(root))}" in command
+
+
 def test_corrupt_archive_is_refused(tmp_path: Path) -> None:
     (tmp_path / "cifar-10-python.tar.gz").write_bytes(b"not a tarball at all")
     with pytest.raises(ConfigError, match=r"data.root: .* is not a readable .tar.gz archive"):
