@@ -10,6 +10,8 @@ When an ``http(s)`` tracking server cannot be reached, :func:`open_store` return
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -20,6 +22,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -111,26 +114,31 @@ class MlflowStore:
         _quiet()  # after the import: mlflow sets its own log level when imported
 
         local = uri.startswith("sqlite:///")
-        if local:
-            Path(uri[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
-        self.client = MlflowClient(tracking_uri=uri)
         self.uri, self.experiment = uri, experiment
         self.where = f"{uri} (experiment {experiment!r})"
         self.sweeps: dict[str, dict[str, Any]] = {}
         self.spool: Spool | None = None
-        # A new sqlite store is created (tables, schema migrations, the experiment) by the
-        # first process that opens it; another process opening it at the same moment (a
-        # Slurm job, a second sweep, a reader) can meet a half-made schema or lose the race
-        # to create the experiment.  Both settle within moments: look again.
-        attempts = 6 if local else 1
-        for attempt in range(attempts):
-            try:
-                self.experiment_id = self._experiment_id(experiment, uri)
-                break
-            except Exception:
-                if attempt == attempts - 1:
-                    raise
-                time.sleep(0.5 * (attempt + 1))
+        if not local:
+            self.client = MlflowClient(tracking_uri=uri)
+            self.experiment_id = self._experiment_id(experiment, uri)
+            return
+        db = Path(uri[len("sqlite:///") :])
+        db.parent.mkdir(parents=True, exist_ok=True)
+        # A new sqlite store is made (tables, MLflow's schema migrations, the experiment) by
+        # the first process that opens it; two processes doing that at once (two sweeps, a
+        # Slurm job and its submitter) corrupt each other's migrations ("duplicate column").
+        # Processes on this machine take turns through a lock file beside the store; the
+        # retry covers file systems where the lock is not shared (other nodes).
+        with _locked(db.with_name(db.name + ".lock")):
+            self.client = MlflowClient(tracking_uri=uri)
+            for attempt in range(6):
+                try:
+                    self.experiment_id = self._experiment_id(experiment, uri)
+                    break
+                except Exception:
+                    if attempt == 5:
+                        raise
+                    time.sleep(0.5 * (attempt + 1))
 
     def _experiment_id(self, experiment: str, uri: str) -> str:
         found = self.client.get_experiment_by_name(experiment)
@@ -407,6 +415,23 @@ def _reachable(uri: str, timeout_s: float = 5.0) -> str | None:
         return None  # it answered; an older server may lack /health
     except (urllib.error.URLError, OSError) as exc:
         return str(getattr(exc, "reason", exc))
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive advisory lock on ``path`` (created if missing) for the block; where
+    it cannot be created (a read-only store), go ahead without it."""
+    try:
+        f = open(path, "a")  # noqa: SIM115 - closed below
+    except OSError:
+        yield
+        return
+    with f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def open_store(uri: str, experiment: str) -> Store:
