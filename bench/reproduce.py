@@ -118,21 +118,22 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         return fail(f"cannot rerun {args.run_id}:\n  " + "\n  ".join(exc.problems))
 
-    from bench.sweep import Sweep  # after the checks: it opens the store and a parent run
+    # after the checks: it opens the store and a parent run
+    from bench.sweep.session import Sweep, TrialStopped
 
     signal.signal(signal.SIGTERM, _sigterm)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     workdir = Path("outputs") / "reproduce" / f"{args.run_id[:8]}-{stamp}"
-    sweep = Sweep(cfg, 1, f"reproduce-{args.run_id[:8]}", [f"reproduces={args.run_id}"])
+    sweep = Sweep.open(cfg, 1, f"reproduce-{args.run_id[:8]}", [f"reproduces={args.run_id}"])
     label = original.name or f"framework={cfg.framework.name} model={cfg.model.name}"
     try:
-        sweep.run(cfg, label, workdir, tags={"bench.reproduces": args.run_id})
-    except KeyboardInterrupt:
-        sweep.finish(killed=True)
+        row = sweep.run(cfg, label, workdir, 1, tags={"bench.reproduces": args.run_id})
+    except KeyboardInterrupt as exc:
+        sweep.finish([exc.row] if isinstance(exc, TrialStopped) else [], killed=True)
         print("bench.reproduce: interrupted", file=sys.stderr)
         return 130
-    code = sweep.finish()
-    again, _, _ = tracking.load_trial(args.tracking_uri, sweep.rows[-1].run_id)
+    code = sweep.finish([row])
+    again, _, _ = tracking.load_trial(args.tracking_uri, row.run_id)
     print()
     print(side_by_side(original, again))
     return code

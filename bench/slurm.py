@@ -8,8 +8,8 @@ server, or a sqlite file on a shared filesystem).
 
 Its launcher (``hydra_plugins/bench_slurm_launcher``, where Hydra wants launchers to live)
 differs from the plugin's in that a job that Slurm ends (time limit, preemption, node
-failure) does not abort the sweep.  It is noted in :data:`ENDED_BY_SLURM`, and
-:mod:`bench.sweep` records its trial with the status Slurm gives.  A job that Slurm keeps
+failure) does not abort the sweep: the launcher records its trial with the status Slurm
+gives (:func:`status_for`, :meth:`bench.sweep.session.Sweep.record_ended`).  A job that Slurm keeps
 pending for a reason that no wait will clear (:func:`never_starts`) is cancelled after
 ``unsatisfiable_after_s`` (:class:`PendingWatch`) rather than holding the sweep forever.
 """
@@ -30,18 +30,6 @@ from hydra_plugins.hydra_submitit_launcher.config import SlurmQueueConf
 from omegaconf import II
 
 from bench.result import ERROR, KILLED, OOM, TIMEOUT
-
-
-@dataclass
-class EndedJob:
-    job_id: str
-    overrides: list[str]
-    state: str
-    error: str
-
-
-# Jobs of the current sweep that ended without returning a result.
-ENDED_BY_SLURM: list[EndedJob] = []
 
 
 class JobTimeLimit(RuntimeError):
@@ -130,24 +118,6 @@ def register_launcher_config() -> None:
     ConfigStore.instance().store(
         group="hydra/launcher", name="submitit_slurm", node=BenchSlurmConf, provider="bench"
     )
-
-
-def job_state(job_id: str) -> str:
-    """The job's state from Slurm's accounting (e.g. TIMEOUT); "" if unknown."""
-    if not shutil.which("sacct"):
-        return ""
-    try:
-        out = subprocess.run(
-            ["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "State"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    words = out.split()
-    return words[0].upper() if words else ""  # e.g. "CANCELLED by 0" -> "CANCELLED"
 
 
 def ended_state(state: str, error: str) -> tuple[str, str]:

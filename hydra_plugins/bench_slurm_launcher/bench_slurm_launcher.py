@@ -1,42 +1,37 @@
 """bench's Slurm launcher: Hydra's submitit Slurm launcher that survives jobs Slurm ends.
 
 Selected by ``hydra/launcher=submitit_slurm`` (see :mod:`bench.slurm`, which holds the
-configuration and the Slurm-side helpers).
+configuration and the Slurm-side helpers).  It submits through its own submitit executor:
+each job is sized by its own trial's ``nodes`` (one array per node count), a job that can
+never start is cancelled (:class:`bench.slurm.PendingWatch`), and a job that Slurm ends
+without a result (time limit, preemption, node failure, refused by sbatch) is recorded in
+the sweep's store with the status its Slurm state means, and returned as that trial's row,
+so the sweep goes on.
 """
 
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus
+from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import (
     SlurmLauncher as _PluginSlurmLauncher,
 )
+from omegaconf import OmegaConf
 
 from bench.launchers.base import TimeLimitReached, on_time_limit_warning
 from bench.slurm import (
-    ENDED_BY_SLURM,
     NOT_SUBMITTED,
     UNSATISFIABLE,
     BenchSlurmConf,
-    EndedJob,
     JobTimeLimit,
     PendingWatch,
     ended_state,
-    job_state,
+    status_for,
 )
-
-
-class _NotSubmitted:
-    """Stands for a job sbatch refused: it has no id, and no result."""
-
-    job_id = ""
-
-    def __init__(self, error: str) -> None:
-        self.error = error
-
-    def results(self) -> list[Any]:
-        raise RuntimeError(self.error)
 
 
 class SlurmLauncher(_PluginSlurmLauncher):
@@ -58,81 +53,99 @@ class SlurmLauncher(_PluginSlurmLauncher):
         except TimeLimitReached:  # before the trial took over; submitit keeps an Exception
             raise JobTimeLimit from None
 
-    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Any:
+    def _executor(self) -> Any:
+        """A submitit executor with this launcher's queue parameters (as the plugin's own
+        launch makes it)."""
         import submitit
 
-        # The plugin creates its executor inside launch() and only returns once every job
-        # has a result; intercept map_array to keep hold of the jobs it submits.
-        ENDED_BY_SLURM.clear()
-        submitted: list[Any] = []
-        original = submitit.AutoExecutor.map_array
+        params = dict(self.params)
+        init = {"folder": params.pop("submitit_folder")}
+        if "max_num_timeout" in params:
+            init["slurm_max_num_timeout"] = params.pop("max_num_timeout")
+        executor = submitit.AutoExecutor(cluster="slurm", **init)
+        base = set(OmegaConf.structured(BaseQueueConf).keys())
+        executor.update_parameters(
+            **{k if k in base else f"slurm_{k}": v for k, v in params.items()}
+        )
+        return executor
 
-        # Each job is sized by its own trial's `nodes`: jobs are submitted in one array per
-        # node count (the plugin would size every job of the sweep alike).
-        sizes = [self._nodes_of(overrides) for overrides in job_overrides]
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Any:
+        from bench.sweep.jobs import to_bench_config
 
-        def keep(executor: Any, fn: Any, *iterables: Any) -> Any:
-            calls = list(zip(*iterables, strict=True))
-            jobs: list[Any] = [None] * len(calls)
-            for size in sorted(set(sizes)):
-                picked = [i for i, n in enumerate(sizes) if n == size]
+        assert self.config is not None and self.hydra_context is not None
+        loader = self.hydra_context.config_loader
+        configs = [
+            to_bench_config(loader.load_sweep_config(self.config, list(overrides)))
+            for overrides in job_overrides
+        ]
+        Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
+        executor = self._executor()
+        jobs: list[Any] = [None] * len(job_overrides)
+        refused: dict[int, str] = {}
+        watch = PendingWatch([], self.unsatisfiable_after_s)
+        with watch:
+            # One array per node count: each job is sized by its own trial's `nodes`.
+            for size in sorted({cfg.nodes for cfg in configs}):
+                picked = [i for i, cfg in enumerate(configs) if cfg.nodes == size]
                 executor.update_parameters(nodes=size)
+                calls = [
+                    (
+                        list(job_overrides[i]),
+                        "hydra.sweep.dir",
+                        initial_job_idx + i,
+                        f"job_id_for_{initial_job_idx + i}",
+                        Singleton.get_state(),
+                    )
+                    for i in picked
+                ]
                 try:
-                    got = original(executor, fn, *zip(*(calls[i] for i in picked), strict=True))
+                    got = executor.map_array(self, *zip(*calls, strict=True))
                 except Exception as exc:  # noqa: BLE001 - e.g. more nodes than the partition has
                     print(f"bench: Slurm refused the nodes={size} job(s): {exc}", file=sys.stderr)
-                    for i in picked:
-                        jobs[i] = _NotSubmitted(str(exc))
+                    refused.update({i: str(exc) for i in picked})
                     continue
                 for i, job in zip(picked, got, strict=True):
                     # submitit expects a result from each of the job's nodes x tasks; the
                     # trial runs once, on the first node (srun_args), and returns there.
                     jobs[i] = type(job)(folder=executor.folder, job_id=job.job_id, tasks=(0,))
-            submitted.extend(jobs)
-            watch.add([str(job.job_id) for job in jobs])
-            ids = ", ".join(str(job.job_id) for job in jobs if job.job_id)
+                watch.add([str(jobs[i].job_id) for i in picked])
+            ids = ", ".join(str(job.job_id) for job in jobs if job is not None)
             print(
                 f"bench: {len(jobs)} trial(s) submitted to Slurm as job(s) {ids}; waiting",
                 file=sys.stderr,
             )
-            return jobs
-
-        submitit.AutoExecutor.map_array = keep  # type: ignore[method-assign,assignment]
-        watch = PendingWatch([], self.unsatisfiable_after_s)
-        try:
-            with watch:
+            returns = []
+            for i, (job, overrides) in enumerate(zip(jobs, job_overrides, strict=True)):
                 try:
-                    return super().launch(job_overrides, initial_job_idx)
-                except Exception:  # noqa: BLE001 - some job ended without a result
-                    pass
-        finally:
-            submitit.AutoExecutor.map_array = original  # type: ignore[method-assign]
-        returns = []
-        for job, overrides in zip(submitted, job_overrides, strict=True):
-            try:
-                returns.append(job.results()[0])
-            except Exception as exc:  # noqa: BLE001 - recorded as the trial's result
-                if str(job.job_id) in watch.cancelled:
-                    state, why = UNSATISFIABLE, watch.why(str(job.job_id))
-                elif job.job_id:
-                    state, why = ended_state(job_state(str(job.job_id)), str(exc))
-                else:
-                    state, why = NOT_SUBMITTED, str(exc)
-                ENDED_BY_SLURM.append(EndedJob(str(job.job_id), list(overrides), state, why))
-                # Not FAILED: Hydra's sweeper would abort the whole sweep on it.
-                ended = JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED)
-                ended._return_value = None
-                returns.append(ended)
+                    if job is None:
+                        raise RuntimeError(refused[i])
+                    returns.append(job.results()[0])
+                except Exception as exc:  # noqa: BLE001 - recorded as the trial's result
+                    returns.append(self._ended(job, list(overrides), configs[i], exc, watch))
         return returns
 
-    def _nodes_of(self, overrides: Sequence[str]) -> int:
-        """The ``nodes`` of the trial these overrides make."""
-        from bench.cli import validated_config
+    @staticmethod
+    def _ended(
+        job: Any, overrides: list[str], cfg: Any, exc: Exception, watch: PendingWatch
+    ) -> JobReturn:
+        """The trial of a job that returned no result, recorded in its sweep's store with
+        the status its Slurm state means; a completed job return holding its row (not
+        FAILED: Hydra would abort the whole sweep on it)."""
+        from bench.sweep.jobs import SweepRef, trial_label
+        from bench.sweep.session import Sweep
 
-        known = validated_config(overrides)
-        if known is not None:  # composed once already, when the sweep was validated
-            return known.nodes
-        assert self.config is not None and self.hydra_context is not None
-        loader = self.hydra_context.config_loader
-        cfg = loader.load_sweep_config(self.config, list(overrides))
-        return int(cfg.get("nodes", 1))
+        job_id = str(job.job_id) if job is not None else ""
+        if job is None:
+            state, why = NOT_SUBMITTED, f"Slurm did not accept the job: {exc}"
+        elif job_id in watch.cancelled:
+            state, why = UNSATISFIABLE, watch.why(job_id)
+        else:
+            state, error = ended_state(str(job.state).split()[0].upper(), str(exc))
+            why = f"Slurm job {job_id} ended in state {state}: {error}"
+        ended = JobReturn(overrides=overrides, status=JobStatus.COMPLETED)
+        ref = SweepRef.from_overrides(overrides)
+        if ref is not None:
+            label = trial_label(cfg, overrides, ref.varying)
+            sweep = Sweep.attach(cfg, ref.sweep_id, ref.total)
+            ended.return_value = sweep.record_ended(cfg, label, status_for(state), why, job_id)
+        return ended

@@ -1,11 +1,9 @@
-"""The ``bench`` sweeper: Hydra's basic sweeper, plus ``repeats``.
+"""The ``bench`` sweeper: every job of a sweep composed and validated before the first trial
+starts, repeats interleaved, one parent run, one summary.
 
-With ``repeats=N`` (N > 1) every configuration of the sweep runs N times as separate jobs,
-``repeat=0`` to ``repeat=N-1``, in rounds: all configurations once, then all again in the
-reverse order, and so on, so that a drift of the machine during the sweep falls evenly on
-every configuration.  The job list comes from :func:`bench.cli.expand_jobs`, which the
-sweep's up-front validation uses too.  Selected in conf/config.yaml
-(``override hydra/sweeper: bench``); with ``repeats=1`` it is the basic sweeper.
+Selected in conf/config.yaml (``override hydra/sweeper: bench``).  The work is
+:func:`bench.sweep.driver.run_sweep`'s; this class is its seat in Hydra.  Its exceptions are
+not swallowed as a callback's would be: any problem stops the sweep before any trial.
 
 Hydra's plugin scan runs this module before it is in ``sys.modules``, so it must not use
 ``from __future__ import annotations`` (dataclasses would look the module up and fail).
@@ -14,8 +12,12 @@ Hydra's plugin scan runs this module before it is in ``sys.modules``, so it must
 from dataclasses import dataclass
 from typing import Any
 
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.config_store import ConfigStore
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.plugins import Plugins
+from hydra.plugins.sweeper import Sweeper
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig
 
 
 @dataclass
@@ -30,15 +32,39 @@ ConfigStore.instance().store(
 )
 
 
-class BenchSweeper(BasicSweeper):
-    # BasicSweeper.sweep() calls self.split_arguments(overrides, max_batch_size); this
-    # instance method takes the place of its static one to add the repeats.
-    def split_arguments(  # type: ignore[override]
-        self, overrides: list[Any], max_batch_size: int | None
-    ) -> list[list[list[str]]]:
-        from bench.cli import expand_jobs
+class BenchSweeper(Sweeper):
+    def __init__(
+        self,
+        max_batch_size: int | None = None,
+        params: dict[str, str] | None = None,
+    ) -> None:
+        self.max_batch_size = max_batch_size
+        self.params = dict(params or {})
+        self.config: DictConfig | None = None
+        self.hydra_context: HydraContext | None = None
+        self.launcher: Any = None
 
-        assert self.config is not None
-        jobs = expand_jobs(overrides, int(self.config.get("repeats", 1)))
-        size = max_batch_size if max_batch_size and max_batch_size > 0 else max(len(jobs), 1)
-        return [jobs[i : i + size] for i in range(0, len(jobs), size)]
+    def setup(
+        self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
+    ) -> None:
+        self.config, self.hydra_context = config, hydra_context
+        self.launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=hydra_context, task_function=task_function, config=config
+        )
+
+    def sweep(self, arguments: list[str]) -> Any:
+        from bench.slurm import partition_nodes
+        from bench.sweep.driver import run_sweep
+
+        assert self.config is not None and self.hydra_context is not None
+        config, loader = self.config, self.hydra_context.config_loader
+        given = [f"{k}={v}" for k, v in self.params.items()] + list(arguments)
+        parsed = OverridesParser.create(config_loader=loader).parse_overrides(given)
+        run_sweep(
+            config,
+            lambda overrides: loader.load_sweep_config(config, overrides),
+            lambda batch, start: self.launcher.launch(batch, initial_job_idx=start),
+            parsed,
+            self.max_batch_size,
+            partition_nodes,
+        )

@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from bench.cli import CONF_DIR, to_bench_config
+from bench.cli import CONF_DIR
 from bench.config import BenchConfig
 from bench.data import CIFAR
 from bench.preflight import validate
+from bench.sweep.jobs import to_bench_config
 from tests.cifar_fixture import write_cifar_archive
 
 # Groups that pick one option each (presets: experiment/, slurm/ are tested on their own).
@@ -101,12 +102,12 @@ def test_unwritable_tracking_path_under_a_file(bench) -> None:  # noqa: ANN001
 
 @pytest.mark.parametrize("name", ["cifar10_study", "inference_batch_sweep"])
 def test_experiment_presets_compose(name: str) -> None:
-    from bench.cli import _job_overrides
+    from bench.sweep.jobs import jobs_of
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         config = compose("config", overrides=[f"+experiment={name}"], return_hydra_config=True)
     assert str(config.hydra.mode) == "RunMode.MULTIRUN"
-    jobs = _job_overrides(config)
+    jobs = jobs_of(config)
     assert jobs is not None
     frameworks = {dict(o.split("=", 1) for o in job)["framework"] for job in jobs}
     assert frameworks == {"tf", "torch"}

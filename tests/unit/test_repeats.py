@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import OmegaConf
 
-from bench.cli import expand_jobs
 from bench.config import BenchConfig, ConfigError, config_hash
-from hydra_plugins.bench_sweeper.bench_sweeper import BenchSweeper
+from bench.sweep.jobs import expand as expand_jobs
 
 
 def jobs(*args: str, repeats: int = 1) -> list[list[str]]:
@@ -50,12 +48,3 @@ def test_conflicting_repeat_overrides_are_refused(
 def test_repeat_is_hashed_and_repeats_is_not() -> None:
     assert config_hash(BenchConfig(repeats=1)) == config_hash(BenchConfig(repeats=5))
     assert config_hash(BenchConfig(repeat=0)) != config_hash(BenchConfig(repeat=1))
-
-
-def test_the_sweeper_launches_that_list_in_batches() -> None:
-    sweeper = BenchSweeper(max_batch_size=5)
-    sweeper.config = OmegaConf.create({"repeats": 3})
-    parsed = OverridesParser.create().parse_overrides(["framework=tf,torch", "seed=0,1"])
-    batches = sweeper.split_arguments(parsed, 5)
-    assert [len(b) for b in batches] == [5, 5, 2]
-    assert [j for b in batches for j in b] == expand_jobs(parsed, 3)

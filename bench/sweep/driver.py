@@ -1,0 +1,163 @@
+"""What bench's sweeper and its task function do.
+
+:func:`run_sweep` (the sweeper, ``-m``): expand the jobs, compose and validate every one of
+them (any problem stops the sweep with exit 2 before its first trial, and no run is made),
+open the parent run, launch the jobs through Hydra's launcher, collect each job's row and
+finish: summary, parent run, exit status.  It ends by raising :class:`~.jobs.BenchExit`
+with the sweep's status (0, 1 if a trial failed, 130 after Ctrl-C).
+
+:func:`run_job` (the task function, once per job, wherever the launcher runs it): turn the
+job's config into a typed one, join its sweep, run its trial, return its row.  Without a
+sweep (a plain ``python -m bench``, no ``-m``) the job is a sweep of one trial of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from bench.config import BenchConfig, ConfigError
+from bench.launchers.base import on_time_limit_warning
+from bench.preflight import validate
+from bench.result import ERROR
+from bench.sweep.jobs import (
+    BenchExit,
+    SweepRef,
+    check_all,
+    compose_all,
+    expand,
+    fail,
+    to_bench_config,
+    trial_label,
+    varying,
+)
+from bench.sweep.session import Row, Sweep, TrialStopped
+
+
+def sweep_name() -> str:
+    return "sweep-" + time.strftime("%Y%m%d-%H%M%S")
+
+
+def _interrupted() -> None:
+    print(
+        "bench: interrupted; the running trial was stopped and recorded as killed",
+        file=sys.stderr,
+    )
+
+
+def run_sweep(
+    config: DictConfig,
+    compose: Callable[[list[str]], DictConfig],
+    launch: Callable[[list[list[str]], int], Sequence[Any]],
+    arguments: Sequence[Any],
+    max_batch_size: int | None = None,
+    slurm_partition: Callable[[str | None], tuple[str, int] | None] | None = None,
+) -> None:
+    """Run a sweep: ``arguments`` are the parsed overrides (sweeper params first),
+    ``compose`` composes one job's config, ``launch`` runs a batch of jobs (Hydra's
+    launcher) and returns their JobReturns.  Always ends by raising :class:`BenchExit`."""
+    repeats = int(config.get("repeats", 1))
+    launcher = str(config.hydra.launcher.get("_target_", ""))
+    try:
+        jobs = expand(arguments, repeats)
+        if not jobs:
+            raise ConfigError(["the sweep has no trials"])
+        composed = compose_all(compose, jobs)
+        slurm = "slurm" in launcher.lower()
+        partition = None
+        if slurm and slurm_partition is not None and any(c.nodes > 1 for _, _, c in composed):
+            partition = slurm_partition(config.hydra.launcher.get("partition"))
+        check_all([(label, cfg) for label, _, cfg in composed], slurm, partition)
+    except ConfigError as exc:
+        fail(exc.problems)
+    first = composed[0][2]
+    sweep = Sweep.open(first, len(jobs), sweep_name(), [str(a.input_line) for a in arguments])
+    ref = SweepRef(sweep.sweep_id, len(jobs), varying(jobs))
+    # Jobs that run in this process go one at a time, so that each row is kept as soon as
+    # its trial ends (Ctrl-C in one trial keeps the rows before it); jobs sent elsewhere (a
+    # Slurm array) go in batches.
+    in_process = launcher.endswith("BasicLauncher")
+    size = max_batch_size if max_batch_size and max_batch_size > 0 else len(jobs)
+    size = 1 if in_process else size
+    rows: list[Row] = []
+    try:
+        for start in range(0, len(jobs), size):
+            batch = [job + ref.overrides() for job in jobs[start : start + size]]
+            for done, (label, _, cfg) in zip(
+                launch(batch, start), composed[start : start + size], strict=True
+            ):
+                rows.append(_row_of(done, label, cfg))
+    except TrialStopped as stop:
+        rows.append(stop.row)
+        sweep.finish(rows, killed=True)
+        _interrupted()
+        raise BenchExit(130) from None
+    except KeyboardInterrupt:
+        sweep.finish(rows, killed=True)
+        _interrupted()
+        raise BenchExit(130) from None
+    raise BenchExit(sweep.finish(rows))
+
+
+def _row_of(done: Any, label: str, cfg: BenchConfig) -> Row:
+    """A job's row: what it returned, or an error row for a job that raised."""
+    from hydra.core.utils import JobStatus
+
+    try:
+        value = done.return_value  # raises what the job raised
+    except Exception as exc:  # noqa: BLE001 - recorded as the job's row
+        value = exc
+    if done.status == JobStatus.COMPLETED and isinstance(value, Row):
+        return value
+    why = value if done.status == JobStatus.FAILED else "no result"
+    print(f"bench: the job of {label} failed: {why}", file=sys.stderr)
+    return Row(label, ERROR, None, 0.0)
+
+
+def run_job(config: DictConfig, overrides: list[str], workdir: Path, index: int) -> Row:
+    """One Hydra job: one trial of the sweep named in the job's environment, or a sweep of
+    its own when there is none (a plain run)."""
+    try:
+        cfg = to_bench_config(config)
+    except ConfigError as exc:
+        fail(exc.problems)
+    if os.environ.get("SLURM_JOB_ID"):  # Slurm warns with SIGUSR2 before its time limit
+        on_time_limit_warning()
+    ref = SweepRef.from_env()
+    if ref is None:
+        return _single(cfg, overrides, workdir)
+    sweep = Sweep.attach(cfg, ref.sweep_id, ref.total)
+    label = trial_label(cfg, overrides, ref.varying)
+    try:  # checked by the sweeper; a job elsewhere (a Slurm node) checks its machine again
+        validate(cfg)
+    except ConfigError as exc:
+        return sweep.record_ended(cfg, label, ERROR, "\n".join(exc.problems), "")
+    return sweep.run(cfg, label, workdir, index)
+
+
+def _single(cfg: BenchConfig, overrides: list[str], workdir: Path) -> Row:
+    if cfg.repeats > 1:
+        fail([f"repeats: {cfg.repeats} runs of a configuration are a sweep; add -m"])
+    label = trial_label(cfg, overrides, ())
+    try:
+        check_all([(label, cfg)])
+    except ConfigError as exc:
+        fail(exc.problems)
+    sweep = Sweep.open(cfg, 1, sweep_name(), overrides)
+    try:
+        row = sweep.run(cfg, label, workdir, 1)
+    except TrialStopped as stop:
+        sweep.finish([stop.row], killed=True)
+        _interrupted()
+        raise BenchExit(130) from None
+    except KeyboardInterrupt:
+        sweep.finish([], killed=True)
+        _interrupted()
+        raise BenchExit(130) from None
+    raise BenchExit(sweep.finish([row]))

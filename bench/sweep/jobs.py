@@ -1,0 +1,247 @@
+"""A sweep's jobs, composed and validated before any trial starts.
+
+:func:`expand` turns the parsed overrides into every job's overrides in launch order (the
+cartesian product, first key varying slowest, as Hydra's basic sweeper orders it; with
+``repeats`` > 1, rounds of it, alternately reversed).  :func:`compose_all` composes each job
+into a typed :class:`~bench.config.BenchConfig` and :func:`check_all` validates every one of
+them (:func:`bench.preflight.validate`): a problem anywhere stops the sweep before its first
+trial, with exit status 2 and a message naming the field (:func:`fail`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import itertools
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import OmegaConfBaseException
+
+from bench.config import BenchConfig, ConfigError
+from bench.preflight import validate
+
+# The job's environment (hydra.job.env_set) that ties it to its sweep's parent run.
+ENV_SWEEP, ENV_TOTAL, ENV_VARYING = "BENCH_SWEEP_RUN", "BENCH_SWEEP_TOTAL", "BENCH_SWEEP_VARYING"
+
+
+class BenchExit(SystemExit):
+    """bench's own exit, with its status (Hydra's refusals exit through ``sys.exit(1)``)."""
+
+
+def fail(problems: Sequence[str]) -> NoReturn:
+    print("bench: invalid configuration; no trial was started:", file=sys.stderr)
+    for problem in problems:
+        print(f"  {problem}", file=sys.stderr)
+    raise BenchExit(2)
+
+
+@dataclass(frozen=True)
+class SweepRef:
+    """Which sweep a job belongs to: its parent run, its size, the keys it varies."""
+
+    sweep_id: str
+    total: int
+    varying: tuple[str, ...]
+
+    def overrides(self) -> list[str]:
+        """The job overrides that hand this reference to the job's environment."""
+        env = {
+            ENV_SWEEP: self.sweep_id,
+            ENV_TOTAL: str(self.total),
+            ENV_VARYING: "+".join(self.varying),
+        }
+        return [f"++hydra.job.env_set.{key}='{value}'" for key, value in env.items()]
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> SweepRef | None:
+        env = dict(os.environ) if env is None else env
+        if not env.get(ENV_SWEEP):
+            return None
+        varying = tuple(k for k in env.get(ENV_VARYING, "").split("+") if k)
+        return cls(env[ENV_SWEEP], int(env.get(ENV_TOTAL) or 0), varying)
+
+    @classmethod
+    def from_overrides(cls, overrides: Sequence[str]) -> SweepRef | None:
+        """The reference among a job's overrides (as :meth:`overrides` wrote them)."""
+        env = {}
+        for item in overrides:
+            key, _, value = item.removeprefix("++hydra.job.env_set.").partition("=")
+            if item.startswith("++hydra.job.env_set."):
+                env[key] = value.strip("'")
+        return cls.from_env(env)
+
+
+def pairs(overrides: Sequence[str]) -> dict[str, str]:
+    """``key: value`` of a job's task overrides (Hydra's own ``hydra.*`` left out)."""
+    out = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        key = key.lstrip("+~")
+        if sep and not key.startswith("hydra."):
+            out[key] = value
+    return out
+
+
+def varying(jobs: Sequence[Sequence[str]]) -> tuple[str, ...]:
+    """The override keys whose value differs between jobs, in first-seen order."""
+    values: dict[str, set[str]] = {}
+    for job in jobs:
+        for key, value in pairs(job).items():
+            values.setdefault(key, set()).add(value)
+    return tuple(k for k, v in values.items() if len(v) > 1 and k != "repeat")
+
+
+def trial_label(cfg: BenchConfig, overrides: Sequence[str], keys: Sequence[str]) -> str:
+    """A short name for a trial: framework, model and whatever the sweep varies."""
+    given = pairs(overrides)
+    shown = [f"framework={cfg.framework.name}", f"model={cfg.model.name}"]
+    shown += [f"{k}={given[k]}" for k in keys if k in given and k not in ("framework", "model")]
+    return " ".join(shown)
+
+
+def expand(overrides: Sequence[Any], repeats: int) -> list[list[str]]:
+    """Every job's overrides in launch order, from a sweep's parsed overrides (Hydra's
+    ``Override`` objects).  ``repeats`` > 1 runs the product in rounds: ``repeat=0`` over
+    every configuration, then ``repeat=1`` over them in reverse order, and so on, so that a
+    drift of the machine during the sweep falls evenly on every configuration."""
+    keys = {o.key_or_group.lstrip("+~"): o for o in overrides}
+    if "repeats" in keys and keys["repeats"].is_sweep_override():
+        raise ConfigError(["repeats: give one number of runs per configuration, not a sweep"])
+    if repeats > 1 and "repeat" in keys:
+        raise ConfigError(
+            [f"repeat: set by the sweeper when repeats > 1 (repeats={repeats}); leave it out"]
+        )
+    choices: dict[str, list[str]] = {}
+    for o in overrides:
+        key = o.get_key_element()
+        if not o.is_sweep_override():
+            choices[key] = [f"{key}={o.get_value_element_as_str()}"]
+        elif o.is_discrete_sweep():
+            choices[key] = [f"{key}={value}" for value in o.sweep_string_iterator()]
+        else:
+            raise ConfigError(
+                [f"{key}: bench sweeps lists of values (a,b,c) or range(); got {o.input_line}"]
+            )
+    jobs = [list(job) for job in itertools.product(*choices.values())]
+    if repeats <= 1:
+        return jobs
+    rounds = []
+    for r in range(repeats):
+        order = jobs if r % 2 == 0 else jobs[::-1]
+        rounds += [[f"repeat={r}", *job] for job in order]
+    return rounds
+
+
+def jobs_of(config: DictConfig) -> list[list[str]]:
+    """Every job of the sweep a composed config (``return_hydra_config=True``) describes:
+    the sweeper's params and the command line's overrides, expanded as bench's sweeper does."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    params = config.hydra.sweeper.get("params") or {}
+    task = OmegaConf.to_container(config.hydra.overrides.task, resolve=False)
+    args = [f"{k}={v}" for k, v in params.items()] + [str(o) for o in task or []]
+    parsed = OverridesParser.create().parse_overrides(args)
+    return expand(parsed, int(config.get("repeats", 1)))
+
+
+def _unknown_keys(node: Any, schema: type, prefix: str = "") -> list[str]:
+    """Keys in a composed config that the typed schema does not have (``+key=value`` adds
+    them past Hydra's own check), each with the closest known key."""
+    known = {f.name: f for f in dataclasses.fields(schema)}
+    problems = []
+    for key in node:
+        name = f"{prefix}{key}"
+        if key not in known:
+            close = difflib.get_close_matches(str(key), list(known), n=1)
+            hint = f"; did you mean {prefix}{close[0]}?" if close else ""
+            problems.append(f"{name}: no such key{hint} (see `python -m bench --cfg job`)")
+            continue
+        child = node[key]
+        sub = known[key].default_factory
+        if isinstance(child, DictConfig) and sub is not dataclasses.MISSING:
+            problems += _unknown_keys(child, type(sub()), f"{name}.")
+    return problems
+
+
+def to_bench_config(config: DictConfig) -> BenchConfig:
+    """The typed config of one job (Hydra's own ``hydra`` node dropped); a key the schema
+    does not know, or a value that cannot be resolved, is a :class:`ConfigError`."""
+    config = config.copy()
+    with open_dict(config):
+        config.pop("hydra", None)
+    try:
+        problems = _unknown_keys(config, BenchConfig)
+        if problems:
+            raise ConfigError(problems)
+        obj = OmegaConf.to_object(config)
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", "") or "config"
+        raise ConfigError([f"{key}: {str(exc).splitlines()[0]}"]) from exc
+    assert isinstance(obj, BenchConfig)
+    return obj
+
+
+def compose_all(
+    compose: Callable[[list[str]], DictConfig], jobs: Sequence[Sequence[str]]
+) -> list[tuple[str, list[str], BenchConfig]]:
+    """(label, overrides, config) of every job; every job that cannot be composed is named."""
+    keys = varying(jobs)
+    out: list[tuple[str, list[str], BenchConfig]] = []
+    problems: list[str] = []
+    for job in jobs:
+        given = pairs(job)
+        shown = " ".join(f"{k}={given[k]}" for k in keys if k in given)
+        prefix = f"[{shown}] " if len(jobs) > 1 else ""
+        try:
+            cfg = to_bench_config(compose(list(job)))
+        except ConfigError as exc:
+            problems += [f"{prefix}{p}" for p in exc.problems]
+            continue
+        except Exception as exc:  # noqa: BLE001 - Hydra's composition errors, named per job
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            problems.append(f"{prefix}{first}")
+            continue
+        out.append((trial_label(cfg, job, keys), list(job), cfg))
+    if problems:
+        raise ConfigError(list(dict.fromkeys(problems)))
+    return out
+
+
+def check_all(
+    configs: Sequence[tuple[str, BenchConfig]],
+    slurm: bool = False,
+    partition: tuple[str, int] | None = None,
+) -> None:
+    """Validate every trial of a sweep (``slurm``: its jobs go to Slurm, to ``partition``:
+    its name and node count, where known); raise one :class:`ConfigError` for all."""
+    problems: list[str] = []
+    for label, cfg in configs:
+        prefix = f"[{label}] " if len(configs) > 1 else ""
+        try:
+            validate(cfg)
+        except ConfigError as exc:
+            problems += [f"{prefix}{p}" for p in exc.problems]
+        if cfg.nodes > 1 and not slurm:  # the jobs run here: this must be an allocation
+            from bench.distributed.nodes import allocation_problem
+
+            problem = allocation_problem(cfg)
+            problems += [f"{prefix}{problem}"] if problem else []
+        if slurm and partition is not None and cfg.nodes > partition[1]:
+            problems.append(
+                f"{prefix}nodes: {cfg.nodes} nodes asked for; Slurm partition "
+                f"{partition[0]} has {partition[1]}"
+            )
+    if configs:
+        first = configs[0][1].tracking
+        for label, cfg in configs[1:]:
+            if (cfg.tracking.uri, cfg.tracking.experiment) != (first.uri, first.experiment):
+                problems.append(
+                    f"[{label}] tracking: one sweep logs to one tracking.uri and experiment"
+                )
+    if problems:
+        raise ConfigError(list(dict.fromkeys(problems)))

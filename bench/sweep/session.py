@@ -1,0 +1,256 @@
+"""A sweep's runs: the parent run, one trial run per job, the summary at the end.
+
+:meth:`Sweep.open` starts the parent run (on the side that starts the sweep);
+:meth:`Sweep.attach` joins it from a job (in the same process, or a Slurm job elsewhere);
+:meth:`Sweep.run` runs one trial in a job (skipping it when an ok run with its config
+exists) and returns its summary :class:`Row`; :meth:`Sweep.finish` prints the table of every
+job's row, ends the parent run and decides the exit status.  Progress goes to stderr, a
+line per trial; the summary table to stdout.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from bench import sysinfo, tracking
+from bench.config import BenchConfig
+from bench.launchers import TrialInterrupted
+from bench.launchers import get as get_launcher
+from bench.result import ERROR, OK, TIMEOUT, EpochRecord, TrialResult
+
+SKIPPED = "skipped"
+
+
+@dataclass
+class Row:
+    label: str
+    status: str
+    samples_per_s: float | None
+    seconds: float
+    run_id: str = ""
+
+
+class TrialStopped(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM stopped a job's trial, which was recorded as ``row``."""
+
+    def __init__(self, row: Row) -> None:
+        super().__init__("trial stopped")
+        self.row = row
+
+
+class Progress:
+    """Quiet by default: a line per trial; on a terminal, epochs update that line."""
+
+    def __init__(
+        self, index: int, total: int | None, label: str, epochs: int, stream: TextIO | None = None
+    ) -> None:
+        self.stream, self.epochs = stream or sys.stderr, epochs
+        self.tty = self.stream.isatty()
+        self.prefix = f"[{index}/{total if total else '?'}] {label}"
+        self._write(f"{self.prefix} ...", end="" if self.tty else "\n")
+
+    def epoch(self, record: EpochRecord) -> None:
+        if self.tty:
+            self._write(
+                f"\r{self.prefix}  epoch {record.epoch}/{self.epochs}  "
+                f"{record.samples_per_s:,.1f} samples/s",
+                end="",
+            )
+
+    def end(self, row: Row, note: str = "") -> None:
+        rate = f"{row.samples_per_s:,.1f} samples/s" if row.samples_per_s else "-"
+        line = f"{self.prefix}  {row.status}  {rate}  ({row.seconds:.1f} s)"
+        self._write(
+            f"\r{line}\x1b[K" if self.tty else f"  -> {row.status}  {rate}  ({row.seconds:.1f} s)"
+        )
+        if note:
+            self._write(f"    {note.strip()}")
+
+    def _write(self, text: str, end: str = "\n") -> None:
+        self.stream.write(text + end)
+        self.stream.flush()
+
+
+def format_table(rows: list[Row]) -> str:
+    header = ("#", "trial", "status", "samples/s", "time_s", "run")
+    body = [
+        (
+            str(i),
+            row.label,
+            row.status,
+            f"{row.samples_per_s:,.1f}" if row.samples_per_s else "-",
+            f"{row.seconds:.1f}",
+            row.run_id[:8],
+        )
+        for i, row in enumerate(rows, 1)
+    ]
+    widths = [max(len(r[c]) for r in (header, *body)) for c in range(len(header))]
+    lines = [
+        "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()
+        for r in (header, *body)
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+@functools.cache
+def store_for(uri: str, experiment: str) -> tracking.Store:
+    """The store of ``uri`` and ``experiment``, opened once per process (the sweeper and its
+    jobs share it when they share a process, and so its switch to the spool)."""
+    return tracking.open_store(uri, experiment)
+
+
+def host_environment() -> dict[str, str]:
+    return {**sysinfo.git_environment(), **sysinfo.gpu_environment(), **sysinfo.slurm_environment()}
+
+
+class Sweep:
+    def __init__(
+        self, store: tracking.Store, sweep_id: str, total: int | None, report: bool = False
+    ) -> None:
+        self.store, self.sweep_id, self.total, self.report = store, sweep_id, total, report
+        self.host_env = host_environment()
+
+    @classmethod
+    def open(cls, cfg: BenchConfig, total: int | None, name: str, overrides: list[str]) -> Sweep:
+        """Start the parent run of a sweep of ``total`` trials."""
+        store = store_for(cfg.tracking.uri, cfg.tracking.experiment)
+        tags = {f"bench.{k}": v for k, v in host_environment().items()}
+        tags["bench.overrides"] = " ".join(overrides)[:4000]
+        if total is not None:
+            tags["bench.total_trials"] = str(total)
+        sweep_id = store.start_sweep(name, tags)
+        if isinstance(store, tracking.Spool):
+            print(f"bench: results are kept in {store.where}", file=sys.stderr)
+        return cls(store, sweep_id, total, cfg.report)
+
+    @classmethod
+    def attach(cls, cfg: BenchConfig, sweep_id: str, total: int | None) -> Sweep:
+        """Join a sweep whose parent run was opened elsewhere (by the sweeper)."""
+        store = store_for(cfg.tracking.uri, cfg.tracking.experiment)
+        return cls(store, sweep_id, total, cfg.report)
+
+    def run(
+        self,
+        cfg: BenchConfig,
+        label: str,
+        workdir: Path,
+        index: int,
+        tags: dict[str, str] | None = None,
+    ) -> Row:
+        """Run one trial (``tags``: extra tags for its run) unless an ok run exists.  Raises
+        :class:`TrialStopped` after recording a trial that Ctrl-C or SIGTERM stopped."""
+        progress = Progress(index, self.total, label, cfg.epochs)
+        started = time.time()
+        if not cfg.force:
+            done = self.store.find_ok_run(cfg)
+            if done is not None:
+                row = Row(
+                    label, SKIPPED, done["metrics"].get("trial_samples_per_s"), 0.0, done["run_id"]
+                )
+                progress.end(row, "(an ok run with this config exists; force=true reruns it)")
+                tracking.note_reused_run(self.store, self.sweep_id, done["run_id"])
+                return row
+        tags = {"bench.sweep_index": str(index), **(tags or {})}
+        tags.update({f"bench.{k}": v for k, v in sysinfo.slurm_environment().items()})
+        run = self.store.start_trial(self.sweep_id, cfg, label, tags)
+
+        def on_epoch(record: EpochRecord) -> None:
+            run.log_epoch(record)
+            progress.epoch(record)
+
+        try:
+            result = get_launcher(cfg.launcher.name).launch(cfg, workdir, on_epoch)
+        except TrialInterrupted as stop:
+            row = self._record(run, stop.result, workdir, label, started, progress)
+            if stop.result.status == TIMEOUT:  # the scheduler's time limit: a result
+                return row
+            raise TrialStopped(row) from stop
+        except Exception as exc:  # noqa: BLE001 - a launcher bug must not end the sweep
+            result = TrialResult(
+                status=ERROR,
+                framework=cfg.framework.name,
+                model=cfg.model.name,
+                mode=cfg.mode,
+                error="the launcher failed:\n" + "".join(traceback.format_exception(exc)),
+            )
+        return self._record(run, result, workdir, label, started, progress)
+
+    def _record(
+        self,
+        run: tracking.TrialRun,
+        result: TrialResult,
+        workdir: Path,
+        label: str,
+        started: float,
+        progress: Progress,
+    ) -> Row:
+        for key, value in self.host_env.items():
+            result.environment.setdefault(key, value)
+        # A file in a sub-folder (rank1/events.jsonl, nodes/node1/torchrun.log) is logged with
+        # its whole top folder, so that the ranks' and nodes' same-named files stay apart.
+        tops = dict.fromkeys(Path(name).parts[0] for name in result.files)
+        files = [workdir / "worker.log"] + [workdir / top for top in tops]
+        run.finish(result, files)
+        result.marks["logged"] = time.time()
+        rate = result.summary.get("trial_samples_per_s")
+        row = Row(label, result.status, rate, time.time() - started, getattr(run, "run_id", ""))
+        last = result.error.strip().splitlines()[-1] if result.error.strip() else ""
+        progress.end(row, last[:300] if result.status != OK else "")
+        return row
+
+    def finish(self, rows: list[Row], killed: bool = False) -> int:
+        """End the parent run, print the summary of ``rows``; return the exit status."""
+        failed = any(r.status not in (OK, SKIPPED) for r in rows)
+        table = format_table(rows)
+        self.store.end_sweep(self.sweep_id, ok=not failed, killed=killed, summary=table)
+        print()
+        print(table)
+        counts: dict[str, int] = {}
+        for row in rows:
+            counts[row.status] = counts.get(row.status, 0) + 1
+        tally = ", ".join(f"{n} {status}" for status, n in counts.items())
+        print(f"\n{len(rows)} trials: {tally}. Results: {self.store.where}")
+        reported = killed or not self.report or self._write_report()
+        return 130 if killed else int(failed or not reported)
+
+    def _write_report(self) -> bool:
+        """report=true: the comparison report of this sweep, logged to its parent run."""
+        store = self.store
+        if not isinstance(store, tracking.MlflowStore) or store.spool is not None:
+            print(
+                "bench: report=true: no report, some results are in the spool; after "
+                "python -m bench.sync, run python -m bench.report",
+                file=sys.stderr,
+            )
+            return False
+        from bench.report import report_sweep
+
+        try:
+            where = report_sweep(store.uri, self.sweep_id)
+        except Exception as exc:  # noqa: BLE001 - the trials are recorded; only the report fails
+            print(f"bench: the report could not be written: {exc}", file=sys.stderr)
+            return False
+        print(f"Report: {where}")
+        return True
+
+    def record_ended(self, cfg: BenchConfig, label: str, status: str, why: str, job: str) -> Row:
+        """A trial whose job ended without a result (Slurm ended it, or never ran it): close
+        the run the job opened, or record one, with ``status`` and ``why``."""
+        trials = self.store.sweep_trials(self.sweep_id) if job else []
+        mine = [t for t in trials if t["tags"].get("bench.slurm_job_id") == job]
+        if mine:
+            if mine[0]["running"]:
+                self.store.close_trial(mine[0]["run_id"], status, why)
+                return Row(label, status, None, mine[0]["seconds"], mine[0]["run_id"])
+            t = mine[0]
+            return Row(label, t["status"], t["samples_per_s"], t["seconds"], t["run_id"])
+        run = self.store.start_trial(self.sweep_id, cfg, label, {"bench.slurm_job_id": job})
+        run.finish(TrialResult(status, cfg.framework.name, cfg.model.name, cfg.mode, error=why), [])
+        return Row(label, status, None, 0.0, getattr(run, "run_id", ""))

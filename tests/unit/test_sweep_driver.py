@@ -1,0 +1,243 @@
+"""A sweep without a subprocess: bench's sweeper logic (:func:`run_sweep`) and its jobs
+(:func:`run_job`) on the real config tree, with a fake store and a fake launcher that
+replays recorded epochs.  What a user sees at the CLI (exit status, refusals before any
+run, the summary, skips, Ctrl-C) is decided here; the e2e tests run it for real."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.utils import JobReturn, JobStatus
+
+from bench.cli import CONF_DIR
+from bench.config import BenchConfig, config_hash
+from bench.launchers.base import TrialInterrupted
+from bench.result import KILLED, OK, OOM, EpochRecord, TrialResult
+from bench.sweep import driver, session
+from bench.sweep.jobs import BenchExit, SweepRef
+
+
+class FakeRun:
+    def __init__(self, store: FakeStore, run_id: str, parent: str, cfg: BenchConfig) -> None:
+        self.store, self.run_id, self.parent, self.cfg = store, run_id, parent, cfg
+        self.epochs: list[EpochRecord] = []
+        self.result: TrialResult | None = None
+
+    def log_epoch(self, record: EpochRecord) -> None:
+        self.epochs.append(record)
+
+    def finish(self, result: TrialResult, files: list[Path]) -> None:
+        self.result = result
+
+
+class FakeStore:
+    """The store protocol in memory: parent runs, trial runs, ok runs by config hash."""
+
+    where = "fake store"
+
+    def __init__(self) -> None:
+        self.sweeps: dict[str, dict[str, Any]] = {}
+        self.trials: list[FakeRun] = []
+        self.ok: dict[str, str] = {}
+
+    def start_sweep(self, name: str, tags: dict[str, str]) -> str:
+        sweep_id = f"sweep{len(self.sweeps)}"
+        self.sweeps[sweep_id] = {"name": name, "tags": tags, "ended": None}
+        return sweep_id
+
+    def end_sweep(self, sweep_id: str, ok: bool, killed: bool, summary: str) -> None:
+        self.sweeps[sweep_id]["ended"] = (ok, killed, summary)
+
+    def find_ok_run(self, cfg: BenchConfig) -> dict[str, Any] | None:
+        run_id = self.ok.get(config_hash(cfg))
+        return {"run_id": run_id, "metrics": {"trial_samples_per_s": 1.0}} if run_id else None
+
+    def start_trial(self, sweep_id: str, cfg: BenchConfig, name: str, tags: dict[str, str]) -> Any:
+        run = FakeRun(self, f"run{len(self.trials)}", sweep_id, cfg)
+        self.trials.append(run)
+        return run
+
+    def sweep_trials(self, sweep_id: str) -> list[dict[str, Any]]:
+        return []
+
+    def close_trial(self, run_id: str, status: str, error: str) -> None:
+        pass
+
+
+class ReplayLauncher:
+    """Replays two recorded epochs; batch_size 512 runs out of memory; ``stop_at`` raises
+    Ctrl-C in that trial after its first epoch."""
+
+    stop_at: int | None = None
+    launched: list[BenchConfig] = []
+
+    def launch(self, cfg: BenchConfig, workdir: Path, on_epoch: Any) -> TrialResult:
+        type(self).launched.append(cfg)
+        first = EpochRecord(1, 2, 8, 0.1, 80.0, 50.0, 50.0, 50.0, loss=2.3)
+        on_epoch(first)
+        if self.stop_at == len(self.launched):
+            stopped = TrialResult(KILLED, cfg.framework.name, cfg.model.name, cfg.mode)
+            stopped.epochs = [first]
+            raise TrialInterrupted(stopped)
+        if cfg.batch_size == 512:
+            return TrialResult(OOM, cfg.framework.name, cfg.model.name, cfg.mode, error="OOM")
+        second = dataclasses.replace(first, epoch=2)
+        on_epoch(second)
+        result = TrialResult(OK, cfg.framework.name, cfg.model.name, cfg.mode)
+        result.epochs = [first, second]
+        result.summary["trial_samples_per_s"] = 80.0
+        return result
+
+
+@pytest.fixture
+def store(monkeypatch: pytest.MonkeyPatch) -> FakeStore:
+    fake = FakeStore()
+    monkeypatch.setattr(session, "store_for", lambda uri, experiment: fake)
+    monkeypatch.setattr(session, "get_launcher", lambda name: ReplayLauncher())
+    monkeypatch.setattr(session, "host_environment", lambda: {"git_commit": "abc"})
+    ReplayLauncher.launched, ReplayLauncher.stop_at = [], None
+    return fake
+
+
+@pytest.fixture
+def hydra_conf() -> Iterator[None]:
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        yield
+
+
+def sweep(
+    args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int | None = None
+) -> tuple[int, list[list[str]]]:
+    """Run ``-m ARGS`` through the sweeper's logic; jobs run in this process, each in the
+    environment the sweeper gives it.  Returns the exit status and the launched batches."""
+    # The sweep's own config (Hydra composes it without the swept values: repeats, launcher).
+    fixed = [a for a in args if "," not in a and "${" not in a and not a.startswith("+")]
+    config = compose("config", overrides=fixed, return_hydra_config=True)
+    launched: list[list[str]] = []
+
+    def compose_job(overrides: list[str]) -> Any:
+        return compose("config", overrides=overrides)
+
+    def launch(jobs: list[list[str]], start: int) -> list[JobReturn]:
+        out = []
+        for n, job in enumerate(jobs, start):
+            launched.append(job)
+            ref = SweepRef.from_overrides(job)
+            assert ref is not None
+            task = [o for o in job if not o.startswith("++hydra.")]
+            for key, value in zip(
+                (session_env := ("BENCH_SWEEP_RUN", "BENCH_SWEEP_TOTAL", "BENCH_SWEEP_VARYING")),
+                (ref.sweep_id, str(ref.total), "+".join(ref.varying)),
+                strict=True,
+            ):
+                monkeypatch.setenv(key, value)
+            row = driver.run_job(compose_job(task), task, tmp_path / str(n), n + 1)
+            for key in session_env:
+                monkeypatch.delenv(key)
+            out.append(JobReturn(overrides=job, status=JobStatus.COMPLETED, _return_value=row))
+        return out
+
+    parsed = OverridesParser.create().parse_overrides(args)
+    with pytest.raises(BenchExit) as done:
+        driver.run_sweep(config, compose_job, launch, parsed, batch)
+    return int(done.value.code or 0), launched
+
+
+TINY = ["model=lenet5", "epochs=2", "steps_per_epoch=2", "warmup_steps=1", "batch_size=4"]
+
+
+def test_a_sweep_runs_every_job_once_under_one_parent(
+    store: FakeStore, hydra_conf: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    code, launched = sweep(["framework=torch,tf", *TINY], tmp_path, monkeypatch)
+    assert code == 0 and len(launched) == 2
+    (sweep_id,) = store.sweeps
+    assert store.sweeps[sweep_id]["ended"][:2] == (True, False)
+    assert [t.parent for t in store.trials] == [sweep_id, sweep_id]
+    assert [t.cfg.framework.name for t in store.trials] == ["torch", "tf"]
+    assert all(len(t.epochs) == 2 and t.result and t.result.status == OK for t in store.trials)
+    out = capsys.readouterr()
+    assert "2 trials: 2 ok" in out.out and "framework=tf model=lenet5" in out.out
+    assert "[2/2] framework=tf model=lenet5" in out.err
+
+
+def test_a_failed_trial_is_a_row_and_the_exit_status_is_1(
+    store: FakeStore, hydra_conf: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    args = ["framework=torch", *TINY[:-1], "batch_size=2,512"]
+    code, _ = sweep(args, tmp_path, monkeypatch)
+    assert code == 1
+    assert [t.result.status for t in store.trials if t.result] == [OK, OOM]
+    assert store.sweeps["sweep0"]["ended"][:2] == (False, False)
+    assert "1 ok, 1 oom" in capsys.readouterr().out
+
+
+def test_bad_input_in_any_job_stops_the_sweep_before_any_run(
+    store: FakeStore, hydra_conf: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    code, launched = sweep(["framework=torch", *TINY[:-1], "batch_size=4,0"], tmp_path, monkeypatch)
+    assert (code, launched, store.sweeps) == (2, [], {})
+    assert "batch_size: must be >= 1, got 0" in capsys.readouterr().err
+
+
+def test_an_unresolvable_value_in_one_job_stops_the_sweep(
+    store: FakeStore, hydra_conf: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """Once a warning from a Hydra callback: the sweep then ran unvalidated and crashed on
+    its second job, leaving its parent run RUNNING."""
+    monkeypatch.delenv("BENCH_NOPE_X", raising=False)
+    args = ["framework=torch", *TINY[:-1], "batch_size=4,${oc.env:BENCH_NOPE_X}"]
+    code, launched = sweep(args, tmp_path, monkeypatch, batch=1)
+    assert (code, launched, store.sweeps) == (2, [], {})
+    assert "batch_size: " in capsys.readouterr().err
+
+
+def test_a_rerun_skips_configs_with_an_ok_run(
+    store: FakeStore, hydra_conf: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    sweep(["framework=torch,tf", *TINY], tmp_path, monkeypatch)
+    store.ok = {config_hash(t.cfg): t.run_id for t in store.trials}
+    ReplayLauncher.launched = []
+    code, _ = sweep(["framework=torch,tf", *TINY], tmp_path, monkeypatch)
+    assert code == 0 and ReplayLauncher.launched == []
+    assert "2 trials: 2 skipped" in capsys.readouterr().out
+
+
+def test_ctrl_c_records_the_trial_as_killed_and_ends_the_sweep(
+    store: FakeStore, hydra_conf: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    ReplayLauncher.stop_at = 2
+    code, launched = sweep(
+        ["framework=torch,tf,torch", *TINY[:-1], "batch_size=4,8"], tmp_path, monkeypatch
+    )
+    assert code == 130 and len(launched) == 2  # nothing after the stopped trial
+    assert [t.result.status for t in store.trials if t.result] == [OK, KILLED]
+    assert store.sweeps["sweep0"]["ended"][:2] == (False, True)
+    assert "1 ok, 1 killed" in capsys.readouterr().out
+
+
+def test_repeats_launch_in_batches_with_the_sweeps_reference(
+    store: FakeStore, hydra_conf: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, launched = sweep(
+        ["framework=torch,tf", *TINY, "repeats=3"], tmp_path, monkeypatch, batch=4
+    )
+    assert code == 0 and len(launched) == 6
+    assert [job[0] for job in launched] == ["repeat=0"] * 2 + ["repeat=1"] * 2 + ["repeat=2"] * 2
+    refs = {SweepRef.from_overrides(job) for job in launched}
+    assert refs == {SweepRef("sweep0", 6, ("framework",))}
+    assert len({config_hash(t.cfg) for t in store.trials}) == 6  # repeat is hashed
+
+
+def test_an_unknown_key_added_with_plus_is_refused(
+    store: FakeStore, hydra_conf: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    code, launched = sweep(["framework=torch", *TINY, "+batchsize=4"], tmp_path, monkeypatch)
+    assert (code, launched, store.sweeps) == (2, [], {})
+    assert "batchsize: no such key; did you mean batch_size?" in capsys.readouterr().err
