@@ -93,7 +93,7 @@ def varying(jobs: Sequence[Sequence[str]]) -> tuple[str, ...]:
     for job in jobs:
         for key, value in pairs(job).items():
             values.setdefault(key, set()).add(value)
-    return tuple(k for k, v in values.items() if len(v) > 1 and k != "repeat")
+    return tuple(k for k, v in values.items() if len(v) > 1)
 
 
 def trial_label(cfg: BenchConfig, overrides: Sequence[str], keys: Sequence[str]) -> str:

@@ -231,7 +231,7 @@ def test_repeats_launch_in_batches_with_the_sweeps_reference(
     assert code == 0 and len(launched) == 6
     assert [job[0] for job in launched] == ["repeat=0"] * 2 + ["repeat=1"] * 2 + ["repeat=2"] * 2
     refs = {SweepRef.from_overrides(job) for job in launched}
-    assert refs == {SweepRef("sweep0", 6, ("framework",))}
+    assert refs == {SweepRef("sweep0", 6, ("repeat", "framework"))}
     assert len({config_hash(t.cfg) for t in store.trials}) == 6  # repeat is hashed
 
 
