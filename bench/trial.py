@@ -236,7 +236,8 @@ def run_trial(
             _add(result, profiling.run(cfg, session, workdir))
         result.status = OK
     except Exception as exc:  # noqa: BLE001 - every failure becomes a result
-        oom = isinstance(exc, MemoryError) or (adapter is not None and adapter.is_oom(exc))
+        capped = cfg.launcher.memory_limit_mb > 0
+        oom = isinstance(exc, MemoryError) or (adapter is not None and adapter.is_oom(exc, capped))
         result.status = OOM if oom else ERROR
         result.error = "".join(traceback.format_exception(exc))[-20000:]
     finally:

@@ -75,5 +75,7 @@ class Framework(Protocol):
     ) -> Session:
         """Build the model, optimizer and device-resident batches."""
 
-    def is_oom(self, exc: BaseException) -> bool:
-        """Whether ``exc`` is this framework's out-of-memory error."""
+    def is_oom(self, exc: BaseException, capped: bool = False) -> bool:
+        """Whether ``exc`` is this framework's out-of-memory error; ``capped``: the trial
+        runs under a memory cap, where a failed allocation deep in a kernel library (which
+        reports it in its own words) is out of memory too."""

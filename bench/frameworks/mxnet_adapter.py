@@ -351,10 +351,11 @@ class Adapter:
         self.session = MXNetSession(cfg, data)
         return self.session
 
-    def is_oom(self, exc: BaseException) -> bool:
+    def is_oom(self, exc: BaseException, capped: bool = False) -> bool:
         if isinstance(exc, MemoryError):
             return True
         text = str(exc).lower()
-        return isinstance(exc, mx.base.MXNetError) and (
-            "out of memory" in text or "bad_alloc" in text or "cudamalloc" in text
-        )
+        words: tuple[str, ...] = ("out of memory", "bad_alloc", "cudamalloc")
+        if capped:  # the storage manager's own words for a failed host allocation
+            words += ("failed to allocate", "cannot allocate memory")
+        return isinstance(exc, mx.base.MXNetError) and any(w in text for w in words)

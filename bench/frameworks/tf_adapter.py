@@ -272,5 +272,5 @@ class Adapter:
     ) -> TFSession:
         return TFSession(cfg, data)
 
-    def is_oom(self, exc: BaseException) -> bool:
+    def is_oom(self, exc: BaseException, capped: bool = False) -> bool:
         return isinstance(exc, tf.errors.ResourceExhaustedError | MemoryError)

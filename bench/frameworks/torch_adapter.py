@@ -280,10 +280,15 @@ class Adapter:
                 raise RuntimeError("precision: this GPU cannot compute in bf16; use fp16 or fp32")
         return TorchSession(cfg, data)
 
-    def is_oom(self, exc: BaseException) -> bool:
+    def is_oom(self, exc: BaseException, capped: bool = False) -> bool:
         if isinstance(exc, torch.cuda.OutOfMemoryError | MemoryError):
             return True
         text = str(exc).lower()  # CPU allocator failures are plain RuntimeErrors
-        return isinstance(exc, RuntimeError) and (
-            "out of memory" in text or "can't allocate memory" in text
+        if not isinstance(exc, RuntimeError):
+            return False
+        # oneDNN cannot create a primitive when it cannot allocate its scratch space.
+        return (
+            "out of memory" in text
+            or "can't allocate memory" in text
+            or (capped and "could not create a primitive" in text)
         )

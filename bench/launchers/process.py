@@ -36,9 +36,24 @@ def _limit_memory(limit_mb: int) -> Callable[[], None] | None:
     return apply
 
 
+# What native code prints when it cannot allocate (thread stacks included) and exits.
+ALLOCATION_FAILURES = (
+    "thread creation failed",  # libgomp
+    "cannot allocate memory",
+    "std::bad_alloc",
+    "out of memory",
+)
+
+
 def died(code: int, cfg: BenchConfig, log: Path) -> tuple[str, str]:
     """Status and message for a worker that ended without writing its result."""
     status = ERROR
+    last = tail(log)
+    capped = cfg.launcher.memory_limit_mb
+    if code > 0 and capped and any(w in last.lower() for w in ALLOCATION_FAILURES):
+        how = f"exited with code {code} after a failed allocation under "
+        how += f"launcher.memory_limit_mb={capped}; counted as out of memory"
+        return OOM, f"the trial process {how}; its last output:\n" + last
     if code < 0:
         how = f"was killed by {signal.Signals(-code).name}"
         if cfg.launcher.memory_limit_mb and -code in (
@@ -56,9 +71,7 @@ def died(code: int, cfg: BenchConfig, log: Path) -> tuple[str, str]:
             status = KILLED  # stopped from outside: a scheduler, a user, a shutdown
     else:
         how = f"exited with code {code}"
-    return status, f"the trial process {how} without writing a result; its last output:\n" + tail(
-        log
-    )
+    return status, f"the trial process {how} without writing a result; its last output:\n" + last
 
 
 class _Process(Child):

@@ -232,3 +232,9 @@ def test_a_process_killed_under_a_memory_cap_is_out_of_memory(tmp_path: Path) ->
     assert process.died(-signal.SIGSEGV, c, tmp_path / "log")[0] == OOM
     assert process.died(-signal.SIGTERM, c, tmp_path / "log")[0] == KILLED
     assert process.died(3, c, tmp_path / "log")[0] == ERROR
+    (tmp_path / "log").write_text(
+        "libgomp: Thread creation failed: Resource temporarily unavailable"
+    )
+    assert process.died(1, c, tmp_path / "log")[0] == OOM
+    c.launcher.memory_limit_mb = 0
+    assert process.died(1, c, tmp_path / "log")[0] == ERROR
