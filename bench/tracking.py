@@ -29,6 +29,10 @@ from typing import Any, Protocol
 
 from bench.config import BenchConfig, config_hash, flatten, to_dict
 from bench.result import KILLED, OK, EpochRecord, TrialResult
+from bench.runtime.processes import owner_alive, owner_label
+
+# host/pid/start time of the bench process that opened a run (bench.runtime.processes).
+OWNER_TAG = "bench.owner"
 
 SPOOL_DIR = Path("mlruns/spool")
 _MAX_PARAM_LEN = 6000
@@ -92,6 +96,8 @@ class Store(Protocol):
 
     def sweep_trials(self, sweep_id: str) -> list[dict[str, Any]]: ...
 
+    def reap_orphans(self) -> int: ...
+
     def close_trial(self, run_id: str, status: str, error: str) -> None: ...
 
 
@@ -148,10 +154,38 @@ class MlflowStore:
 
     def start_sweep(self, name: str, tags: dict[str, str]) -> str:
         run = self.client.create_run(
-            self.experiment_id, run_name=name, tags={"bench.sweep": "true", **tags}
+            self.experiment_id,
+            run_name=name,
+            tags={"bench.sweep": "true", OWNER_TAG: owner_label(), **tags},
         )
         self.sweeps[run.info.run_id] = {"name": name, "tags": tags}
         return str(run.info.run_id)
+
+    def reap_orphans(self) -> int:
+        """Mark KILLED the runs left RUNNING by a bench process of this machine that is gone
+        (killed with SIGKILL, or its machine crashed); return how many.  Their trials are
+        then not done, so the next sweep reruns them."""
+        found = self.client.search_runs(
+            [self.experiment_id], filter_string="attributes.status = 'RUNNING'", max_results=5000
+        )
+        reaped = 0
+        for run in found:
+            owner = run.data.tags.get(OWNER_TAG, "")
+            if not owner or owner_alive(owner):
+                continue
+            pid = owner.split("/")[1] if owner.count("/") >= 2 else "?"
+            why = (
+                f"the bench process that ran this (pid {pid} on {owner.split('/')[0]}) ended "
+                "without closing it (killed with SIGKILL?); marked KILLED by a later sweep"
+            )
+            if "bench.sweep" not in run.data.tags:  # a trial: not done, rerun next time
+                self.client.set_tag(run.info.run_id, "bench.status", KILLED)
+                self.client.set_tag(run.info.run_id, "bench.error", why)
+            else:
+                self.client.set_tag(run.info.run_id, "bench.note", why)
+            self.client.set_terminated(run.info.run_id, "KILLED")
+            reaped += 1
+        return reaped
 
     def fallback(self, sweep_id: str, exc: BaseException) -> Spool:
         """The spool that takes over when the store fails in the middle of a sweep."""
@@ -253,7 +287,12 @@ class MlflowStore:
         run = self.client.create_run(
             self.experiment_id,
             run_name=name,
-            tags={"mlflow.parentRunId": sweep_id, **trial_tags(cfg), **tags},
+            tags={
+                "mlflow.parentRunId": sweep_id,
+                OWNER_TAG: owner_label(),
+                **trial_tags(cfg),
+                **tags,
+            },
         )
         run_id = run.info.run_id
         params = [Param(k, str(v)[:_MAX_PARAM_LEN]) for k, v in flatten(to_dict(cfg)).items()]
@@ -357,6 +396,9 @@ class Spool:
 
     def sweep_trials(self, sweep_id: str) -> list[dict[str, Any]]:
         return []  # spooled records are complete; nothing to read back
+
+    def reap_orphans(self) -> int:
+        return 0  # the server is out of reach
 
     def close_trial(self, run_id: str, status: str, error: str) -> None:
         pass

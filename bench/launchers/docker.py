@@ -22,7 +22,6 @@ import os
 import re
 import resource
 import shutil
-import socket
 import threading
 import time
 import uuid
@@ -30,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import docker
-import psutil
 from docker.types import DeviceRequest, Ulimit
 
 from bench import images
@@ -38,6 +36,7 @@ from bench.config import DOCKER_VARIANTS, BenchConfig, to_dict
 from bench.launchers.base import Child, LaunchError, WatchedLauncher
 from bench.result import ERROR, HOST_OOM
 from bench.runtime import heartbeat
+from bench.runtime.processes import owner_alive, owner_label
 from bench.runtime.protocol import CONFIG, LOG, tail, write_config
 
 MOUNT = "/trial"
@@ -262,21 +261,6 @@ def container_config(cfg: BenchConfig) -> dict[str, Any]:
     return data
 
 
-def owner_label(pid: int | None = None) -> str:
-    pid = os.getpid() if pid is None else pid
-    return f"{socket.gethostname()}/{pid}/{psutil.Process(pid).create_time():.2f}"
-
-
-def _owner_alive(owner: str) -> bool:
-    host, _, rest = owner.partition("/")
-    if host != socket.gethostname():
-        return True  # another machine's trial: not ours to judge
-    try:
-        return owner_label(int(rest.partition("/")[0])) == owner
-    except (ValueError, psutil.Error):
-        return False
-
-
 def container_options(cfg: BenchConfig, workdir: Path, owner: str) -> dict[str, Any]:
     """Keyword arguments of ``containers.create`` for the trial in ``workdir``."""
     uid, gid = _user()
@@ -346,7 +330,7 @@ def remove_orphans(c: docker.DockerClient) -> int:
     """Remove trial containers whose bench process is gone; return how many."""
     removed = 0
     for found in c.api.containers(all=True, filters={"label": LABEL_OWNER}):
-        if not _owner_alive(found["Labels"].get(LABEL_OWNER, "")):
+        if not owner_alive(found["Labels"].get(LABEL_OWNER, "")):
             _gone(c, found["Id"])
             removed += 1
     return removed

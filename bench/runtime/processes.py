@@ -48,6 +48,25 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
+def owner_label(pid: int | None = None) -> str:
+    """``host/pid/start time`` of a process (this one by default): it names the process
+    uniquely, even after its pid is reused."""
+    pid = os.getpid() if pid is None else pid
+    return f"{socket.gethostname()}/{pid}/{psutil.Process(pid).create_time():.2f}"
+
+
+def owner_alive(owner: str) -> bool:
+    """Whether the process an :func:`owner_label` names still runs; a process on another
+    machine is taken to run (not ours to judge)."""
+    host, _, rest = owner.partition("/")
+    if host != socket.gethostname():
+        return True
+    try:
+        return owner_label(int(rest.partition("/")[0])) == owner
+    except (ValueError, psutil.Error):
+        return False
+
+
 def become_subreaper() -> None:
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
 

@@ -121,6 +121,13 @@ class Sweep:
     def open(cls, cfg: BenchConfig, total: int | None, name: str, overrides: list[str]) -> Sweep:
         """Start the parent run of a sweep of ``total`` trials."""
         store = store_for(cfg.tracking.uri, cfg.tracking.experiment)
+        reaped = store.reap_orphans()
+        if reaped:
+            print(
+                f"bench: {reaped} run(s) left RUNNING by a bench process that is gone are now "
+                "marked KILLED (their trials run again)",
+                file=sys.stderr,
+            )
         tags = {f"bench.{k}": v for k, v in host_environment().items()}
         tags["bench.overrides"] = " ".join(overrides)[:4000]
         if total is not None:

@@ -175,3 +175,34 @@ def test_unreachable_server_spools_results_and_sync_logs_them(bench) -> None:  #
     assert child.data.tags["bench.status"] == "ok"
     assert len(bench.client().get_metric_history(child.info.run_id, "samples_per_s")) == 2
     assert not list((bench.root / "mlruns" / "spool").glob("*.json"))
+
+
+def test_sigkill_of_the_sweep_is_cleaned_up_by_the_next_sweep(bench) -> None:  # noqa: ANN001
+    """``kill -9`` of bench itself: its worker dies with it (PR_SET_PDEATHSIG); the runs it
+    left RUNNING are marked KILLED by the next sweep on the store, which reruns the trial."""
+    args = ["framework=torch", "model=lenet5", "batch_size=2", "epochs=1", "warmup_steps=1"]
+    args += ["steps_per_epoch=3000"]  # seconds: killed in the middle, then run to the end
+    proc = bench.popen(*args)
+    deadline = time.time() + 120
+    workers: list[psutil.Process] = []
+    while time.time() < deadline and not workers:
+        time.sleep(0.5)
+        workers = workers_under(bench.root)
+    assert workers, "the trial process never started"
+    time.sleep(2)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    psutil.wait_procs(workers, timeout=15)
+    assert workers_under(bench.root) == []  # the worker died with its parent
+    assert {r.info.status for r in bench.runs()} == {"RUNNING"}  # what kill -9 leaves
+
+    again = bench.run(*args)
+    assert again.returncode == 0, again.output
+    assert "marked KILLED" in again.stderr
+    runs = bench.runs()
+    assert not [r for r in runs if r.info.status == "RUNNING"]
+    killed = [r for r in bench.children() if r.info.status == "KILLED"]
+    assert len(killed) == 1 and killed[0].data.tags["bench.status"] == "killed"
+    assert [
+        r.data.tags["bench.status"] for r in bench.children() if r.info.status == "FINISHED"
+    ] == ["ok"]

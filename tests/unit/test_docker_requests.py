@@ -18,6 +18,7 @@ from bench.config import BenchConfig, ConfigError
 from bench.launchers import docker as launcher
 from bench.preflight import validate
 from bench.runtime import heartbeat
+from bench.runtime.processes import owner_alive, owner_label
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -135,11 +136,11 @@ def test_recommended_limits_are_granted_as_far_as_the_engine_can() -> None:
 
 
 def test_owner_labels_tell_live_from_gone_processes() -> None:
-    assert launcher._owner_alive(launcher.owner_label())
+    assert owner_alive(owner_label())
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
-    label = launcher.owner_label(gone.pid)
+    label = owner_label(gone.pid)
     gone.wait()
-    assert not launcher._owner_alive(label)
+    assert not owner_alive(label)
 
 
 def test_content_hash_follows_the_inputs(tmp_path: Path) -> None:

@@ -69,6 +69,9 @@ class FakeStore:
     def close_trial(self, run_id: str, status: str, error: str) -> None:
         pass
 
+    def reap_orphans(self) -> int:
+        return 0
+
 
 class ReplayLauncher:
     """Replays two recorded epochs; batch_size 512 runs out of memory; ``stop_at`` raises
