@@ -1,20 +1,43 @@
-"""``python -m bench.sync [--uri URI] [--spool DIR]``: log spooled trial records to MLflow."""
+"""``python -m bench.sync [--uri URI] [--spool DIR]``: log spooled trial records to MLflow.
+
+Records are spooled per tracking URI under bench's per-user state directory
+(``$BENCH_STATE_DIR``, ``$XDG_STATE_HOME/bench`` or ``~/.local/state/bench``), so this finds
+them from any directory.  With the server still out of reach it says so in one line and
+keeps the records.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from bench.tracking import SPOOL_DIR, sync_spool
+from bench.tracking import spool_root, spooled, sync_spool
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.sync", description=__doc__)
     parser.add_argument("--uri", help="tracking URI to sync to (default: each record's own)")
-    parser.add_argument("--spool", type=Path, default=SPOOL_DIR, help="spool directory")
+    parser.add_argument(
+        "--spool", type=Path, default=None, help=f"one spool folder (default: all, {spool_root()})"
+    )
     args = parser.parse_args(argv)
-    count = sync_spool(args.spool, args.uri)
-    print(f"synced {count} trial record(s) from {args.spool}")
+    if args.spool is not None and not args.spool.is_dir():
+        print(f"bench.sync: --spool: {args.spool} is not a directory", file=sys.stderr)
+        return 2
+    where = args.spool or spool_root()
+    waiting = len(spooled(args.spool))
+    try:
+        count = sync_spool(args.spool, args.uri)
+    except Exception as exc:  # noqa: BLE001 - one line, the records stay
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(
+            f"bench.sync: could not log to the tracking store ({type(exc).__name__}: "
+            f"{reason[:300]}); {waiting} record(s) stay in {where}",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"synced {count} trial record(s) from {where}")
     return 0
 
 

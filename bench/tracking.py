@@ -5,13 +5,15 @@ metrics are logged with ``step=epoch`` as the trial reports them; the rest when 
 
 When an ``http(s)`` tracking server cannot be reached, :func:`open_store` returns a
 :class:`Spool` instead: complete trial records are written as JSON under
-``mlruns/spool/`` and ``python -m bench.sync`` logs them to the server later.
+bench's per-user state directory (:func:`spool_dir`: one folder per tracking URI, the same
+from any working directory) and ``python -m bench.sync`` logs them to the server later.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import logging
 import os
@@ -34,7 +36,26 @@ from bench.runtime.processes import owner_alive, owner_label
 # host/pid/start time of the bench process that opened a run (bench.runtime.processes).
 OWNER_TAG = "bench.owner"
 
-SPOOL_DIR = Path("mlruns/spool")
+
+def state_dir() -> Path:
+    """bench's per-user state: ``$BENCH_STATE_DIR``, else ``$XDG_STATE_HOME/bench``, else
+    ``~/.local/state/bench``."""
+    if os.environ.get("BENCH_STATE_DIR"):
+        return Path(os.environ["BENCH_STATE_DIR"]).expanduser().resolve()
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base).expanduser().resolve() / "bench"
+
+
+def spool_root() -> Path:
+    """Where the spools of every tracking URI live (one folder each)."""
+    return state_dir() / "spool"
+
+
+def spool_dir(uri: str) -> Path:
+    """The spool of one tracking URI: the same folder from whatever directory bench runs."""
+    return spool_root() / hashlib.sha256(uri.encode()).hexdigest()[:12]
+
+
 _MAX_PARAM_LEN = 6000
 _BATCH = 100  # MLflow accepts at most 100 params or tags per log_batch call
 
@@ -373,8 +394,9 @@ class Spool:
 
     def __init__(self, uri: str, experiment: str, reason: str) -> None:
         self.uri, self.experiment, self.reason = uri, experiment, reason
-        self.directory = SPOOL_DIR
+        self.directory = spool_dir(uri)
         self.directory.mkdir(parents=True, exist_ok=True)
+        (self.directory / "uri").write_text(uri + "\n")  # whose spool this is, for people
         self.where = f"{self.directory}/ (tracking server {uri} unreachable: {reason})"
         self.sweeps: dict[str, dict[str, Any]] = {}
 
@@ -494,7 +516,13 @@ def _existing_run(store: MlflowStore, run_id: str | None) -> bool:
         return False
 
 
-def sync_spool(directory: Path = SPOOL_DIR, uri: str | None = None) -> int:
+def spooled(directory: Path | None = None) -> list[Path]:
+    """The spooled trial records: in ``directory``, or in every URI's spool."""
+    folders = [directory] if directory is not None else sorted(spool_root().glob("*/"))
+    return sorted(p for folder in folders for p in folder.glob("*.json"))
+
+
+def sync_spool(directory: Path | None = None, uri: str | None = None) -> int:
     """Log every spooled record to its tracking server; return how many were synced.
 
     A record whose trial or sweep already has a run in the target store (the store failed
@@ -506,7 +534,7 @@ def sync_spool(directory: Path = SPOOL_DIR, uri: str | None = None) -> int:
     synced = 0
     stores: dict[tuple[str, str], MlflowStore] = {}
     sweeps: dict[tuple[str, str], tuple[MlflowStore, str, bool]] = {}
-    for path in sorted(directory.glob("*.json")):
+    for path in spooled(directory):
         record = json.loads(path.read_text())
         target = uri or record["tracking_uri"]
         store_key = (target, record["experiment"])

@@ -48,6 +48,18 @@ class Bench:
             extra += [f"hydra.run.dir={self.root}/outputs", f"hydra.sweep.dir={self.root}/multirun"]
         return [sys.executable, "-m", "bench", *overrides, *extra]
 
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment of bench under test: its per-user state (the spool) in root."""
+        return dict(os.environ, PYTHONPATH=str(REPO), BENCH_STATE_DIR=str(self.state))
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state"
+
+    def spooled(self) -> list[Path]:
+        return sorted((self.state / "spool").glob("*/*.json"))
+
     def run(self, *overrides: str, timeout: float = 600) -> CliRun:
         proc = subprocess.run(
             self.args(*overrides),
@@ -55,7 +67,7 @@ class Bench:
             capture_output=True,
             text=True,
             timeout=timeout,
-            env=dict(os.environ, PYTHONPATH=str(REPO)),
+            env=self.env,
         )
         return CliRun(proc.returncode, proc.stdout, proc.stderr, self.db)
 
@@ -66,7 +78,7 @@ class Bench:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env=dict(os.environ, PYTHONPATH=str(REPO)),
+            env=self.env,
             preexec_fn=_interruptible,
         )
 

@@ -223,9 +223,21 @@ class Sweep:
         for row in rows:
             counts[row.status] = counts.get(row.status, 0) + 1
         tally = ", ".join(f"{n} {status}" for status, n in counts.items())
-        print(f"\n{len(rows)} trials: {tally}. Results: {self.store.where}")
+        print(f"\n{len(rows)} trials: {tally}. Results: {self._where()}")
         reported = killed or not self.report or self._write_report()
         return 130 if killed else int(failed or not reported)
+
+    def _where(self) -> str:
+        """Where the results are; a spool is named as one, with what to do about it."""
+        spool = self.store if isinstance(self.store, tracking.Spool) else None
+        if isinstance(self.store, tracking.MlflowStore) and self.store.spool is not None:
+            spool = self.store.spool
+        if spool is None:
+            return self.store.where
+        return (
+            f"{spool.directory} (a spool: the tracking server {spool.uri} could not be "
+            "reached); once it is back: python -m bench.sync"
+        )
 
     def _write_report(self) -> bool:
         """report=true: the comparison report of this sweep, logged to its parent run."""

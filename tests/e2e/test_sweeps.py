@@ -158,23 +158,35 @@ def test_unreachable_server_spools_results_and_sync_logs_them(bench) -> None:  #
         "framework=torch", "model=resnet50", *TINY, f"tracking.uri=http://127.0.0.1:{port}"
     )
     assert result.returncode == 0, result.output
-    spooled = list((bench.root / "mlruns" / "spool").glob("*.json"))
-    assert len(spooled) == 1
+    assert len(bench.spooled()) == 1
     assert "unreachable" in result.stderr
-    sync = subprocess.run(
-        [sys.executable, "-m", "bench.sync", "--uri", bench.uri],
-        cwd=bench.root,
+    assert f"Results: {bench.spooled()[0].parent} (a spool" in result.stdout
+    elsewhere = bench.root / "elsewhere"
+    elsewhere.mkdir()
+    down = subprocess.run(  # the server is still down: one line, the record stays
+        [sys.executable, "-m", "bench.sync"],
+        cwd=elsewhere,
         capture_output=True,
         text=True,
         timeout=120,
-        env={"PYTHONPATH": str(REPO), "PATH": ""},
+        env=bench.env,
+    )
+    assert down.returncode == 1 and len(down.stderr.strip().splitlines()) == 1, down.stderr
+    assert "1 record(s) stay in" in down.stderr and len(bench.spooled()) == 1
+    sync = subprocess.run(  # from another directory: the spool is found all the same
+        [sys.executable, "-m", "bench.sync", "--uri", bench.uri],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(REPO), "PATH": "", "BENCH_STATE_DIR": str(bench.state)},
     )
     assert sync.returncode == 0, sync.stderr
     assert "synced 1" in sync.stdout
     (child,) = bench.children()
     assert child.data.tags["bench.status"] == "ok"
     assert len(bench.client().get_metric_history(child.info.run_id, "samples_per_s")) == 2
-    assert not list((bench.root / "mlruns" / "spool").glob("*.json"))
+    assert not bench.spooled()
 
 
 def test_sigkill_of_the_sweep_is_cleaned_up_by_the_next_sweep(bench) -> None:  # noqa: ANN001

@@ -25,7 +25,7 @@ def test_files_and_folders_survive_the_spool(
     for name, data in FILES.items():
         (workdir / name).parent.mkdir(parents=True, exist_ok=True)
         (workdir / name).write_bytes(data)
-    monkeypatch.chdir(tmp_path)  # the spool lives under ./mlruns/spool
+    monkeypatch.setenv("BENCH_STATE_DIR", str(tmp_path / "state"))  # where the spool lives
     spool = tracking.Spool("http://127.0.0.1:9", "bench", "unreachable in this test")
     run = spool.start_trial(spool.start_sweep("sweep", {}), BenchConfig(), "trial", {})
     result = TrialResult(OK, "tf", "resnet50", "train")
@@ -33,7 +33,8 @@ def test_files_and_folders_survive_the_spool(
     run.finish(result, [workdir / name for name in result.files])
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    assert tracking.sync_spool(tracking.SPOOL_DIR, uri) == 1
+    assert tracking.spooled()[0].parent == tracking.spool_dir("http://127.0.0.1:9")
+    assert tracking.sync_spool(None, uri) == 1
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=uri)
