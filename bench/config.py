@@ -261,6 +261,19 @@ def check(cfg: BenchConfig) -> list[str]:
     _check_telemetry(problems, cfg.telemetry)
     if not cfg.tracking.experiment.strip():
         problems.append("tracking.experiment: must be a non-empty name")
+    # Sizes of the sequence models: image models do not use them, but a size below 1 is
+    # a mistake whatever the model.
+    for key in ("seq_len", "vocab_size", "layers", "hidden", "heads", "intermediate"):
+        at_least(problems, f"model.{key}", getattr(cfg.model, key), 1)
+    at_least(problems, "model.max_positions", cfg.model.max_positions, 1)
+    at_least(problems, "model.freq_bins", cfg.model.freq_bins, 1)
+    # launcher=docker's own settings, checked whichever launcher runs (a typo is a typo).
+    choice(problems, "launcher.docker.variant", cfg.launcher.docker.variant, DOCKER_VARIANTS)
+    if cfg.launcher.docker.heartbeat_timeout_s <= 0:
+        problems.append(
+            "launcher.docker.heartbeat_timeout_s: must be > 0 seconds, got "
+            f"{cfg.launcher.docker.heartbeat_timeout_s:g}"
+        )
     return problems
 
 

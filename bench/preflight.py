@@ -171,4 +171,4 @@ def validate(cfg: BenchConfig) -> None:
 
     problems += registry.check(cfg)
     if problems:
-        raise ConfigError(problems)
+        raise ConfigError(list(dict.fromkeys(problems)))

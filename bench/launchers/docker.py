@@ -32,7 +32,7 @@ import docker
 from docker.types import DeviceRequest, Ulimit
 
 from bench import images
-from bench.config import DOCKER_VARIANTS, BenchConfig, to_dict
+from bench.config import BenchConfig, to_dict
 from bench.launchers.base import Child, LaunchError, WatchedLauncher
 from bench.result import ERROR, HOST_OOM
 from bench.runtime import heartbeat
@@ -158,11 +158,6 @@ def check(cfg: BenchConfig) -> list[str]:
     """Problems with ``launcher=docker`` settings, each naming its field ([] if none)."""
     d = cfg.launcher.docker
     problems: list[str] = []
-    if d.variant not in DOCKER_VARIANTS:
-        problems.append(
-            f"launcher.docker.variant: {d.variant!r} is not allowed; choose one of "
-            f"{', '.join(DOCKER_VARIANTS)}"
-        )
     try:
         wanted = parse_gpus(d.gpus)
     except ValueError as exc:

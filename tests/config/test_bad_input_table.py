@@ -1,0 +1,129 @@
+"""Every config key, with each kind of bad value that applies to its type, through the CLI's
+own entry point in this process (no trial starts, so no subprocess): each is refused with
+exit status 2, a message naming the field, and no MLflow store created."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import cli
+from bench.config import BenchConfig, flatten, to_dict
+
+FIELDS = flatten(to_dict(BenchConfig()))
+# String fields whose value is one of a list (a group's option, or a choice bench checks).
+CHOICES = {
+    "framework": "framework",
+    "model": "model",
+    "data": "data",
+    "launcher": "launcher",
+    "mode": "mode",
+    "device": "device",
+    "precision": "precision",
+    "optimizer.name": "optimizer.name",
+    "model.source": "model.source",
+    "distributed": "distributed",
+    "launcher.docker.variant": "launcher.docker.variant",
+    "tracking.uri": "tracking.uri",
+}
+# Numbers with a lower bound: every one of them, whatever the rest of the config.
+BOUNDED = [k for k, v in FIELDS.items() if isinstance(v, int | float) and not isinstance(v, bool)]
+
+
+def cases() -> list[tuple[list[str], str]]:
+    out: list[tuple[list[str], str]] = []
+    for key, value in FIELDS.items():
+        if isinstance(value, bool):
+            out.append(([f"{key}=maybe"], key))
+        elif isinstance(value, int | float):
+            out.append(([f"{key}=abc"], key))  # wrong type
+    for key in BOUNDED:
+        out.append(([f"{key}=-1"], key))  # out of range
+    for key, field in CHOICES.items():
+        value = "ftp://x" if key == "tracking.uri" else "nope"
+        out.append(([f"{key}={value}"], field))
+    out += [
+        (["batchsize=4"], "batchsize"),  # no such key
+        (["+batchsize=4"], "batchsize"),  # no such key, added past Hydra's check
+        (["+optimizer.nesterov=true"], "optimizer.nesterov"),
+        (["batch_size=${oc.env:BENCH_NO_SUCH_VARIABLE}"], "batch_size"),  # cannot resolve
+        (["-m", "batch_size=4,${oc.env:BENCH_NO_SUCH_VARIABLE}"], "batch_size"),
+        (["-m", "model=lenet5,notamodel", "hydra.sweeper.max_batch_size=1"], "notamodel"),
+        (["-m", "repeats=2,3"], "repeats"),
+        (["repeats=3"], "repeats"),  # repeats without -m
+        (["tracking.experiment= "], "tracking.experiment"),
+        # Rules across fields.
+        (["model=alexnet", "image_size=32"], "image_size"),
+        (["precision=fp16", "device=cpu"], "precision"),
+        (["compile=true", "warmup_steps=0"], "warmup_steps"),
+        (["data=cifar10", "data.root=/nonexistent"], "data.root"),
+        (["data=cifar100", "num_classes=10"], "num_classes"),
+        (["data=synthetic", "steps_per_epoch=0"], "steps_per_epoch"),
+        (["model=lstm", "data=digits"], "data"),
+        (["framework=tf", "distributed=ddp"], "distributed"),
+        (["distributed=none", "workers=2"], "workers"),
+        (["distributed=ddp", "ps=1"], "ps"),
+        (["distributed=ddp", "nodes=2"], "nodes"),
+        (["distributed=model_parallel", "framework=tf", "workers=3"], "workers"),
+        (["distributed=ddp", "mode=infer"], "mode"),
+        (["distributed=ddp", "profile=true"], "profile"),
+        (["framework=mxnet", "launcher=inline"], "launcher"),
+        (["framework=mxnet", "precision=bf16"], "precision"),
+        (["model.source=stock", "model=lenet5"], "model.source"),
+        (["launcher=docker", "launcher.docker.gpus=zero"], "launcher.docker.gpus"),
+        (["launcher=docker", "launcher.docker.heartbeat_timeout_s=1"], "heartbeat_timeout_s"),
+        (["tracking.uri=sqlite:////proc/bench-nope/m.db"], "tracking.uri"),
+    ]
+    return out
+
+
+CASES = cases()
+
+
+def run_cli(args: list[str], root: Path, monkeypatch: pytest.MonkeyPatch) -> int:
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    extra = [
+        f"tracking.uri=sqlite:///{root / 'mlflow.db'}",
+        f"hydra.run.dir={root / 'outputs'}",
+        f"hydra.sweep.dir={root / 'multirun'}",
+        # Leave logging alone: Hydra's `disabled` preset reconfigures it, which closes the
+        # handler TensorFlow's absl put on the root logger (in this test process: on a
+        # stream pytest captures).
+        "hydra/job_logging=none",
+        "hydra/hydra_logging=none",
+    ]
+    if any(a.startswith("tracking.uri=") for a in args):
+        extra = extra[1:]
+    monkeypatch.setattr(sys, "argv", ["bench", *args, *extra])
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        with pytest.raises(SystemExit) as done:
+            cli.run()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        GlobalHydra.instance().clear()
+    return int(done.value.code or 0)
+
+
+@pytest.mark.parametrize(("args", "field"), CASES, ids=[" ".join(a) for a, _ in CASES])
+def test_bad_input_is_refused_naming_its_field(
+    args: list[str], field: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    code = run_cli(args, tmp_path, monkeypatch)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert field in err, err
+    assert not (tmp_path / "mlflow.db").exists(), "no store (and so no run) may be made"
+
+
+def test_the_table_covers_every_key() -> None:
+    named = {a.split("=")[0].lstrip("+") for args, _ in CASES for a in args}
+    missing = [k for k, v in FIELDS.items() if not isinstance(v, str) and k not in named]
+    assert not missing, missing
+    assert len(CASES) >= 100
