@@ -171,7 +171,16 @@ class MlflowStore:
         found = self.client.get_experiment_by_name(experiment)
         if found is not None:
             return str(found.experiment_id)
-        return str(self.client.create_experiment(experiment, artifact_location=_artifact_root(uri)))
+        try:
+            return str(
+                self.client.create_experiment(experiment, artifact_location=_artifact_root(uri))
+            )
+        except Exception:
+            # Another sweep made it in the meantime (RESOURCE_ALREADY_EXISTS): use that one.
+            found = self.client.get_experiment_by_name(experiment)
+            if found is None:
+                raise
+            return str(found.experiment_id)
 
     def start_sweep(self, name: str, tags: dict[str, str]) -> str:
         run = self.client.create_run(

@@ -13,10 +13,12 @@ sweep (a plain ``python -m bench``, no ``-m``) the job is a sweep of one trial o
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+import traceback
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +79,8 @@ def run_sweep(
     except ConfigError as exc:
         fail(exc.problems)
     first = composed[0][2]
-    sweep = Sweep.open(first, len(jobs), sweep_name(), [str(a.input_line) for a in arguments])
+    with _no_crash():
+        sweep = Sweep.open(first, len(jobs), sweep_name(), [str(a.input_line) for a in arguments])
     ref = SweepRef(sweep.sweep_id, len(jobs), varying(jobs))
     # Jobs that run in this process go one at a time, so that each row is kept as soon as
     # its trial ends (Ctrl-C in one trial keeps the rows before it); jobs sent elsewhere (a
@@ -102,7 +105,23 @@ def run_sweep(
         sweep.finish(rows, killed=True)
         _interrupted()
         raise BenchExit(130) from None
-    raise BenchExit(sweep.finish(rows))
+    with _no_crash():
+        code = sweep.finish(rows)
+    raise BenchExit(code)
+
+
+@contextlib.contextmanager
+def _no_crash() -> Iterator[None]:
+    """bench's own failure (the store refuses, a bug) is exit 1 with its traceback, never
+    taken for bad input (Hydra would end it with exit 1, which the CLI reads as a refusal)."""
+    try:
+        yield
+    except (BenchExit, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # noqa: BLE001 - reported, then exit 1
+        traceback.print_exception(exc)
+        print(f"bench: the sweep failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        raise BenchExit(1) from None
 
 
 def _row_of(done: Any, label: str, cfg: BenchConfig) -> Row:
@@ -149,9 +168,11 @@ def _single(cfg: BenchConfig, overrides: list[str], workdir: Path) -> Row:
         check_all([(label, cfg)])
     except ConfigError as exc:
         fail(exc.problems)
-    sweep = Sweep.open(cfg, 1, sweep_name(), overrides)
+    with _no_crash():
+        sweep = Sweep.open(cfg, 1, sweep_name(), overrides)
     try:
-        row = sweep.run(cfg, label, workdir, 1)
+        with _no_crash():
+            row = sweep.run(cfg, label, workdir, 1)
     except TrialStopped as stop:
         sweep.finish([stop.row], killed=True)
         _interrupted()
@@ -160,4 +181,6 @@ def _single(cfg: BenchConfig, overrides: list[str], workdir: Path) -> Row:
         sweep.finish([], killed=True)
         _interrupted()
         raise BenchExit(130) from None
-    raise BenchExit(sweep.finish([row]))
+    with _no_crash():
+        code = sweep.finish([row])
+    raise BenchExit(code)

@@ -244,3 +244,15 @@ def test_an_unknown_key_added_with_plus_is_refused(
     code, launched = sweep(["framework=torch", *TINY, "+batchsize=4"], tmp_path, monkeypatch)
     assert (code, launched, store.sweeps) == (2, [], {})
     assert "batchsize: no such key; did you mean batch_size?" in capsys.readouterr().err
+
+
+def test_a_store_that_fails_is_exit_1_not_bad_input(
+    store: FakeStore, hydra_conf: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    def refuse(name: str, tags: dict[str, str]) -> str:
+        raise RuntimeError("the store refused")
+
+    monkeypatch.setattr(store, "start_sweep", refuse)
+    code, launched = sweep(["framework=torch", *TINY], tmp_path, monkeypatch)
+    assert (code, launched) == (1, [])
+    assert "the sweep failed: RuntimeError: the store refused" in capsys.readouterr().err
