@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up, lint, type-check and run the whole test suite.
+# Set up, lint, type-check, check the import contracts, build the docs and run the whole
+# test suite.
 #
 # Horovod's build (about 13 minutes of compiling on 2 cores, cached afterwards) runs niced in
 # the background while the lint and the rest of the suite run; the Horovod tests run last and
@@ -16,9 +17,12 @@ horovod_build=$!
 trap 'kill -- -"$horovod_build" 2>/dev/null || true; rm -rf "$build"' EXIT
 export BENCH_HOROVOD_BUILD=$build
 
-.venv/bin/ruff check bench tests scripts
-.venv/bin/ruff format --check bench tests scripts
+.venv/bin/ruff check bench tests scripts hydra_plugins
+.venv/bin/ruff format --check bench tests scripts hydra_plugins
 .venv/bin/mypy bench
 .venv/bin/lint-imports --no-cache  # the import contracts in pyproject.toml
+site=$(mktemp -d)
+.venv/bin/mkdocs build --strict --quiet --site-dir "$site"  # docs/: no broken link or anchor
+rm -rf "$site"
 .venv/bin/python -m pytest "$@"
 if [ -f "$build/rc" ]; then cat "$build/log" >&2; fi
