@@ -1,66 +1,41 @@
-"""Everything that touches MLflow lives here.
-
-A sweep is a parent run; each trial is a child run (``mlflow.parentRunId``).  Per-epoch
-metrics are logged with ``step=epoch`` as the trial reports them; the rest when it ends.
+"""The write side of MLflow: a sweep is a parent run; each trial is a child run
+(``mlflow.parentRunId``).  Per-epoch metrics are logged with ``step=epoch`` as the trial
+reports them; the rest when it ends.
 
 When an ``http(s)`` tracking server cannot be reached, :func:`open_store` returns a
-:class:`Spool` instead: complete trial records are written as JSON under
-bench's per-user state directory (:func:`spool_dir`: one folder per tracking URI, the same
-from any working directory) and ``python -m bench.sync`` logs them to the server later.
+:class:`~.spool.Spool` instead, and a store that fails in the middle of a sweep falls back
+to one (:meth:`MlflowStore.fallback`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
-import json
 import logging
 import os
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from bench.config import BenchConfig, config_hash, flatten, to_dict
 from bench.result import KILLED, OK, EpochRecord, TrialResult
 from bench.runtime.processes import owner_alive, owner_label
+from bench.tracking.spool import Spool, SpooledTrial
 
 # host/pid/start time of the bench process that opened a run (bench.runtime.processes).
 OWNER_TAG = "bench.owner"
-
-
-def state_dir() -> Path:
-    """bench's per-user state: ``$BENCH_STATE_DIR``, else ``$XDG_STATE_HOME/bench``, else
-    ``~/.local/state/bench``."""
-    if os.environ.get("BENCH_STATE_DIR"):
-        return Path(os.environ["BENCH_STATE_DIR"]).expanduser().resolve()
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base).expanduser().resolve() / "bench"
-
-
-def spool_root() -> Path:
-    """Where the spools of every tracking URI live (one folder each)."""
-    return state_dir() / "spool"
-
-
-def spool_dir(uri: str) -> Path:
-    """The spool of one tracking URI: the same folder from whatever directory bench runs."""
-    return spool_root() / hashlib.sha256(uri.encode()).hexdigest()[:12]
-
-
+# On a sweep's parent run, one tag per earlier ok run that the sweep reused (skipped).
+REUSED_RUN_TAG = "bench.reused."
 _MAX_PARAM_LEN = 6000
 _BATCH = 100  # MLflow accepts at most 100 params or tags per log_batch call
 
 
-def _quiet() -> None:
+def quiet_mlflow() -> None:
     for name in ("mlflow", "alembic", "alembic.runtime.migration", "sqlalchemy", "urllib3"):
         logging.getLogger(name).setLevel(logging.WARNING)
 
@@ -138,7 +113,7 @@ class MlflowStore:
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
         from mlflow.tracking import MlflowClient
 
-        _quiet()  # after the import: mlflow sets its own log level when imported
+        quiet_mlflow()  # after the import: mlflow sets its own log level when imported
 
         local = uri.startswith("sqlite:///")
         self.uri, self.experiment = uri, experiment
@@ -398,86 +373,6 @@ class MlflowTrialRun:
         self.client.set_terminated(self.run_id, status)
 
 
-class Spool:
-    """Keeps complete trial records on local disk while the tracking server is unreachable."""
-
-    def __init__(self, uri: str, experiment: str, reason: str) -> None:
-        self.uri, self.experiment, self.reason = uri, experiment, reason
-        self.directory = spool_dir(uri)
-        self.directory.mkdir(parents=True, exist_ok=True)
-        (self.directory / "uri").write_text(uri + "\n")  # whose spool this is, for people
-        self.where = f"{self.directory}/ (tracking server {uri} unreachable: {reason})"
-        self.sweeps: dict[str, dict[str, Any]] = {}
-
-    def start_sweep(self, name: str, tags: dict[str, str]) -> str:
-        sweep_id = uuid.uuid4().hex
-        self.sweeps[sweep_id] = {"name": name, "tags": tags}
-        return sweep_id
-
-    def end_sweep(self, sweep_id: str, ok: bool, killed: bool, summary: str) -> None:
-        pass
-
-    def find_ok_run(self, cfg: BenchConfig) -> dict[str, Any] | None:
-        return None
-
-    def start_trial(
-        self, sweep_id: str, cfg: BenchConfig, name: str, tags: dict[str, str]
-    ) -> SpooledTrial:
-        return SpooledTrial(self, sweep_id, cfg, name, tags)
-
-    def sweep_trials(self, sweep_id: str) -> list[dict[str, Any]]:
-        return []  # spooled records are complete; nothing to read back
-
-    def reap_orphans(self) -> int:
-        return 0  # the server is out of reach
-
-    def close_trial(self, run_id: str, status: str, error: str) -> None:
-        pass
-
-
-class SpooledTrial:
-    def __init__(
-        self, spool: Spool, sweep_id: str, cfg: BenchConfig, name: str, tags: dict[str, str]
-    ) -> None:
-        self.spool, self.sweep_id, self.cfg, self.name, self.tags = spool, sweep_id, cfg, name, tags
-
-    def log_epoch(self, record: EpochRecord) -> None:
-        pass  # the whole record is written when the trial ends
-
-    def finish(self, result: TrialResult, files: list[Path]) -> None:
-        record = {
-            "tracking_uri": self.spool.uri,
-            "experiment": self.spool.experiment,
-            "sweep_id": self.sweep_id,
-            "sweep": self.spool.sweeps[self.sweep_id],
-            "name": self.name,
-            "tags": self.tags,
-            "config": to_dict(self.cfg),
-            "result": result.to_dict(),
-            "files": _spool_files(files),
-        }
-        path = self.spool.directory / f"{int(time.time())}-{uuid.uuid4().hex[:8]}.json"
-        path.write_text(json.dumps(record, indent=1, default=str))
-
-
-def _spool_files(files: list[Path]) -> dict[str, Any]:
-    """Artifact contents by name (a directory's files as ``dir/sub/name``): text as is,
-    anything else (plots, profiler traces) as ``{"base64": ...}``."""
-    import base64
-
-    out: dict[str, Any] = {}
-    for path in files:
-        found = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-        for file in (f for f in found if f.exists()):
-            name = file.relative_to(path.parent).as_posix()
-            data = file.read_bytes()
-            try:
-                out[name] = data.decode()
-            except UnicodeDecodeError:
-                out[name] = {"base64": base64.b64encode(data).decode()}
-    return out
-
-
 def _reachable(uri: str, timeout_s: float = 5.0) -> str | None:
     """None if an http(s) tracking server answers, else why not."""
     url = uri.rstrip("/") + "/health"
@@ -515,244 +410,6 @@ def open_store(uri: str, experiment: str) -> Store:
     return MlflowStore(uri, experiment)
 
 
-def _existing_run(store: MlflowStore, run_id: str | None) -> bool:
-    if not run_id:
-        return False
-    try:
-        store.client.get_run(run_id)
-        return True
-    except Exception:  # noqa: BLE001 - not in this store
-        return False
-
-
-def spooled(directory: Path | None = None) -> list[Path]:
-    """The spooled trial records: in ``directory``, or in every URI's spool."""
-    folders = [directory] if directory is not None else sorted(spool_root().glob("*/"))
-    return sorted(p for folder in folders for p in folder.glob("*.json"))
-
-
-def sync_spool(directory: Path | None = None, uri: str | None = None) -> int:
-    """Log every spooled record to its tracking server; return how many were synced.
-
-    A record whose trial or sweep already has a run in the target store (the store failed
-    part-way through) completes that run; otherwise new runs are made.  Errors propagate
-    and leave the remaining records in the spool.
-    """
-    from bench.config import from_dict
-
-    synced = 0
-    stores: dict[tuple[str, str], MlflowStore] = {}
-    sweeps: dict[tuple[str, str], tuple[MlflowStore, str, bool]] = {}
-    for path in spooled(directory):
-        record = json.loads(path.read_text())
-        target = uri or record["tracking_uri"]
-        store_key = (target, record["experiment"])
-        if store_key not in stores:
-            stores[store_key] = MlflowStore(target, record["experiment"])
-        store = stores[store_key]
-        key = (target, record["sweep_id"])
-        if key not in sweeps:
-            sweep = record["sweep"]
-            original = sweep["tags"].get("bench.spooled_from_sweep_run")
-            if _existing_run(store, original):
-                sweeps[key] = (store, original, True)
-            else:
-                tags = {**sweep["tags"], "bench.synced_from_spool": "true"}
-                sweeps[key] = (store, store.start_sweep(sweep["name"], tags), True)
-        sweep_id = sweeps[key][1]
-        cfg = from_dict(BenchConfig, record["config"])
-        result = TrialResult.from_dict(record["result"])
-        tags = record["tags"]
-        original_run = tags.get("bench.spooled_from_run")
-        if _existing_run(store, original_run):
-            run = MlflowTrialRun(store, original_run, cfg, sweep_id, record["name"], tags)
-        else:
-            run = store._start_trial(sweep_id, cfg, record["name"], tags)
-        with tempfile.TemporaryDirectory() as tmp:
-            files: list[Path] = []
-            for name, content in record["files"].items():
-                target = Path(tmp, name)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                if isinstance(content, dict):  # binary, see _spool_files
-                    import base64
-
-                    target.write_bytes(base64.b64decode(content["base64"]))
-                else:
-                    target.write_text(content)
-                top = Path(tmp, Path(name).parts[0])  # a directory is logged as one artifact
-                if top not in files:
-                    files.append(top)
-            run._finish(result, files)
-        if result.status != OK:
-            sweeps[key] = (store, sweep_id, False)
-        path.unlink()
-        synced += 1
-    for store, sweep_id, ok in sweeps.values():
-        if store.client.get_run(sweep_id).info.status == "RUNNING":
-            store.client.set_terminated(sweep_id, "FINISHED" if ok else "FAILED")
-    return synced
-
-
-# Reading runs back, for the comparison report (bench.report).  The report itself works on
-# the plain RunRecords returned here and never sees MLflow.
-
-# On a sweep's parent run, one tag per earlier ok run that the sweep reused (skipped).
-REUSED_RUN_TAG = "bench.reused."
-REPORT_ARTIFACT_DIR = "report"
-_PAGE = 1000
-
-
-@dataclass
-class RunRecord:
-    """One trial run as read back from the store, as plain values."""
-
-    run_id: str
-    name: str
-    start_time_ms: int
-    params: dict[str, str]
-    tags: dict[str, str]
-    # The last value of each metric: whole-trial metrics, and the last epoch of per-epoch ones.
-    metrics: dict[str, float]
-    # Per-epoch values [(epoch, value), ...] of the metrics asked for, where the run has them.
-    history: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
-
-    @property
-    def status(self) -> str:
-        return self.tags.get("bench.status", "unknown")
-
-
-@dataclass
-class RunSet:
-    records: list[RunRecord]
-    uri: str
-    experiment: str
-    sweep_id: str = ""  # empty: every trial run of the experiment
-    sweep_name: str = ""
-
-
-def _read_client(uri: str) -> Any:
-    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).exists():
-        raise LookupError(f"no MLflow store at {uri} (the file does not exist)")
-    from mlflow.tracking import MlflowClient
-
-    _quiet()
-    return MlflowClient(tracking_uri=uri)
-
-
-def _search(client: Any, experiment_ids: list[str], filter_string: str = "") -> list[Any]:
-    out: list[Any] = []
-    token = None
-    while True:
-        page = client.search_runs(
-            experiment_ids, filter_string=filter_string, max_results=_PAGE, page_token=token
-        )
-        out.extend(page)
-        token = page.token
-        if not token:
-            return out
-
-
-def _latest_sweep(client: Any, experiment_ids: list[str]) -> Any:
-    found = client.search_runs(
-        experiment_ids,
-        filter_string="tags.`bench.sweep` = 'true'",
-        max_results=1,
-        order_by=["attributes.start_time DESC"],
-    )
-    if not found:
-        raise LookupError("no sweep (a run tagged bench.sweep=true) in this store or experiment")
-    return found[0]
-
-
-def _sweep_runs(client: Any, parent: Any) -> list[Any]:
-    runs = _search(
-        client,
-        [parent.info.experiment_id],
-        f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'",
-    )
-    reused = [k[len(REUSED_RUN_TAG) :] for k in parent.data.tags if k.startswith(REUSED_RUN_TAG)]
-    if reused:
-        have = {r.info.run_id for r in runs}
-        wanted = [rid for rid in sorted(reused) if rid not in have]
-        for i in range(0, len(wanted), 100):
-            ids = ", ".join(f"'{rid}'" for rid in wanted[i : i + 100])
-            runs += _search(client, [parent.info.experiment_id], f"attributes.run_id IN ({ids})")
-    return runs
-
-
-def _histories(client: Any, records: list[RunRecord], keys: tuple[str, ...]) -> None:
-    from concurrent.futures import ThreadPoolExecutor
-
-    jobs = [(r, k) for r in records for k in keys if k in r.metrics]
-
-    def fetch(job: tuple[RunRecord, str]) -> list[tuple[int, float]]:
-        history = client.get_metric_history(job[0].run_id, job[1])
-        return sorted((int(m.step), float(m.value)) for m in history)
-
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        for (record, key), values in zip(jobs, pool.map(fetch, jobs), strict=True):
-            record.history[key] = values
-
-
-def load_runs(
-    uri: str,
-    experiment: str | None = None,
-    sweep: str | None = None,
-    history_keys: tuple[str, ...] = (),
-) -> RunSet:
-    """Trial runs from the store at ``uri``.
-
-    ``sweep`` is a parent run id, or ``"latest"``; with only ``experiment``, every trial run
-    of that experiment; with neither, the latest sweep in the store.  A sweep's runs are its
-    children and the earlier ok runs it reused instead of running them again.  Per-epoch
-    histories are read only for ``history_keys``, and only from runs that logged them.
-    """
-    client = _read_client(uri)
-    if experiment is not None:
-        exp = client.get_experiment_by_name(experiment)
-        if exp is None:
-            names = sorted(e.name for e in client.search_experiments())
-            raise LookupError(
-                f"no experiment {experiment!r} in {uri}; there are: {', '.join(names) or 'none'}"
-            )
-        experiment_ids = [exp.experiment_id]
-    else:
-        experiment_ids = [e.experiment_id for e in client.search_experiments()]
-    parent = None
-    if sweep == "latest" or (sweep is None and experiment is None):
-        parent = _latest_sweep(client, experiment_ids)
-    elif sweep is not None:
-        try:
-            parent = client.get_run(sweep)
-        except Exception as exc:  # noqa: BLE001 - MLflow raises its own exception types
-            raise LookupError(f"no run {sweep!r} in {uri}") from exc
-        if parent.data.tags.get("bench.sweep") != "true":
-            raise LookupError(f"run {sweep} is not a sweep (it has no tag bench.sweep=true)")
-    runs = _sweep_runs(client, parent) if parent is not None else _search(client, experiment_ids)
-    records = [
-        RunRecord(
-            run_id=r.info.run_id,
-            name=r.info.run_name or "",
-            start_time_ms=int(r.info.start_time or 0),
-            params=dict(r.data.params),
-            tags=dict(r.data.tags),
-            metrics={k: float(v) for k, v in r.data.metrics.items()},
-        )
-        for r in runs
-        if r.data.tags.get("bench.sweep") != "true"
-    ]
-    records.sort(key=lambda r: (r.start_time_ms, r.run_id))
-    _histories(client, records, history_keys)
-    exp_id = parent.info.experiment_id if parent is not None else experiment_ids[0]
-    return RunSet(
-        records=records,
-        uri=uri,
-        experiment=experiment or client.get_experiment(exp_id).name,
-        sweep_id=parent.info.run_id if parent is not None else "",
-        sweep_name=(parent.info.run_name or "") if parent is not None else "",
-    )
-
-
 def note_reused_run(store: Store, sweep_id: str, run_id: str) -> None:
     """Note on a sweep's parent run an earlier ok run it reused instead of running again."""
     if not isinstance(store, MlflowStore):
@@ -761,39 +418,3 @@ def note_reused_run(store: Store, sweep_id: str, run_id: str) -> None:
         store.client.set_tag(sweep_id, f"{REUSED_RUN_TAG}{run_id}", "true")
     except Exception as exc:  # noqa: BLE001 - the note is for the report; the sweep goes on
         print(f"bench: could not note reused run {run_id} on {sweep_id}: {exc}", file=sys.stderr)
-
-
-def log_report(uri: str, run_id: str, directory: Path) -> str:
-    """Log a written report (``directory``) as artifacts of ``run_id``; return its page's URI."""
-    client = _read_client(uri)
-    for name in ("report.html", "report.md"):
-        client.log_artifact(run_id, str(directory / name), REPORT_ARTIFACT_DIR)
-    if (directory / "figures").is_dir():
-        client.log_artifacts(run_id, str(directory / "figures"), f"{REPORT_ARTIFACT_DIR}/figures")
-    root = client.get_run(run_id).info.artifact_uri.rstrip("/")
-    return f"{root}/{REPORT_ARTIFACT_DIR}/report.html"
-
-
-def load_trial(uri: str, run_id: str) -> tuple[RunRecord, dict[str, Any], str]:
-    """One trial run: its record, the resolved config it logged (``config.json``) and the
-    name of its experiment.  Raises LookupError naming what is missing."""
-    client = _read_client(uri)
-    try:
-        run = client.get_run(run_id)
-    except Exception as exc:  # noqa: BLE001 - MLflow raises its own exception types
-        raise LookupError(f"no run {run_id!r} in {uri}") from exc
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            path = client.download_artifacts(run_id, "config.json", tmp)
-            config = json.loads(Path(path).read_text())
-        except Exception as exc:  # noqa: BLE001 - as above
-            raise LookupError(f"run {run_id} has no config.json artifact to rerun") from exc
-    record = RunRecord(
-        run_id=run.info.run_id,
-        name=run.info.run_name or "",
-        start_time_ms=int(run.info.start_time or 0),
-        params=dict(run.data.params),
-        tags=dict(run.data.tags),
-        metrics={k: float(v) for k, v in run.data.metrics.items()},
-    )
-    return record, config, str(client.get_experiment(run.info.experiment_id).name)

@@ -1,0 +1,59 @@
+"""Everything that touches MLflow lives in this package.
+
+- :mod:`.store`: the write side (the parent run of a sweep, one child run per trial, the
+  store protocol the sweep writes through, the owner of every run);
+- :mod:`.spool`: complete trial records kept on local disk while the server is out of
+  reach; :mod:`.sync`: logging them later;
+- :mod:`.query`: runs read back as plain records (the report, ``bench.reproduce``).
+
+The names most callers use are re-exported here.
+"""
+
+from bench.tracking.query import (
+    REPORT_ARTIFACT_DIR,
+    RunRecord,
+    RunSet,
+    load_runs,
+    load_trial,
+    log_report,
+)
+from bench.tracking.spool import Spool, SpooledTrial, spool_dir, spool_root, spooled, state_dir
+from bench.tracking.store import (
+    OWNER_TAG,
+    REUSED_RUN_TAG,
+    MlflowStore,
+    MlflowTrialRun,
+    Store,
+    TrialRun,
+    note_reused_run,
+    open_store,
+    trial_metrics,
+    trial_tags,
+)
+from bench.tracking.sync import sync_spool
+
+__all__ = [
+    "OWNER_TAG",
+    "REPORT_ARTIFACT_DIR",
+    "REUSED_RUN_TAG",
+    "MlflowStore",
+    "MlflowTrialRun",
+    "RunRecord",
+    "RunSet",
+    "Spool",
+    "SpooledTrial",
+    "Store",
+    "TrialRun",
+    "load_runs",
+    "load_trial",
+    "log_report",
+    "note_reused_run",
+    "open_store",
+    "spool_dir",
+    "spool_root",
+    "spooled",
+    "state_dir",
+    "sync_spool",
+    "trial_metrics",
+    "trial_tags",
+]

@@ -1,0 +1,205 @@
+"""The read side: runs read back as plain records, for the comparison report and
+``bench.reproduce``.  The report itself works on these records and never sees MLflow."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.tracking.store import REUSED_RUN_TAG, quiet_mlflow
+
+# Reading runs back, for the comparison report (bench.report).  The report itself works on
+# the plain RunRecords returned here and never sees MLflow.
+
+REPORT_ARTIFACT_DIR = "report"
+_PAGE = 1000
+
+
+@dataclass
+class RunRecord:
+    """One trial run as read back from the store, as plain values."""
+
+    run_id: str
+    name: str
+    start_time_ms: int
+    params: dict[str, str]
+    tags: dict[str, str]
+    # The last value of each metric: whole-trial metrics, and the last epoch of per-epoch ones.
+    metrics: dict[str, float]
+    # Per-epoch values [(epoch, value), ...] of the metrics asked for, where the run has them.
+    history: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+
+    @property
+    def status(self) -> str:
+        return self.tags.get("bench.status", "unknown")
+
+
+@dataclass
+class RunSet:
+    records: list[RunRecord]
+    uri: str
+    experiment: str
+    sweep_id: str = ""  # empty: every trial run of the experiment
+    sweep_name: str = ""
+
+
+def _read_client(uri: str) -> Any:
+    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).exists():
+        raise LookupError(f"no MLflow store at {uri} (the file does not exist)")
+    from mlflow.tracking import MlflowClient
+
+    quiet_mlflow()
+    return MlflowClient(tracking_uri=uri)
+
+
+def _search(client: Any, experiment_ids: list[str], filter_string: str = "") -> list[Any]:
+    out: list[Any] = []
+    token = None
+    while True:
+        page = client.search_runs(
+            experiment_ids, filter_string=filter_string, max_results=_PAGE, page_token=token
+        )
+        out.extend(page)
+        token = page.token
+        if not token:
+            return out
+
+
+def _latest_sweep(client: Any, experiment_ids: list[str]) -> Any:
+    found = client.search_runs(
+        experiment_ids,
+        filter_string="tags.`bench.sweep` = 'true'",
+        max_results=1,
+        order_by=["attributes.start_time DESC"],
+    )
+    if not found:
+        raise LookupError("no sweep (a run tagged bench.sweep=true) in this store or experiment")
+    return found[0]
+
+
+def _sweep_runs(client: Any, parent: Any) -> list[Any]:
+    runs = _search(
+        client,
+        [parent.info.experiment_id],
+        f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'",
+    )
+    reused = [k[len(REUSED_RUN_TAG) :] for k in parent.data.tags if k.startswith(REUSED_RUN_TAG)]
+    if reused:
+        have = {r.info.run_id for r in runs}
+        wanted = [rid for rid in sorted(reused) if rid not in have]
+        for i in range(0, len(wanted), 100):
+            ids = ", ".join(f"'{rid}'" for rid in wanted[i : i + 100])
+            runs += _search(client, [parent.info.experiment_id], f"attributes.run_id IN ({ids})")
+    return runs
+
+
+def _histories(client: Any, records: list[RunRecord], keys: tuple[str, ...]) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = [(r, k) for r in records for k in keys if k in r.metrics]
+
+    def fetch(job: tuple[RunRecord, str]) -> list[tuple[int, float]]:
+        history = client.get_metric_history(job[0].run_id, job[1])
+        return sorted((int(m.step), float(m.value)) for m in history)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for (record, key), values in zip(jobs, pool.map(fetch, jobs), strict=True):
+            record.history[key] = values
+
+
+def load_runs(
+    uri: str,
+    experiment: str | None = None,
+    sweep: str | None = None,
+    history_keys: tuple[str, ...] = (),
+) -> RunSet:
+    """Trial runs from the store at ``uri``.
+
+    ``sweep`` is a parent run id, or ``"latest"``; with only ``experiment``, every trial run
+    of that experiment; with neither, the latest sweep in the store.  A sweep's runs are its
+    children and the earlier ok runs it reused instead of running them again.  Per-epoch
+    histories are read only for ``history_keys``, and only from runs that logged them.
+    """
+    client = _read_client(uri)
+    if experiment is not None:
+        exp = client.get_experiment_by_name(experiment)
+        if exp is None:
+            names = sorted(e.name for e in client.search_experiments())
+            raise LookupError(
+                f"no experiment {experiment!r} in {uri}; there are: {', '.join(names) or 'none'}"
+            )
+        experiment_ids = [exp.experiment_id]
+    else:
+        experiment_ids = [e.experiment_id for e in client.search_experiments()]
+    parent = None
+    if sweep == "latest" or (sweep is None and experiment is None):
+        parent = _latest_sweep(client, experiment_ids)
+    elif sweep is not None:
+        try:
+            parent = client.get_run(sweep)
+        except Exception as exc:  # noqa: BLE001 - MLflow raises its own exception types
+            raise LookupError(f"no run {sweep!r} in {uri}") from exc
+        if parent.data.tags.get("bench.sweep") != "true":
+            raise LookupError(f"run {sweep} is not a sweep (it has no tag bench.sweep=true)")
+    runs = _sweep_runs(client, parent) if parent is not None else _search(client, experiment_ids)
+    records = [
+        RunRecord(
+            run_id=r.info.run_id,
+            name=r.info.run_name or "",
+            start_time_ms=int(r.info.start_time or 0),
+            params=dict(r.data.params),
+            tags=dict(r.data.tags),
+            metrics={k: float(v) for k, v in r.data.metrics.items()},
+        )
+        for r in runs
+        if r.data.tags.get("bench.sweep") != "true"
+    ]
+    records.sort(key=lambda r: (r.start_time_ms, r.run_id))
+    _histories(client, records, history_keys)
+    exp_id = parent.info.experiment_id if parent is not None else experiment_ids[0]
+    return RunSet(
+        records=records,
+        uri=uri,
+        experiment=experiment or client.get_experiment(exp_id).name,
+        sweep_id=parent.info.run_id if parent is not None else "",
+        sweep_name=(parent.info.run_name or "") if parent is not None else "",
+    )
+
+
+def log_report(uri: str, run_id: str, directory: Path) -> str:
+    """Log a written report (``directory``) as artifacts of ``run_id``; return its page's URI."""
+    client = _read_client(uri)
+    for name in ("report.html", "report.md"):
+        client.log_artifact(run_id, str(directory / name), REPORT_ARTIFACT_DIR)
+    if (directory / "figures").is_dir():
+        client.log_artifacts(run_id, str(directory / "figures"), f"{REPORT_ARTIFACT_DIR}/figures")
+    root = client.get_run(run_id).info.artifact_uri.rstrip("/")
+    return f"{root}/{REPORT_ARTIFACT_DIR}/report.html"
+
+
+def load_trial(uri: str, run_id: str) -> tuple[RunRecord, dict[str, Any], str]:
+    """One trial run: its record, the resolved config it logged (``config.json``) and the
+    name of its experiment.  Raises LookupError naming what is missing."""
+    client = _read_client(uri)
+    try:
+        run = client.get_run(run_id)
+    except Exception as exc:  # noqa: BLE001 - MLflow raises its own exception types
+        raise LookupError(f"no run {run_id!r} in {uri}") from exc
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            path = client.download_artifacts(run_id, "config.json", tmp)
+            config = json.loads(Path(path).read_text())
+        except Exception as exc:  # noqa: BLE001 - as above
+            raise LookupError(f"run {run_id} has no config.json artifact to rerun") from exc
+    record = RunRecord(
+        run_id=run.info.run_id,
+        name=run.info.run_name or "",
+        start_time_ms=int(run.info.start_time or 0),
+        params=dict(run.data.params),
+        tags=dict(run.data.tags),
+        metrics={k: float(v) for k, v in run.data.metrics.items()},
+    )
+    return record, config, str(client.get_experiment(run.info.experiment_id).name)
