@@ -3,6 +3,7 @@ that decide whether a config may use it (:func:`check`).  Nothing here imports a
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from dataclasses import dataclass
 
@@ -56,6 +57,16 @@ def launches_processes(cfg: BenchConfig) -> bool:
     return info is not None and info.runner != "local"
 
 
+def resolve(cfg: BenchConfig) -> BenchConfig:
+    """``cfg`` with what its strategy decides for unset sizes: ``ps=0`` with a strategy that
+    needs parameter servers means one per node.  Applied when a job is composed, so the
+    number used is what is validated, logged and hashed (``ps=0`` and ``ps=1`` on one node
+    are one configuration)."""
+    if cfg.distributed in PS_STRATEGIES and cfg.ps == 0:
+        return dataclasses.replace(cfg, ps=max(1, cfg.nodes))
+    return cfg
+
+
 def strategies_for(framework: str) -> tuple[str, ...]:
     return tuple(n for n, s in STRATEGIES.items() if framework in s.frameworks)
 
@@ -98,7 +109,10 @@ def check(cfg: BenchConfig) -> list[str]:
                 f"strategy; set distributed= one of {', '.join(strategies_for(framework)[1:])}"
             )
     if name in PS_STRATEGIES and cfg.ps < 1:
-        problems.append(f"ps: distributed={name} needs at least 1 parameter server (ps=1)")
+        problems.append(
+            f"ps: distributed={name} needs at least 1 parameter server (ps=0, the default, "
+            "means one per node)"
+        )
     if name not in PS_STRATEGIES and cfg.ps != 0:
         problems.append(
             f"ps: parameter servers are used only by distributed="
@@ -145,7 +159,6 @@ def scaling_baselines(cfg: BenchConfig) -> list[BenchConfig]:
     """The single-worker configs a multi-worker trial's scaling efficiency is measured
     against, in order of preference: the same strategy on one worker, then no distribution
     (same config otherwise).  Empty for a single-worker trial."""
-    import dataclasses
 
     if cfg.workers * cfg.nodes == 1:
         return []

@@ -183,7 +183,9 @@ def to_bench_config(config: DictConfig) -> BenchConfig:
         key = getattr(exc, "full_key", "") or "config"
         raise ConfigError([f"{key}: {str(exc).splitlines()[0]}"]) from exc
     assert isinstance(obj, BenchConfig)
-    return obj
+    from bench.distributed.registry import resolve
+
+    return resolve(obj)
 
 
 def compose_all(

@@ -85,3 +85,23 @@ def test_scaling_baselines_differ_only_in_distribution() -> None:
     assert (plain.distributed, plain.workers) == ("none", 1)
     assert config_hash(plain) == config_hash(BenchConfig())
     assert scaling_baselines(BenchConfig(distributed="ddp", workers=1)) == []
+
+
+def test_ps_0_means_one_server_per_node_for_the_strategies_that_need_them() -> None:
+    """``distributed=kvstore_sync`` alone works: ps=0 (the default) is one server per node,
+    logged and hashed as that number, so ps=0 and ps=1 on one node are one configuration."""
+    from hydra import compose, initialize_config_dir
+
+    from bench.cli import CONF_DIR
+    from bench.sweep.jobs import to_bench_config
+
+    def composed(*overrides: str) -> BenchConfig:
+        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+            return to_bench_config(compose("config", overrides=list(overrides)))
+
+    default = composed("framework=tf", "distributed=ps_async", "workers=2")
+    explicit = composed("framework=tf", "distributed=ps_async", "workers=2", "ps=1")
+    assert default.ps == 1 and config_hash(default) == config_hash(explicit)
+    assert composed("framework=tf", "distributed=ps_async", "nodes=2").ps == 2
+    assert composed("framework=tf", "distributed=ps_async", "ps=3").ps == 3
+    assert composed("distributed=ddp", "workers=2").ps == 0  # no servers: left alone
