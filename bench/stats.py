@@ -9,6 +9,9 @@ says which side is faster, and by how much, only when the data support it:
   (seeded, so a report is reproducible).  With at least ``BOOTSTRAP_MIN_RUNS`` runs a side,
   the difference is significant when that interval excludes 1; with fewer, a two-sided
   exact Mann-Whitney U test must also reject equality at the 5% level;
+- ``not tested`` when the runs are too few for any test to find a difference (one run a
+  side; or so few that even the exact test's smallest p-value is not below 5%): saying
+  "no significant difference" there would claim a test that could not have found one;
 - ``no significant difference`` in every other case.
 """
 
@@ -29,6 +32,7 @@ SEED = 20240917
 FASTER = "faster"
 SAME = "no significant difference"
 NOT_COMPARABLE = "not comparable"
+NOT_TESTED = "not tested"
 
 
 @dataclass
@@ -44,7 +48,7 @@ class Sample:
 
 @dataclass
 class Verdict:
-    kind: str  # FASTER, SAME or NOT_COMPARABLE
+    kind: str  # FASTER, SAME, NOT_TESTED or NOT_COMPARABLE
     text: str
     ratio: float = math.nan  # mean time of b / mean time of a
     ci_low: float = math.nan
@@ -171,14 +175,22 @@ def compare(a: Sample, b: Sample) -> Verdict:
             f"{_interval_text(ratio, low, high)}"
         )
         return verdict
-    why = f"{na} vs {nb} runs"
+    runs = f"{na} run a side" if na == nb == 1 else f"{na} vs {nb} runs"
     if min(na, nb) < 2:
-        why += ": too few to test; use repeats >= 4"
-    elif small:
+        verdict.kind = NOT_TESTED
+        verdict.text = f"{NOT_TESTED} ({runs}; use repeats >= 4)"
+        return verdict
+    why = runs
+    if small:
         why += f", Mann-Whitney p = {verdict.p_value:.2g}"
         floor = smallest_p(na, nb)
         if floor >= ALPHA:
-            why += f", and with so few runs p cannot go below {floor:.2g}: use repeats >= 4"
+            verdict.kind = NOT_TESTED
+            verdict.text = (
+                f"{NOT_TESTED} ({why}: with so few runs p cannot go below {floor:.2g}; "
+                "use repeats >= 4)"
+            )
+            return verdict
     verdict.text = f"{SAME} ({why})"
     return verdict
 

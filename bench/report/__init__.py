@@ -31,8 +31,10 @@ METHOD = (
     "the ratio of mean times gets a 95% percentile-bootstrap confidence interval (10,000 "
     "resamples, fixed seed); with fewer than 8 runs a side a two-sided exact Mann-Whitney U "
     "test must also give p < 0.05.  'A is faster than B by x%' (B takes x% longer) is said "
-    "only then; otherwise 'no significant difference'.  With 3 runs a side the Mann-Whitney "
-    "p-value cannot go below 0.1, so use repeats >= 4 for small-sample verdicts."
+    "only then.  With too few runs for any test to find a difference (1 run a side; or 3, "
+    "where the Mann-Whitney p-value cannot go below 0.1) the verdict is 'not tested', with "
+    "the number of runs: use repeats >= 4.  Otherwise 'no significant difference'.  Each row "
+    "of the table below names the two sides it compares (B vs A)."
 )
 
 

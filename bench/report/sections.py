@@ -77,7 +77,7 @@ def ratio_text(verdict: stats.Verdict) -> str:
 def _bar(label: str, verdict: stats.Verdict, pair: tuple[str, str]) -> figures.Bar:
     if verdict.kind == stats.FASTER:
         shade, hatch = figures.colour(verdict.faster, pair.index(verdict.faster)), ""
-    elif verdict.kind == stats.SAME:
+    elif verdict.kind in (stats.SAME, stats.NOT_TESTED):
         shade, hatch = figures.SAME_COLOUR, ""
     else:
         shade, hatch = figures.SAME_COLOUR, "///"
@@ -89,6 +89,7 @@ def _legend(a: str, b: str) -> dict[str, str]:
         f"{a} faster": figures.colour(a),
         f"{b} faster": figures.colour(b, 1),
         stats.SAME: figures.SAME_COLOUR,
+        stats.NOT_TESTED: figures.SAME_COLOUR,
         stats.NOT_COMPARABLE: figures.SAME_COLOUR,
     }
 
@@ -136,7 +137,7 @@ def relative_time(ctx: Context, mode: str) -> Section | None:
                 sample(b, side_b, lambda t: t.ms_per_sample),
             )
             label = lab.label(config)
-            ctx.verdicts.append((f"{what} time", label, verdict))
+            ctx.verdicts.append((f"{what} time, {b} vs {a}", label, verdict))
             rows.append(
                 [
                     Cell(label),
@@ -382,7 +383,7 @@ def _phase_comparisons(
                     sample(b, vb, metric_of(metric)),
                 )
                 label = lab.label(config)
-                ctx.verdicts.append((f"{name} phase", label, verdict))
+                ctx.verdicts.append((f"{name} phase, {b} vs {a}", label, verdict))
                 rows.append(
                     [Cell(label), Cell(name), num(ratio_text(verdict)), verdict_cell(verdict)]
                 )
@@ -425,7 +426,7 @@ def _operator_table(ctx: Context, lab: Labeller, trials: Sequence[Trial]) -> lis
                         sample(a, va, operator_of(category)),
                         sample(b, vb, operator_of(category)),
                     )
-                    ctx.verdicts.append((f"operators: {category}", label, verdict))
+                    ctx.verdicts.append((f"operators: {category}, {b} vs {a}", label, verdict))
                     cells += [num(ratio_text(verdict)), verdict_cell(verdict)]
                 else:
                     only = a if va else b

@@ -70,8 +70,9 @@ def test_identical_distributions_give_no_significant_difference() -> None:
 
 def test_three_runs_a_side_cannot_be_significant_and_the_verdict_says_why() -> None:
     verdict = stats.compare(sample("torch", [10.0, 10.1, 10.2]), sample("tf", [20.0, 20.1, 20.2]))
-    assert verdict.kind == stats.SAME
-    assert "p = 0.1" in verdict.text and "repeats >= 4" in verdict.text
+    assert verdict.kind == stats.NOT_TESTED  # never "no significant difference": no test ran
+    assert verdict.text.startswith("not tested (3 vs 3 runs")
+    assert "p cannot go below 0.1" in verdict.text and "repeats >= 4" in verdict.text
     assert stats.smallest_p(3, 3) == pytest.approx(0.1)
     assert stats.smallest_p(4, 4) < stats.ALPHA
 
@@ -228,3 +229,11 @@ def test_html_and_markdown_hold_the_same_tables(full: Report, tmp_path: Path) ->
     escaped = render.to_html(build(hostile))
     assert "&lt;b&gt;x&lt;/b&gt;" in escaped and "<b>x" not in escaped
     assert "| to\\|rch |" in render.to_markdown(build(hostile))  # a cell, not two
+
+
+def test_one_run_a_side_is_not_tested() -> None:
+    verdict = stats.compare(sample("torch", [10.0]), sample("tf", [30.0]))
+    assert (verdict.kind, verdict.text) == (
+        stats.NOT_TESTED,
+        "not tested (1 run a side; use repeats >= 4)",
+    )
