@@ -2,7 +2,7 @@
 # Build Horovod 0.28.1 against this venv's torch and TensorFlow, and install it into .venv.
 #
 # Horovod's last release (0.28.1, 2023) does not build against torch >= 2.1 or TF >= 2.16 as
-# released; patches/horovod-0.28.1.patch is the smallest fix (README, "Horovod"): C++17 for
+# released; patches/horovod-0.28.1.patch is the smallest fix (docs/distributed.md, "Horovod"): C++17 for
 # the core and the torch extension, XLA ops made opt-in (TF 2.16+ wheels lack the highwayhash
 # headers they include), and a Release build without debug info (faster to build).
 #

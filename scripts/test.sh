@@ -21,8 +21,6 @@ export BENCH_HOROVOD_BUILD=$build
 .venv/bin/ruff format --check bench tests scripts hydra_plugins
 .venv/bin/mypy bench
 .venv/bin/lint-imports --no-cache  # the import contracts in pyproject.toml
-site=$(mktemp -d)
-.venv/bin/mkdocs build --strict --quiet --site-dir "$site"  # docs/: no broken link or anchor
-rm -rf "$site"
+bash scripts/docs.sh  # docs/: mkdocs --strict, no broken link or anchor
 .venv/bin/python -m pytest "$@"
 if [ -f "$build/rc" ]; then cat "$build/log" >&2; fi
