@@ -69,12 +69,23 @@ def task(config: DictConfig) -> object:
 main = hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")(task)
 
 
-def _sigterm(signum: int, frame: FrameType | None) -> None:
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """The first Ctrl-C or SIGTERM stops the sweep; any further one is ignored until the
+    running trial is stopped and recorded and the parent run is closed (a second Ctrl-C
+    must not cut that short and leave a process or an open run behind)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    print(
+        "bench: stopping (the running trial is stopped and recorded; further Ctrl-C is "
+        "ignored until then)",
+        file=sys.stderr,
+    )
     raise KeyboardInterrupt
 
 
 def run() -> None:
-    signal.signal(signal.SIGTERM, _sigterm)
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         main()
     except BenchExit as done:

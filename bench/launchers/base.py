@@ -19,6 +19,7 @@ from pathlib import Path
 
 from bench.config import BenchConfig
 from bench.result import ERROR, KILLED, TIMEOUT, EpochRecord, TrialResult
+from bench.runtime.processes import shielded
 from bench.runtime.protocol import EVENTS, LOG, RESULT, EventReader, clear, read_result
 from bench.trial import EpochCallback
 
@@ -161,11 +162,11 @@ class WatchedLauncher(Launcher):
                     events.poll()
                     return partial(cfg, events.epochs, TIMEOUT, timed_out(cfg), environment)
         except KeyboardInterrupt as exc:
-            child.stop(grace)
-            events.poll()
-            raise TrialInterrupted(
-                partial(cfg, events.epochs, *interrupted(exc), environment)
-            ) from exc
+            with shielded():  # a second Ctrl-C does not cut the clean-up short
+                child.stop(grace)
+                events.poll()
+            stopped = partial(cfg, events.epochs, *interrupted(exc), environment)
+            raise TrialInterrupted(stopped) from exc
         except BaseException:  # whatever stops the host, the trial's processes go too
             child.stop(grace)
             raise

@@ -11,12 +11,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
 import socket
 import subprocess
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Iterator
 
 import psutil
 
@@ -65,6 +67,22 @@ def owner_alive(owner: str) -> bool:
         return owner_label(int(rest.partition("/")[0])) == owner
     except (ValueError, psutil.Error):
         return False
+
+
+@contextlib.contextmanager
+def shielded() -> Iterator[None]:
+    """Ctrl-C and SIGTERM are ignored for the block (in the main thread): a second Ctrl-C
+    while a stopped trial is being cleaned up and recorded must not cut that short, which
+    would leave processes or an open run behind."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def become_subreaper() -> None:

@@ -28,6 +28,7 @@ from bench.config import BenchConfig, ConfigError
 from bench.launchers.base import on_time_limit_warning
 from bench.preflight import validate
 from bench.result import ERROR
+from bench.runtime.processes import shielded
 from bench.sweep.jobs import (
     BenchExit,
     SweepRef,
@@ -96,13 +97,9 @@ def run_sweep(
                 launch(batch, start), composed[start : start + size], strict=True
             ):
                 rows.append(_row_of(done, label, cfg))
-    except TrialStopped as stop:
-        rows.append(stop.row)
-        sweep.finish(rows, killed=True)
-        _interrupted()
-        raise BenchExit(130) from None
-    except KeyboardInterrupt:
-        sweep.finish(rows, killed=True)
+    except KeyboardInterrupt as stop:
+        with shielded():  # the parent run is closed whatever else arrives
+            sweep.finish([*rows, stop.row] if isinstance(stop, TrialStopped) else rows, True)
         _interrupted()
         raise BenchExit(130) from None
     with _no_crash():
@@ -173,12 +170,9 @@ def _single(cfg: BenchConfig, overrides: list[str], workdir: Path) -> Row:
     try:
         with _no_crash():
             row = sweep.run(cfg, label, workdir, 1)
-    except TrialStopped as stop:
-        sweep.finish([stop.row], killed=True)
-        _interrupted()
-        raise BenchExit(130) from None
-    except KeyboardInterrupt:
-        sweep.finish([], killed=True)
+    except KeyboardInterrupt as stop:
+        with shielded():
+            sweep.finish([stop.row] if isinstance(stop, TrialStopped) else [], killed=True)
         _interrupted()
         raise BenchExit(130) from None
     with _no_crash():

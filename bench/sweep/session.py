@@ -23,6 +23,7 @@ from bench.config import BenchConfig
 from bench.launchers import TrialInterrupted
 from bench.launchers import get as get_launcher
 from bench.result import ERROR, OK, TIMEOUT, EpochRecord, TrialResult
+from bench.runtime.processes import shielded
 
 SKIPPED = "skipped"
 
@@ -175,7 +176,8 @@ class Sweep:
         try:
             result = get_launcher(cfg.launcher.name).launch(cfg, workdir, on_epoch)
         except TrialInterrupted as stop:
-            row = self._record(run, stop.result, workdir, label, started, progress)
+            with shielded():  # the stopped trial is recorded whole, whatever else arrives
+                row = self._record(run, stop.result, workdir, label, started, progress)
             if stop.result.status == TIMEOUT:  # the scheduler's time limit: a result
                 return row
             raise TrialStopped(row) from stop

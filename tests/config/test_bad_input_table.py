@@ -101,12 +101,13 @@ def run_cli(args: list[str], root: Path, monkeypatch: pytest.MonkeyPatch) -> int
     if any(a.startswith("tracking.uri=") for a in args):
         extra = extra[1:]
     monkeypatch.setattr(sys, "argv", ["bench", *args, *extra])
-    previous = signal.getsignal(signal.SIGTERM)
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         with pytest.raises(SystemExit) as done:
             cli.run()
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
         GlobalHydra.instance().clear()
     return int(done.value.code or 0)
 

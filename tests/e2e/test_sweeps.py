@@ -218,3 +218,36 @@ def test_sigkill_of_the_sweep_is_cleaned_up_by_the_next_sweep(bench) -> None:  #
     assert [
         r.data.tags["bench.status"] for r in bench.children() if r.info.status == "FINISHED"
     ] == ["ok"]
+
+
+def test_ctrl_c_twice_still_records_killed_and_leaves_nothing(bench) -> None:  # noqa: ANN001
+    """A second Ctrl-C while the first one's clean-up runs does not cut it short."""
+    proc = bench.popen(
+        "-m",
+        "batch_size=2,3",
+        "framework=torch",
+        "model=lenet5",
+        "epochs=1",
+        "steps_per_epoch=100000",
+        "warmup_steps=1",
+    )
+    deadline = time.time() + 120
+    workers: list[psutil.Process] = []
+    while time.time() < deadline and not workers:
+        time.sleep(0.5)
+        workers = workers_under(bench.root)
+    assert workers, "the trial process never started"
+    time.sleep(3)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out + err
+    assert "Traceback" not in err, err
+    psutil.wait_procs(workers, timeout=15)
+    assert workers_under(bench.root) == []
+    (child,) = bench.children()  # the second configuration never started
+    assert (child.data.tags["bench.status"], child.info.status) == ("killed", "KILLED")
+    assert bench.parents()[0].info.status == "KILLED"
+    assert not [r for r in bench.runs() if r.info.status == "RUNNING"]
+    assert "1 trials: 1 killed" in out
