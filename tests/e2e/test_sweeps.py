@@ -25,6 +25,17 @@ def workers_under(root) -> list[psutil.Process]:  # noqa: ANN001
     return found
 
 
+def wait_for_workers(root, timeout_s: float = 120) -> list[psutil.Process]:  # noqa: ANN001
+    """The trial processes under ``root`` once one has started."""
+    deadline = time.time() + timeout_s
+    workers: list[psutil.Process] = []
+    while time.time() < deadline and not workers:
+        time.sleep(0.5)
+        workers = workers_under(root)
+    assert workers, "the trial process never started"
+    return workers
+
+
 def test_two_by_two_matrix_then_rerun_skips(bench) -> None:  # noqa: ANN001
     first = bench.run("-m", "model=vgg16,resnet50", "framework=tf,torch", *TINY)
     assert first.returncode == 0, first.output
@@ -130,12 +141,7 @@ def test_ctrl_c_records_killed_and_leaves_nothing_running(bench) -> None:  # noq
         "steps_per_epoch=100000",
         "warmup_steps=1",
     )
-    deadline = time.time() + 120
-    workers: list[psutil.Process] = []
-    while time.time() < deadline and not workers:
-        time.sleep(0.5)
-        workers = workers_under(bench.root)
-    assert workers, "the trial process never started"
+    workers = wait_for_workers(bench.root)
     time.sleep(4)  # let it get into its epochs
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
@@ -195,12 +201,7 @@ def test_sigkill_of_the_sweep_is_cleaned_up_by_the_next_sweep(bench) -> None:  #
     args = ["framework=torch", "model=lenet5", "batch_size=2", "epochs=1", "warmup_steps=1"]
     args += ["steps_per_epoch=3000"]  # seconds: killed in the middle, then run to the end
     proc = bench.popen(*args)
-    deadline = time.time() + 120
-    workers: list[psutil.Process] = []
-    while time.time() < deadline and not workers:
-        time.sleep(0.5)
-        workers = workers_under(bench.root)
-    assert workers, "the trial process never started"
+    workers = wait_for_workers(bench.root)
     time.sleep(2)
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=60)
@@ -231,12 +232,7 @@ def test_ctrl_c_twice_still_records_killed_and_leaves_nothing(bench) -> None:  #
         "steps_per_epoch=100000",
         "warmup_steps=1",
     )
-    deadline = time.time() + 120
-    workers: list[psutil.Process] = []
-    while time.time() < deadline and not workers:
-        time.sleep(0.5)
-        workers = workers_under(bench.root)
-    assert workers, "the trial process never started"
+    workers = wait_for_workers(bench.root)
     time.sleep(3)
     proc.send_signal(signal.SIGINT)
     time.sleep(0.2)
