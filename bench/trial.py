@@ -24,7 +24,7 @@ from bench import frameworks, sysinfo
 from bench.config import BenchConfig, resolved_threads, samples_per_step
 from bench.frameworks.base import EpochProbe, Framework, Session, WindowBarrier
 from bench.models.flops import TRAIN_FLOPS_PER_FORWARD
-from bench.monitors import Report, Telemetry
+from bench.monitors import Findings, Telemetry
 from bench.result import ERROR, OK, OOM, EpochRecord, TrialResult
 
 EpochCallback = Callable[[EpochRecord], None]
@@ -246,7 +246,7 @@ def run_trial(
     return result
 
 
-def _add(result: TrialResult, report: Report) -> None:
+def _add(result: TrialResult, report: Findings) -> None:
     """Merge what telemetry or profiling reported: metrics, tags and artifact files."""
     result.summary.update(report.summary)
     result.environment.update(report.tags)

@@ -32,7 +32,7 @@ def execute(
     if runner == "coordinator":  # rank processes started and watched from here
         from bench.distributed import coordinator
 
-        return coordinator.run_trial(cfg, on_epoch, workdir)
+        return coordinator.run(cfg, on_epoch, workdir)
     return run_trial(cfg, on_epoch, workdir)
 
 

@@ -46,9 +46,7 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise _Stop
 
 
-def run_trial(
-    cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path | None
-) -> TrialResult:
+def run(cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path | None) -> TrialResult:
     import tempfile
 
     if workdir is None:

@@ -24,11 +24,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.config import BenchConfig
-from bench.monitors.base import Monitor, Report
+from bench.monitors.base import Findings, Monitor
 from bench.monitors.gpu import GpuMonitor, GpuReader, NvmlReader, cuda_index, visible_devices
 from bench.monitors.host import HostMonitor
 
-__all__ = ["Monitor", "Report", "Telemetry"]
+__all__ = ["Monitor", "Findings", "Telemetry"]
 
 
 class Telemetry:
@@ -102,9 +102,9 @@ class Telemetry:
         self.totals["samples"] = self.totals.get("samples", 0.0) + samples
         return out
 
-    def stop(self, workdir: Path | None) -> Report:
+    def stop(self, workdir: Path | None) -> Findings:
         """Stop every sampler, write the artifacts; idempotent (later calls report nothing)."""
-        report = Report()
+        report = Findings()
         if self._stopped:
             return report
         self._stopped = True

@@ -20,7 +20,7 @@ from typing import Protocol
 
 
 @dataclass
-class Report:
+class Findings:
     """What a monitor hands back when it stops."""
 
     # Whole-trial metrics, named with their units (e.g. gpu_idle_power_w).
@@ -39,7 +39,7 @@ class Monitor(Protocol):
         """Per-epoch figures over the timed window [start, end] in which ``samples``
         samples were processed; called after the window has closed."""
 
-    def stop(self, workdir: Path | None) -> Report:
+    def stop(self, workdir: Path | None) -> Findings:
         """Stop sampling (idempotent; also after a failure) and write artifacts to
         ``workdir`` (none if it is None)."""
 

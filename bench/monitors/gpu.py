@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bench.monitors.base import (
-    Report,
+    Findings,
     Sampler,
     Window,
     epoch_of,
@@ -295,8 +295,8 @@ class GpuMonitor:
             out["energy_per_sample_j"] = out["energy_j"] / samples
         return out
 
-    def stop(self, workdir: Path | None) -> Report:
-        report = Report()
+    def stop(self, workdir: Path | None) -> Findings:
+        report = Findings()
         if self._stopped:
             return report
         self._stopped = True

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import psutil
 
-from bench.monitors.base import Report, Sampler, Window, epoch_of, inside, interpolate
+from bench.monitors.base import Findings, Sampler, Window, epoch_of, inside, interpolate
 
 POWERCAP = Path("/sys/class/powercap")
 SAMPLES_FILE = "telemetry_host.csv"
@@ -193,8 +193,8 @@ class HostMonitor:
             out["cpu_power_w"] = joules / seconds
         return out
 
-    def stop(self, workdir: Path | None) -> Report:
-        report = Report()
+    def stop(self, workdir: Path | None) -> Findings:
+        report = Findings()
         if self._stopped:
             return report
         self._stopped = True

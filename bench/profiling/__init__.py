@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.config import BenchConfig
-from bench.monitors.base import Report
+from bench.monitors.base import Findings
 from bench.profiling import operators
 from bench.profiling.base import Profiler
 
@@ -87,9 +87,9 @@ def load(framework: str) -> Profiler:
     return profiler
 
 
-def run(cfg: BenchConfig, session: Any, workdir: Path | None) -> Report:
+def run(cfg: BenchConfig, session: Any, workdir: Path | None) -> Findings:
     """The passes ``cfg`` asks for, on a session that has finished its timed epochs."""
-    report = Report()
+    report = Findings()
     if not (cfg.breakdown or cfg.profile):
         return report
     own = getattr(session, "breakdown", None)
