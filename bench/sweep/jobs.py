@@ -68,12 +68,9 @@ class SweepRef:
     @classmethod
     def from_overrides(cls, overrides: Sequence[str]) -> SweepRef | None:
         """The reference among a job's overrides (as :meth:`overrides` wrote them)."""
-        env = {}
-        for item in overrides:
-            key, _, value = item.removeprefix("++hydra.job.env_set.").partition("=")
-            if item.startswith("++hydra.job.env_set."):
-                env[key] = value.strip("'")
-        return cls.from_env(env)
+        prefix = "++hydra.job.env_set."
+        given = (o.removeprefix(prefix).partition("=") for o in overrides if o.startswith(prefix))
+        return cls.from_env({key: value.strip("'") for key, _, value in given})
 
 
 def pairs(overrides: Sequence[str]) -> dict[str, str]:

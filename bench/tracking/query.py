@@ -46,6 +46,18 @@ class RunSet:
     sweep_name: str = ""
 
 
+def _record(run: Any) -> RunRecord:
+    """An MLflow run as a plain record."""
+    return RunRecord(
+        run_id=run.info.run_id,
+        name=run.info.run_name or "",
+        start_time_ms=int(run.info.start_time or 0),
+        params=dict(run.data.params),
+        tags=dict(run.data.tags),
+        metrics={k: float(v) for k, v in run.data.metrics.items()},
+    )
+
+
 def _read_client(uri: str) -> Any:
     if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).exists():
         raise LookupError(f"no MLflow store at {uri} (the file does not exist)")
@@ -145,18 +157,7 @@ def load_runs(
         if parent.data.tags.get("bench.sweep") != "true":
             raise LookupError(f"run {sweep} is not a sweep (it has no tag bench.sweep=true)")
     runs = _sweep_runs(client, parent) if parent is not None else _search(client, experiment_ids)
-    records = [
-        RunRecord(
-            run_id=r.info.run_id,
-            name=r.info.run_name or "",
-            start_time_ms=int(r.info.start_time or 0),
-            params=dict(r.data.params),
-            tags=dict(r.data.tags),
-            metrics={k: float(v) for k, v in r.data.metrics.items()},
-        )
-        for r in runs
-        if r.data.tags.get("bench.sweep") != "true"
-    ]
+    records = [_record(r) for r in runs if r.data.tags.get("bench.sweep") != "true"]
     records.sort(key=lambda r: (r.start_time_ms, r.run_id))
     _histories(client, records, history_keys)
     exp_id = parent.info.experiment_id if parent is not None else experiment_ids[0]
@@ -194,12 +195,4 @@ def load_trial(uri: str, run_id: str) -> tuple[RunRecord, dict[str, Any], str]:
             config = json.loads(Path(path).read_text())
         except Exception as exc:  # noqa: BLE001 - as above
             raise LookupError(f"run {run_id} has no config.json artifact to rerun") from exc
-    record = RunRecord(
-        run_id=run.info.run_id,
-        name=run.info.run_name or "",
-        start_time_ms=int(run.info.start_time or 0),
-        params=dict(run.data.params),
-        tags=dict(run.data.tags),
-        metrics={k: float(v) for k, v in run.data.metrics.items()},
-    )
-    return record, config, str(client.get_experiment(run.info.experiment_id).name)
+    return _record(run), config, str(client.get_experiment(run.info.experiment_id).name)
