@@ -17,7 +17,15 @@ from bench.tracking.query import (
     load_trial,
     log_report,
 )
-from bench.tracking.spool import Spool, SpooledTrial, spool_dir, spool_root, spooled, state_dir
+from bench.tracking.spool import (
+    Spool,
+    SpooledTrial,
+    spool_dir,
+    spool_root,
+    spooled,
+    spooled_ends,
+    state_dir,
+)
 from bench.tracking.store import (
     OWNER_TAG,
     REUSED_RUN_TAG,
@@ -52,6 +60,7 @@ __all__ = [
     "spool_dir",
     "spool_root",
     "spooled",
+    "spooled_ends",
     "state_dir",
     "sync_spool",
     "trial_metrics",

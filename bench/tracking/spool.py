@@ -16,6 +16,8 @@ from typing import Any
 from bench.config import BenchConfig, to_dict
 from bench.result import EpochRecord, TrialResult
 
+SWEEP_END = ".sweep-end"  # a spooled sweep's end; trial records end in ``.json``
+
 
 def state_dir() -> Path:
     """bench's per-user state: ``$BENCH_STATE_DIR``, else ``$XDG_STATE_HOME/bench``, else
@@ -53,7 +55,19 @@ class Spool:
         return sweep_id
 
     def end_sweep(self, sweep_id: str, ok: bool, killed: bool, summary: str) -> None:
-        pass
+        """Keep the sweep's end (its status and summary table) for :mod:`.sync`, which
+        closes the sweep's run with them after logging its trials."""
+        record = {
+            "tracking_uri": self.uri,
+            "experiment": self.experiment,
+            "sweep_id": sweep_id,
+            "sweep": self.sweeps.get(sweep_id, {"name": "sweep", "tags": {}}),
+            "ok": ok,
+            "killed": killed,
+            "summary": summary,
+        }
+        path = self.directory / f"{time.time_ns()}-{sweep_id[:8]}{SWEEP_END}"
+        path.write_text(json.dumps(record, indent=1))
 
     def find_ok_run(self, cfg: BenchConfig) -> dict[str, Any] | None:
         return None
@@ -117,5 +131,14 @@ def _spool_files(files: list[Path]) -> dict[str, Any]:
 
 def spooled(directory: Path | None = None) -> list[Path]:
     """The spooled trial records: in ``directory``, or in every URI's spool."""
+    return _files(directory, "*.json")
+
+
+def spooled_ends(directory: Path | None = None) -> list[Path]:
+    """The spooled ends of sweeps (status and summary), logged after their trials."""
+    return _files(directory, f"*{SWEEP_END}")
+
+
+def _files(directory: Path | None, pattern: str) -> list[Path]:
     folders = [directory] if directory is not None else sorted(spool_root().glob("*/"))
-    return sorted(p for folder in folders for p in folder.glob("*.json"))
+    return sorted(p for folder in folders for p in folder.glob(pattern))

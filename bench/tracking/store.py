@@ -204,13 +204,23 @@ class MlflowStore:
         return self.spool
 
     def end_sweep(self, sweep_id: str, ok: bool, killed: bool, summary: str) -> None:
-        try:
-            self.client.set_tag(sweep_id, "mlflow.note.content", f"```\n{summary}\n```")
-            self.client.log_text(sweep_id, summary, "summary.txt")
-            status = "KILLED" if killed else ("FINISHED" if ok else "FAILED")
-            self.client.set_terminated(sweep_id, status)
-        except Exception as exc:  # noqa: BLE001 - the trials are already recorded
-            print(f"bench: could not close the sweep's run {sweep_id}: {exc}", file=sys.stderr)
+        """Close the sweep's run with its status and summary table; when the store fails
+        (or failed earlier in the sweep, so some trials are in the spool), the end goes to
+        the spool and ``bench.sync`` closes the run once the trials are logged."""
+        failure: BaseException = RuntimeError("some trials are in the spool")
+        if self.spool is None:
+            try:
+                self.close_sweep(sweep_id, ok, killed, summary)
+                return
+            except Exception as exc:  # noqa: BLE001 - the trials are already recorded
+                failure = exc
+        self.fallback(sweep_id, failure).end_sweep(sweep_id, ok, killed, summary)
+
+    def close_sweep(self, sweep_id: str, ok: bool, killed: bool, summary: str) -> None:
+        self.client.set_tag(sweep_id, "mlflow.note.content", f"```\n{summary}\n```")
+        self.client.log_text(sweep_id, summary, "summary.txt")
+        status = "KILLED" if killed else ("FINISHED" if ok else "FAILED")
+        self.client.set_terminated(sweep_id, status)
 
     def find_ok_run(self, cfg: BenchConfig) -> dict[str, Any] | None:
         try:

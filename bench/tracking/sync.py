@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from bench.config import BenchConfig
 from bench.result import OK, TrialResult
-from bench.tracking.spool import spooled
+from bench.tracking.spool import spooled, spooled_ends
 from bench.tracking.store import MlflowStore, MlflowTrialRun
 
 
@@ -23,24 +25,24 @@ def _existing_run(store: MlflowStore, run_id: str | None) -> bool:
 
 
 def sync_spool(directory: Path | None = None, uri: str | None = None) -> int:
-    """Log every spooled record to its tracking server; return how many were synced.
+    """Log every spooled record to its tracking server; return how many trials were synced.
 
     A record whose trial or sweep already has a run in the target store (the store failed
-    part-way through) completes that run; otherwise new runs are made.  Errors propagate
-    and leave the remaining records in the spool.
+    part-way through) completes that run; otherwise new runs are made.  A spooled sweep
+    end then closes its sweep's run with the status and summary table the sweep printed.
+    Errors propagate and leave the remaining records in the spool.
     """
     from bench.config import from_dict
 
     synced = 0
     stores: dict[tuple[str, str], MlflowStore] = {}
     sweeps: dict[tuple[str, str], tuple[MlflowStore, str, bool]] = {}
-    for path in spooled(directory):
-        record = json.loads(path.read_text())
+
+    def sweep_run(record: dict[str, Any]) -> tuple[MlflowStore, str, bool]:
         target = uri or record["tracking_uri"]
-        store_key = (target, record["experiment"])
-        if store_key not in stores:
-            stores[store_key] = MlflowStore(target, record["experiment"])
-        store = stores[store_key]
+        if (target, record["experiment"]) not in stores:
+            stores[target, record["experiment"]] = MlflowStore(target, record["experiment"])
+        store = stores[target, record["experiment"]]
         key = (target, record["sweep_id"])
         if key not in sweeps:
             sweep = record["sweep"]
@@ -50,7 +52,11 @@ def sync_spool(directory: Path | None = None, uri: str | None = None) -> int:
             else:
                 tags = {**sweep["tags"], "bench.synced_from_spool": "true"}
                 sweeps[key] = (store, store.start_sweep(sweep["name"], tags), True)
-        sweep_id = sweeps[key][1]
+        return sweeps[key]
+
+    for path in spooled(directory):
+        record = json.loads(path.read_text())
+        store, sweep_id, ok = sweep_run(record)
         cfg = from_dict(BenchConfig, record["config"])
         result = TrialResult.from_dict(record["result"])
         tags = record["tags"]
@@ -60,25 +66,39 @@ def sync_spool(directory: Path | None = None, uri: str | None = None) -> int:
         else:
             run = store._start_trial(sweep_id, cfg, record["name"], tags)
         with tempfile.TemporaryDirectory() as tmp:
-            files: list[Path] = []
-            for name, content in record["files"].items():
-                target = Path(tmp, name)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                if isinstance(content, dict):  # binary, see _spool_files
-                    import base64
-
-                    target.write_bytes(base64.b64decode(content["base64"]))
-                else:
-                    target.write_text(content)
-                top = Path(tmp, Path(name).parts[0])  # a directory is logged as one artifact
-                if top not in files:
-                    files.append(top)
-            run._finish(result, files)
-        if result.status != OK:
-            sweeps[key] = (store, sweep_id, False)
+            run._finish(result, _unpack(record["files"], Path(tmp)))
+        sweeps[uri or record["tracking_uri"], record["sweep_id"]] = (
+            store,
+            sweep_id,
+            ok and result.status == OK,
+        )
         path.unlink()
         synced += 1
-    for store, sweep_id, ok in sweeps.values():
-        if store.client.get_run(sweep_id).info.status == "RUNNING":
+    ended: set[str] = set()
+    for path in spooled_ends(directory):
+        record = json.loads(path.read_text())
+        store, sweep_id, _ = sweep_run(record)
+        store.close_sweep(sweep_id, record["ok"], record["killed"], record["summary"])
+        ended.add(sweep_id)
+        path.unlink()
+    for store, sweep_id, ok in sweeps.values():  # a sweep whose end was not spooled
+        if sweep_id not in ended and store.client.get_run(sweep_id).info.status == "RUNNING":
             store.client.set_terminated(sweep_id, "FINISHED" if ok else "FAILED")
     return synced
+
+
+def _unpack(files: dict[str, Any], tmp: Path) -> list[Path]:
+    """A spooled record's artifacts written back to files under ``tmp``: the paths to log
+    (a directory as one artifact)."""
+    out: list[Path] = []
+    for name, content in files.items():
+        target = tmp / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, dict):  # binary, see spool._spool_files
+            target.write_bytes(base64.b64decode(content["base64"]))
+        else:
+            target.write_text(content)
+        top = tmp / Path(name).parts[0]
+        if top not in out:
+            out.append(top)
+    return out

@@ -193,6 +193,9 @@ def test_unreachable_server_spools_results_and_sync_logs_them(bench) -> None:  #
     assert child.data.tags["bench.status"] == "ok"
     assert len(bench.client().get_metric_history(child.info.run_id, "samples_per_s")) == 2
     assert not bench.spooled()
+    (parent,) = bench.parents()  # closed with the summary the sweep printed
+    assert parent.info.status == "FINISHED"
+    assert "resnet50" in parent.data.tags["mlflow.note.content"]
 
 
 def test_sigkill_of_the_sweep_is_cleaned_up_by_the_next_sweep(bench) -> None:  # noqa: ANN001

@@ -47,3 +47,31 @@ def test_files_and_folders_survive_the_spool(
     for name, data in FILES.items():
         local = client.download_artifacts(child.info.run_id, name, str(tmp_path / "back"))
         assert Path(local).read_bytes() == data, name
+
+
+def test_a_spooled_sweep_gets_its_status_and_summary_once_synced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweep's end (status and summary table) waits in the spool with its trials; the
+    sync closes the sweep's run with them, after the trials, not before."""
+    monkeypatch.setenv("BENCH_STATE_DIR", str(tmp_path / "state"))
+    spool = tracking.Spool("http://127.0.0.1:9", "bench", "unreachable in this test")
+    sweep = spool.start_sweep("sweep", {"bench.sweep_overrides": "model=lenet5"})
+    spool.start_trial(sweep, BenchConfig(), "trial", {}).finish(
+        TrialResult(OK, "torch", "lenet5", "train"), []
+    )
+    spool.end_sweep(sweep, ok=False, killed=True, summary="the summary table")
+    assert len(tracking.spooled()) == 1 and len(tracking.spooled_ends()) == 1
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert tracking.sync_spool(None, uri) == 1
+    assert not tracking.spooled() and not tracking.spooled_ends()
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    runs = client.search_runs([client.get_experiment_by_name("bench").experiment_id])
+    (parent,) = [r for r in runs if "bench.sweep" in r.data.tags]
+    assert parent.info.status == "KILLED"
+    assert "the summary table" in parent.data.tags["mlflow.note.content"]
+    local = client.download_artifacts(parent.info.run_id, "summary.txt", str(tmp_path / "s"))
+    assert Path(local).read_text() == "the summary table"
