@@ -24,6 +24,7 @@ from bench.launchers import TrialInterrupted
 from bench.launchers import get as get_launcher
 from bench.result import ERROR, OK, TIMEOUT, EpochRecord, TrialResult
 from bench.runtime.processes import shielded
+from bench.sweep.jobs import BenchExit
 
 SKIPPED = "skipped"
 
@@ -121,6 +122,17 @@ class Sweep:
     @classmethod
     def open(cls, cfg: BenchConfig, total: int | None, name: str, overrides: list[str]) -> Sweep:
         """Start the parent run of a sweep of ``total`` trials."""
+        try:
+            return cls._open(cfg, total, name, overrides)
+        except Exception as exc:  # noqa: BLE001 - one line: the store, not bench, is at fault
+            print(
+                f"bench: {tracking.why_unavailable(cfg.tracking.uri, exc)}; no trial was started",
+                file=sys.stderr,
+            )
+            raise BenchExit(1) from None
+
+    @classmethod
+    def _open(cls, cfg: BenchConfig, total: int | None, name: str, overrides: list[str]) -> Sweep:
         store = store_for(cfg.tracking.uri, cfg.tracking.experiment)
         reaped = store.reap_orphans()
         if reaped:
@@ -237,8 +249,8 @@ class Sweep:
         if spool is None:
             return self.store.where
         return (
-            f"{spool.directory} (a spool: the tracking server {spool.uri} could not be "
-            "reached); once it is back: python -m bench.sync"
+            f"{spool.directory} (a spool: the tracking store {spool.uri} could not be "
+            "reached or written); once it is back: python -m bench.sync"
         )
 
     def _write_report(self) -> bool:

@@ -37,6 +37,7 @@ from bench.tracking.store import (
     open_store,
     trial_metrics,
     trial_tags,
+    why_unavailable,
 )
 from bench.tracking.sync import sync_spool
 
@@ -65,4 +66,5 @@ __all__ = [
     "sync_spool",
     "trial_metrics",
     "trial_tags",
+    "why_unavailable",
 ]

@@ -46,7 +46,7 @@ class Spool:
         self.directory = spool_dir(uri)
         self.directory.mkdir(parents=True, exist_ok=True)
         (self.directory / "uri").write_text(uri + "\n")  # whose spool this is, for people
-        self.where = f"{self.directory}/ (tracking server {uri} unreachable: {reason})"
+        self.where = f"{self.directory}/ (tracking store {uri} out of reach: {reason})"
         self.sweeps: dict[str, dict[str, Any]] = {}
 
     def start_sweep(self, name: str, tags: dict[str, str]) -> str:

@@ -13,6 +13,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import shutil
 import sys
 import time
 import urllib.error
@@ -38,6 +39,8 @@ _BATCH = 100  # MLflow accepts at most 100 params or tags per log_batch call
 def quiet_mlflow() -> None:
     for name in ("mlflow", "alembic", "alembic.runtime.migration", "sqlalchemy", "urllib3"):
         logging.getLogger(name).setLevel(logging.WARNING)
+    # It logs a failed write with its whole traceback before raising; bench says it in a line.
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
 
 
 def trial_tags(cfg: BenchConfig, result: TrialResult | None = None) -> dict[str, str]:
@@ -195,7 +198,7 @@ class MlflowStore:
     def fallback(self, sweep_id: str, exc: BaseException) -> Spool:
         """The spool that takes over when the store fails in the middle of a sweep."""
         if self.spool is None:
-            self.spool = Spool(self.uri, self.experiment, f"{type(exc).__name__}: {exc}")
+            self.spool = Spool(self.uri, self.experiment, one_line(exc))
             print(f"bench: logging failed; results are kept in {self.spool.where}", file=sys.stderr)
         if sweep_id not in self.spool.sweeps:
             sweep = self.sweeps.get(sweep_id, {"name": "sweep", "tags": {}})
@@ -410,6 +413,44 @@ def _locked(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception in one line: the database's own words where MLflow wraps SQLAlchemy
+    wraps sqlite3 (their messages carry the SQL and a link on further lines)."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        lines = [line.strip() for line in str(cause).strip().splitlines() if line.strip()]
+        if lines:
+            named = [line for line in lines if "Error)" in line or "rror:" in line]
+            return (named or lines)[0][:300]
+        cause = cause.__cause__
+    return type(exc).__name__
+
+
+def why_unavailable(uri: str, exc: BaseException) -> str:
+    """One line on why ``uri`` failed: the database's own words, with the free space where
+    the store is a local file on a full disk."""
+    words = one_line(exc)
+    line = f"the tracking store {uri} cannot be written ({words})"
+    local = _local_path(uri)
+    if local is not None and ("disk is full" in words or "No space left" in words):
+        try:
+            free = f"{shutil.disk_usage(local).free // 1024} KiB free in {local}"
+        except OSError:
+            free = f"{local} is full"
+        line += f"; {free}: free some space or pick another tracking.uri"
+    return line
+
+
+def _local_path(uri: str) -> Path | None:
+    """The directory of a local store (a sqlite file's folder, a ``file:`` store)."""
+    parsed = urllib.parse.urlparse(uri)
+    if uri.startswith("sqlite:///"):
+        return Path(uri[len("sqlite:///") :]).resolve().parent
+    if parsed.scheme in ("", "file"):
+        return Path(parsed.path).resolve()
+    return None
 
 
 def open_store(uri: str, experiment: str) -> Store:

@@ -185,6 +185,36 @@ def test_ctrl_c_records_killed_and_removes_the_container(bench: Bench, engine: A
     assert trial_containers(engine, bench.root) == []
 
 
+def test_a_sigkilled_container_is_an_error_and_a_resume_reruns_only_it(
+    bench: Bench, engine: Any, framework_images: dict[str, images.Image]
+) -> None:
+    """``docker kill`` of a trial's container (SIGKILL from outside, not the OOM killer):
+    that trial is an error naming the signal, the sweep goes on, nothing is left running,
+    and the same command again reruns that trial and skips the other."""
+    args = ("-m", "framework=torch", "steps_per_epoch=30,2", *TINY[:2], TINY[3], *DOCKER)
+    proc = bench.popen(*args)
+    try:
+        victim = wait_for_container(engine, bench.root)
+        time.sleep(1)
+        victim.kill()  # SIGKILL
+        out, err = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, out + err
+    statuses = {
+        c.data.params["steps_per_epoch"]: c.data.tags["bench.status"] for c in bench.children()
+    }
+    assert statuses == {"30": "error", "2": "ok"}, statuses
+    (killed,) = [c for c in bench.children() if c.data.params["steps_per_epoch"] == "30"]
+    assert "SIGKILL, exit code 137" in killed.data.tags["bench.error"]
+    assert not [r for r in bench.runs() if r.info.status == "RUNNING"]
+    assert trial_containers(engine, bench.root) == []
+
+    again = bench.run(*args)
+    assert again.returncode == 0, again.output
+    assert "2 trials: 1 ok, 1 skipped" in again.stdout, again.stdout
+
+
 def test_a_killed_host_leaves_no_container(bench: Bench, engine: Any) -> None:
     proc = bench.popen(
         "framework=torch",

@@ -165,7 +165,7 @@ def test_unreachable_server_spools_results_and_sync_logs_them(bench) -> None:  #
     )
     assert result.returncode == 0, result.output
     assert len(bench.spooled()) == 1
-    assert "unreachable" in result.stderr
+    assert "out of reach" in result.stderr
     assert f"Results: {bench.spooled()[0].parent} (a spool" in result.stdout
     elsewhere = bench.root / "elsewhere"
     elsewhere.mkdir()
