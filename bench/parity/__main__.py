@@ -1,0 +1,124 @@
+"""``python -m bench.parity``: do the frameworks train a model the same way?
+
+Builds the model in each framework from one set of initial weights (PyTorch's seeded
+initialization, copied into the others), feeds every side the same batches in the same
+order through its own trial session (the model, loss and optimizer a trial builds), runs
+N optimizer steps, and prints each step's loss per framework and the largest relative
+deviations from the first framework.  Exit 0 when every deviation is within the
+tolerance, 1 when one is not, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from bench.parity.check import DEFAULT_TOLERANCE, FRAMEWORKS
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m bench.parity",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        epilog="Covered: image models (lenet5, alexnet, vgg16, resnet18/50 and the rest of "
+        "bench's zoo that each framework builds), SGD with momentum and weight decay, Adam. "
+        "fp32 on the CPU; dropout is set to the identity on every side.",
+    )
+    p.add_argument("--model", default="lenet5")
+    p.add_argument(
+        "--frameworks",
+        default=",".join(FRAMEWORKS),
+        help="comma-separated; the first is the reference (default: %(default)s)",
+    )
+    p.add_argument("--optimizer", default="sgd", help="sgd or adam (default: %(default)s)")
+    p.add_argument("--lr", type=float, default=None, help="default: 0.01 (sgd), 0.001 (adam)")
+    p.add_argument("--momentum", type=float, default=0.9, help="sgd (default: %(default)s)")
+    p.add_argument("--weight-decay", type=float, default=0.0)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--image-size", type=int, default=32)
+    p.add_argument("--classes", type=int, default=10)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE)
+    p.add_argument("--quiet", action="store_true", help="no per-step table")
+    return p
+
+
+def problems(args: argparse.Namespace) -> list[str]:
+    from bench import interpreters
+    from bench.models import MODELS, mxnet_models
+
+    found: list[str] = []
+    frameworks = [f.strip() for f in args.frameworks.split(",") if f.strip()]
+    unknown = [f for f in frameworks if f not in FRAMEWORKS]
+    if unknown or len(frameworks) < 2 or len(set(frameworks)) != len(frameworks):
+        found.append(
+            f"--frameworks: two or more of {', '.join(FRAMEWORKS)}, each once; got "
+            f"{args.frameworks!r}"
+        )
+    spec = MODELS.get(args.model)
+    if spec is None or spec.task != "image":
+        images = sorted(n for n, m in MODELS.items() if m.task == "image")
+        found.append(f"--model: one of the image models {', '.join(images)}; got {args.model!r}")
+    else:
+        if "mxnet" in frameworks and args.model not in mxnet_models():
+            found.append(
+                f"--model: {args.model} has no MXNet build (those: "
+                f"{', '.join(sorted(mxnet_models()))})"
+            )
+        if args.image_size < spec.min_image_size:
+            found.append(
+                f"--image-size: {args.model} needs at least {spec.min_image_size}, "
+                f"got {args.image_size}"
+            )
+    if args.optimizer not in ("sgd", "adam"):
+        found.append(f"--optimizer: sgd or adam, got {args.optimizer!r}")
+    for name in ("steps", "batch_size", "classes"):
+        if getattr(args, name) < 1:
+            found.append(f"--{name.replace('_', '-')}: at least 1, got {getattr(args, name)}")
+    if args.classes == 1:
+        found.append("--classes: at least 2")
+    if not (args.tolerance > 0):
+        found.append(f"--tolerance: above 0, got {args.tolerance}")
+    if args.lr is not None and not (args.lr > 0):
+        found.append(f"--lr: above 0, got {args.lr}")
+    if not (0 <= args.momentum < 1) or args.weight_decay < 0:
+        found.append("--momentum: in [0, 1); --weight-decay: at least 0")
+    for framework in frameworks:
+        if framework in interpreters.OWN_ENVIRONMENTS and interpreters.problem(framework):
+            found.append(f"--frameworks: {interpreters.problem(framework)}")
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    found = problems(args)
+    if found:
+        print("bench.parity: bad input; nothing was run:", file=sys.stderr)
+        for problem in found:
+            print(f"  {problem}", file=sys.stderr)
+        return 2
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    from bench.parity import check, side
+
+    spec = side.Spec(
+        model=args.model,
+        batch_size=args.batch_size,
+        image_size=args.image_size,
+        num_classes=args.classes,
+        optimizer=args.optimizer,
+        lr=args.lr if args.lr is not None else (0.01 if args.optimizer == "sgd" else 0.001),
+        momentum=args.momentum if args.optimizer == "sgd" else 0.0,
+        weight_decay=args.weight_decay,
+        steps=args.steps,
+        seed=args.seed,
+    )
+    frameworks = [f.strip() for f in args.frameworks.split(",") if f.strip()]
+    outcome = check.check(spec, frameworks, args.tolerance)
+    print(check.format_outcome(outcome, show_steps=not args.quiet))
+    return 0 if outcome.passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,277 @@
+"""The training parity check: the same model, initial weights, batches and optimizer in each
+framework, N steps, and how far each framework's losses and weights end from the
+reference's (the first framework named).
+
+Deviations, each relative to the reference:
+
+- ``loss``: the largest |loss - reference loss| / |reference loss| over the steps;
+- ``update``: ||(w - w0) - (w_ref - w0)|| / ||w_ref - w0|| over all trained parameters: how
+  far the distance the weights travelled differs.  The weights themselves barely move in
+  20 steps, so this is the figure that a wrong gradient scale, learning rate, momentum or
+  weight decay moves (a gradient scaled by 0.9 under SGD gives about 0.1);
+- ``weights``: the largest ||w - w_ref|| / ||w_ref|| of one tensor, after the last step;
+- ``BN stats``: the same for BatchNorm's running statistics (not trained: reported, and
+  part of the verdict, since inference after training reads them).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from bench import data, interpreters
+from bench.parity import side as sides
+from bench.parity.weights import BUFFER, PARAM, Tensor
+
+# float32 arithmetic done in another order (oneDNN, Eigen and MXNet's kernels reduce
+# differently) drifts by about 1e-6 relative per step in the loss and stays below 1e-3 in
+# the update over 20 steps of the covered models; a wrong gradient scale of 0.9 is 1e-1.
+DEFAULT_TOLERANCE = 1e-2
+FRAMEWORKS = ("torch", "tf", "mxnet")
+
+
+@dataclass
+class Deviation:
+    framework: str
+    loss: float
+    update: float
+    weights: float
+    buffers: float | None
+    worst: str  # the tensor with the largest weight deviation
+
+    def passed(self, tolerance: float) -> bool:
+        figures = [self.loss, self.update, self.weights]
+        if self.buffers is not None:
+            figures.append(self.buffers)
+        return all(np.isfinite(f) and f <= tolerance for f in figures)
+
+
+def initial_weights(spec: sides.Spec) -> list[Tensor]:
+    """PyTorch's seeded initialization of the model, in canonical form: every side starts
+    from it."""
+    import torch
+
+    from bench import models
+    from bench.parity.weights import export
+
+    torch.manual_seed(spec.seed)
+    model = models.build("torch", spec.model, spec.num_classes, spec.image_size)
+
+    class _Held:
+        pass
+
+    held = _Held()
+    held.model = model  # type: ignore[attr-defined]
+    return export("torch", held)
+
+
+def batches(spec: sides.Spec) -> data.HostBatches:
+    """``spec.steps`` distinct batches, one per step, the same for every side."""
+    return data.synthetic(spec.config("torch"))
+
+
+def run_side(
+    framework: str, spec: sides.Spec, init: list[Tensor], b: data.HostBatches
+) -> sides.Side:
+    """One framework's side: in this process, or in the framework's own environment."""
+    if framework not in interpreters.OWN_ENVIRONMENTS:
+        return sides.run(framework, spec, init, b)
+    problem = interpreters.problem(framework)
+    if problem:
+        raise RuntimeError(problem)
+    with tempfile.TemporaryDirectory(prefix="bench-parity-") as tmp:
+        request, result = str(Path(tmp, "request.npz")), str(Path(tmp, "result.npz"))
+        sides.write_request(request, framework, spec, init, b)
+        repo = str(Path(__file__).resolve().parents[2])
+        env = dict(
+            os.environ,
+            PYTHONPATH=os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")])),
+        )
+        done = subprocess.run(
+            [interpreters.python_for(framework), "-m", "bench.parity.side", request, result],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=1800,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"{framework}'s side failed:\n{done.stderr[-3000:]}")
+        return sides.read_result(result, framework)
+
+
+def _norm(arrays: list[np.ndarray]) -> float:
+    return float(np.sqrt(sum(float(np.sum(np.square(a, dtype=np.float64))) for a in arrays)))
+
+
+def compare(reference: sides.Side, other: sides.Side, init: list[Tensor]) -> Deviation:
+    ref_losses, losses = np.asarray(reference.losses), np.asarray(other.losses)
+    loss = float(np.max(np.abs(losses - ref_losses) / np.maximum(np.abs(ref_losses), 1e-12)))
+    params = [
+        (i, r.value, o.value)
+        for i, (r, o) in enumerate(zip(reference.weights, other.weights, strict=True))
+        if r.kind == PARAM
+    ]
+    travelled = [r - init[i].value for i, r, _ in params]
+    differ = [o - r for _, r, o in params]
+    update = _norm(differ) / max(_norm(travelled), 1e-30)
+    weights, worst = 0.0, ""
+    buffers: float | None = None
+    for r, o in zip(reference.weights, other.weights, strict=True):
+        d = _norm([o.value - r.value]) / max(_norm([r.value]), 1e-30)
+        if r.kind == BUFFER:
+            buffers = max(buffers or 0.0, d)
+        elif d > weights:
+            weights, worst = d, r.name
+    return Deviation(other.framework, loss, update, weights, buffers, worst)
+
+
+@dataclass
+class Outcome:
+    spec: sides.Spec  # as run: its steps may be fewer than asked (see ``horizon``)
+    sides: list[sides.Side]
+    deviations: list[Deviation]
+    tolerance: float
+    seconds: float
+    floor: Deviation  # the reference against itself from rounding-level different weights
+    asked_steps: int = 0
+
+    @property
+    def passed(self) -> bool:
+        return all(d.passed(self.tolerance) for d in self.deviations)
+
+
+# How much a rounding-level change of the initial weights (one float32 ulp, about 1.2e-7
+# relative) may move the reference's own trajectory before a comparison over those steps
+# says nothing: a tenth of the tolerance.
+FLOOR_SHARE = 0.1
+
+
+def shaken(init: list[Tensor], seed: int) -> list[Tensor]:
+    """``init`` with each value moved by one float32 ulp up or down, at random."""
+    rng = np.random.default_rng(seed + 1)
+    out = []
+    for t in init:
+        up = rng.random(t.value.shape) < 0.5
+        toward = np.where(up, np.float32(np.inf), np.float32(-np.inf))
+        out.append(Tensor(t.name, t.kind, np.nextafter(t.value, toward).astype(np.float32)))
+    return out
+
+
+def check(spec: sides.Spec, frameworks: list[str], tolerance: float = DEFAULT_TOLERANCE) -> Outcome:
+    """Run every framework's side from the same start; compare each with the first.
+
+    First the reference runs twice, the second time from weights one rounding step away:
+    where that alone moves its trajectory by more than ``FLOOR_SHARE * tolerance`` (deep
+    networks with BatchNorm on random data are chaotic: ResNet-18 is, within 10 steps),
+    the comparison is made over the longest prefix of steps where it does not, and says so.
+    """
+    import dataclasses
+    import time
+
+    started = time.perf_counter()
+    init, b = initial_weights(spec), batches(spec)
+    limit = FLOOR_SHARE * tolerance
+    steps = spec.steps
+    while True:
+        run_spec = dataclasses.replace(spec, steps=steps)
+        run_batches = data.HostBatches(b.images[:steps], b.labels[:steps])
+        reference = run_side(frameworks[0], run_spec, init, run_batches)
+        again = run_side(frameworks[0], run_spec, shaken(init, spec.seed), run_batches)
+        floor = compare(reference, again, init)
+        if floor.passed(limit) or steps == 1:
+            break
+        off = [
+            abs(a - r) / max(abs(r), 1e-12)
+            for a, r in zip(again.losses, reference.losses, strict=True)
+        ]
+        within = next((i for i, d in enumerate(off) if d > limit), len(off))
+        steps = max(1, min(within, steps * 3 // 4))
+    done = [reference] + [run_side(fw, run_spec, init, run_batches) for fw in frameworks[1:]]
+    deviations = [compare(reference, other, init) for other in done[1:]]
+    return Outcome(
+        run_spec, done, deviations, tolerance, time.perf_counter() - started, floor, spec.steps
+    )
+
+
+def describe(spec: sides.Spec) -> str:
+    opt = f"{spec.optimizer} (lr {spec.lr:g}"
+    if spec.optimizer == "sgd":
+        opt += f", momentum {spec.momentum:g}"
+    opt += f", weight decay {spec.weight_decay:g})"
+    return (
+        f"{spec.model}, {opt}, batch {spec.batch_size}, {spec.image_size} px, "
+        f"{spec.num_classes} classes, {spec.steps} steps, fp32 on the CPU"
+    )
+
+
+def format_outcome(outcome: Outcome, show_steps: bool = True) -> str:
+    spec, done = outcome.spec, outcome.sides
+    names = [s.framework for s in done]
+    lines = [f"parity: {describe(spec)}"]
+    lines.append(
+        f"every side starts from {names[0]}'s seeded initial weights (copied into "
+        f"{', '.join(names[1:]) or 'no other'}) and takes the same {spec.steps} batches in "
+        "the same order, through its own trial session"
+    )
+    if outcome.asked_steps and outcome.asked_steps != spec.steps:
+        lines.append(
+            f"compared over the first {spec.steps} of {outcome.asked_steps} steps: beyond them "
+            f"{names[0]}'s own trajectory moves by more than {FLOOR_SHARE:g} of the tolerance "
+            "when its initial weights move by one float32 rounding step (this model's "
+            "training amplifies rounding; see the 'rounding' row)"
+        )
+    dropped = max(s.dropout_layers for s in done)
+    if dropped:
+        lines.append(f"dropout: {dropped} layer(s) set to the identity on every side")
+    if show_steps:
+        lines.append("")
+        lines.append(
+            _table(
+                ["step", *[f"loss {n}" for n in names]],
+                [[str(i + 1), *[f"{s.losses[i]:.6f}" for s in done]] for i in range(spec.steps)],
+            )
+        )
+    lines.append("")
+    f = outcome.floor
+    rows = [
+        [
+            f"{names[0]} vs itself, 1 ulp off",
+            f"{f.loss:.2e}",
+            f"{f.update:.2e}",
+            f"{f.weights:.2e}",
+            "-" if f.buffers is None else f"{f.buffers:.2e}",
+            "rounding",
+        ]
+    ]
+    for d in outcome.deviations:
+        rows.append(
+            [
+                f"{d.framework} vs {names[0]}",
+                f"{d.loss:.2e}",
+                f"{d.update:.2e}",
+                f"{d.weights:.2e}",
+                "-" if d.buffers is None else f"{d.buffers:.2e}",
+                "passed" if d.passed(outcome.tolerance) else "FAILED",
+            ]
+        )
+    lines.append(_table(["relative deviation", "loss", "update", "weights", "BN stats", ""], rows))
+    verdict = "passed" if outcome.passed else "FAILED"
+    lines.append("")
+    lines.append(
+        f"{verdict}: every deviation must be at most {outcome.tolerance:g} "
+        f"({outcome.seconds:.1f} s)"
+    )
+    return "\n".join(lines)
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    out = ["  ".join(c.ljust(w) for c, w in zip(header, widths, strict=True)).rstrip()]
+    out.append("  ".join("-" * w for w in widths))
+    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return "\n".join(out)
