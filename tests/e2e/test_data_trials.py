@@ -9,31 +9,32 @@ from tests.cifar_fixture import write_cifar_archive
 pytestmark = pytest.mark.e2e
 
 
-def test_lenet5_learns_digits_in_both_frameworks(bench) -> None:  # noqa: ANN001
+def test_lenet5_learns_digits_in_every_framework_with_the_default_optimizer(bench) -> None:  # noqa: ANN001
+    """The default SGD (lr 0.01, momentum 0.9) learns in all three: MXNet's once divided
+    the gradient by the batch twice and ended at 0.23."""
     result = bench.run(
         "-m",
-        "framework=torch,tf",
+        "framework=torch,tf,mxnet",
         "model=lenet5",
         "data=digits",
-        "optimizer.name=adam",
-        "optimizer.lr=0.002",
         "batch_size=32",
-        "epochs=4",
+        "epochs=6",
         "steps_per_epoch=0",
         "warmup_steps=1",
     )
     assert result.returncode == 0, result.output
     client = bench.client()
     children = bench.children()
-    assert {c.data.tags["bench.framework"] for c in children} == {"torch", "tf"}
+    assert {c.data.tags["bench.framework"] for c in children} == {"torch", "tf", "mxnet"}
     for child in children:
+        assert child.data.params["optimizer.name"] == "sgd"
         history = client.get_metric_history(child.info.run_id, "test_accuracy")
-        assert [m.step for m in history] == [1, 2, 3, 4]
+        assert [m.step for m in history] == [1, 2, 3, 4, 5, 6]
         final = max(history, key=lambda m: m.step).value
         assert final >= 0.90, (child.data.tags["bench.framework"], [m.value for m in history])
         # a full pass over the 1437 training images at batch 32
-        assert child.data.metrics["epochs_completed"] == 4
-        assert len(client.get_metric_history(child.info.run_id, "test_loss")) == 4
+        assert child.data.metrics["epochs_completed"] == 6
+        assert len(client.get_metric_history(child.info.run_id, "test_loss")) == 6
 
 
 def test_cifar_pipelines_with_and_without_cache(bench) -> None:  # noqa: ANN001
