@@ -11,8 +11,8 @@ is imported (intra-op threads); the engine keeps its default of one CPU worker t
 operators run one at a time, each on all the threads, like PyTorch's eager CPU loop.
 
 Optimizers: ``mx.optimizer.SGD`` (momentum; weight decay as an L2 gradient term) does
-PyTorch's arithmetic; ``Adam`` too, except that MXNet adds epsilon to sqrt(v) before the
-bias correction of v (PyTorch after it): a difference of order epsilon.
+PyTorch's arithmetic; so does :class:`TorchAdam`, MXNet's Adam with epsilon where PyTorch
+adds it (``python -m bench.parity`` checks both).
 
 Input: synthetic batches live on the device and are cycled; labelled data goes through
 ``gluon.data.DataLoader`` over an ``ArrayDataset`` of the same uint8 bytes, with
