@@ -92,7 +92,7 @@ def _torch_dropout(session: Any) -> int:
 # -- Keras (TensorFlow) --------------------------------------------------------------------
 
 
-def _keras_order(model: Any) -> list[Any]:
+def keras_order(model: Any) -> list[Any]:
     """Layers depth-first from the outputs, each layer's inputs in call order: the order in
     which the PyTorch build registers the same layers."""
     seen: set[int] = set()
@@ -113,7 +113,7 @@ def _keras_order(model: Any) -> list[Any]:
 
 
 def _keras_layers(model: Any) -> list[Any]:
-    return [layer for layer in _keras_order(model) if layer.weights]
+    return [layer for layer in keras_order(model) if layer.weights]
 
 
 def _keras_kind(layer: Any) -> str:

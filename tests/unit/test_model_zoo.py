@@ -20,6 +20,7 @@ import pytest
 from bench.config import BenchConfig, ConfigError
 from bench.models import MODELS, build, common, flops, stock
 from bench.models import __main__ as inventory
+from bench.parity.weights import keras_order
 from bench.preflight import validate
 
 torch = pytest.importorskip("torch")
@@ -77,26 +78,6 @@ def test_reference_counts_of_real_builds_at_the_reference_input(name: str) -> No
     assert torch_params(build("torch", name, classes, size)) == spec.reference_params
 
 
-def keras_graph_order(model: Any) -> list[Any]:
-    """Layers in depth-first order from the outputs, inputs of each layer in call order:
-    the order in which a PyTorch module registers the same layers."""
-    seen: set[int] = set()
-    order: list[Any] = []
-    stack = [(t, False) for t in reversed(model.outputs)]
-    while stack:
-        tensor, inputs_done = stack.pop()
-        layer, node_index, _ = tensor._keras_history
-        if id(layer) in seen:
-            continue
-        if inputs_done:
-            seen.add(id(layer))
-            order.append(layer)
-            continue
-        stack.append((tensor, True))
-        stack += [(t, False) for t in reversed(layer._inbound_nodes[node_index].input_tensors)]
-    return order
-
-
 def copy_torch_weights_to_keras(torch_model: Any, keras_model: Any) -> None:
     """Give the Keras model the PyTorch model's weights and (randomized) BN statistics."""
     rng = np.random.default_rng(0)
@@ -104,7 +85,7 @@ def copy_torch_weights_to_keras(torch_model: Any, keras_model: Any) -> None:
     sources = [m for m in torch_model.modules() if isinstance(m, weighted)]
     kinds = (keras.layers.Conv2D, keras.layers.DepthwiseConv2D, keras.layers.Dense,
              keras.layers.BatchNormalization)  # fmt: skip
-    targets = [layer for layer in keras_graph_order(keras_model) if isinstance(layer, kinds)]
+    targets = [layer for layer in keras_order(keras_model) if isinstance(layer, kinds)]
     assert len(sources) == len(targets)
     for src, dst in zip(sources, targets, strict=True):
         if isinstance(src, nn.BatchNorm2d):
