@@ -22,6 +22,7 @@ import numpy as np
 from bench import data as data_mod
 from bench import frameworks, sysinfo
 from bench.config import BenchConfig, resolved_threads, samples_per_step
+from bench.frameworks import parity_hook
 from bench.frameworks.base import EpochProbe, Framework, Session, WindowBarrier
 from bench.models.flops import TRAIN_FLOPS_PER_FORWARD
 from bench.monitors import Findings, Telemetry
@@ -165,10 +166,14 @@ def run_trial(
     on_epoch: EpochCallback | None = None,
     workdir: Path | None = None,
     prepare: Prepare | None = None,
+    rank: int = 0,
 ) -> TrialResult:
     """Run one trial in this process (or this process's part of a distributed one: a rank
     passes its strategy's ``prepare``).  Never raises for a failing trial: the failure is
     the result.
+
+    ``rank``: this process's place among a data-parallel trial's processes (its share of
+    the parity check's batches, see :mod:`bench.frameworks.parity_hook`).
 
     Artifacts (telemetry samples and plots, profiler traces, operator tables) are written
     into ``workdir`` when one is given; ``result.files`` names them relative to it.
@@ -194,13 +199,16 @@ def run_trial(
         adapter.configure(cfg, result.threads)
 
         t0 = time.perf_counter()
-        host = data_mod.load(cfg)
+        parity = parity_hook.folder()
+        host = data_mod.load(cfg) if parity is None else parity_hook.batches(parity, cfg, rank)
         result.phases["data_time_s"] = time.perf_counter() - t0
 
         telemetry.before_device_use()  # idle power is measured before the device is used
         t0 = time.perf_counter()
         session = adapter.prepare(cfg, host) if prepare is None else prepare(adapter, cfg, host)
         result.phases["build_time_s"] = time.perf_counter() - t0
+        if parity is not None:
+            parity_hook.start(parity, cfg.framework.name, session)
         result.device = session.device
         result.num_parameters = int(session.num_parameters)
         result.environment.update(adapter.environment())
@@ -219,6 +227,9 @@ def run_trial(
         )
         result.marks["last_timed_step"] = time.time()
         result.epochs = records
+        if parity is not None:
+            losses = [float("nan") if r.loss is None else r.loss for r in records]
+            parity_hook.finish(parity, cfg.framework.name, session, losses, rank)
         result.summary = _summary(records, steps)
         if flops:
             result.summary["flops_per_sample"] = flops["flops_per_sample"]

@@ -65,7 +65,7 @@ def main(workdir: Path) -> int:
     result = child.serve(
         rank_config(cfg, me.index, processes, batches),
         mine,
-        lambda c, on_epoch, out: run_trial(c, on_epoch, out, prepare),
+        lambda c, on_epoch, out: run_trial(c, on_epoch, out, prepare, me.index),
     )
     return 0 if result.status == OK else 1
 

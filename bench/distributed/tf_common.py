@@ -54,10 +54,10 @@ def per_replica_dataset(
 
 
 def make_optimizer(cfg: BenchConfig) -> keras.optimizers.Optimizer:
-    opt = cfg.optimizer
-    if opt.name == "adam":
-        return keras.optimizers.Adam(learning_rate=opt.lr, epsilon=1e-8)
-    return keras.optimizers.SGD(learning_rate=opt.lr, momentum=opt.momentum)
+    """The single-process trial's optimizer (Adam with PyTorch's epsilon included)."""
+    from bench.frameworks.tf_adapter import make_optimizer as adapters
+
+    return adapters(cfg)
 
 
 class StrategySession:

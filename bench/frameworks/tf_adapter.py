@@ -88,6 +88,15 @@ def _sequence_loss(task: str) -> Any:
     return tokens
 
 
+def make_optimizer(cfg: BenchConfig) -> keras.optimizers.Optimizer:
+    """The optimizer of ``cfg`` with PyTorch's arithmetic (every strategy builds this one;
+    weight decay is added to the gradients by the step, as an L2 term)."""
+    opt = cfg.optimizer
+    if opt.name == "adam":
+        return _torch_adam(opt.lr)
+    return keras.optimizers.SGD(learning_rate=opt.lr, momentum=opt.momentum)
+
+
 def _torch_adam(lr: float) -> keras.optimizers.Optimizer:
     """Keras' Adam with PyTorch's epsilon: added to the bias-corrected sqrt(v).  Keras adds
     it before the correction (in effect epsilon / sqrt(1 - beta2^t), 3e-7 at the first step
@@ -169,11 +178,7 @@ class TFSession:
 
     def _make_train_step(self, cfg: BenchConfig) -> Any:
         opt = cfg.optimizer
-        optimizer: keras.optimizers.Optimizer
-        if opt.name == "adam":
-            optimizer = _torch_adam(opt.lr)
-        else:
-            optimizer = keras.optimizers.SGD(learning_rate=opt.lr, momentum=opt.momentum)
+        optimizer = make_optimizer(cfg)
         scaled = cfg.precision == "fp16"
         if scaled:
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)

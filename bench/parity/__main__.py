@@ -14,7 +14,7 @@ import argparse
 import os
 import sys
 
-from bench.parity.check import DEFAULT_TOLERANCE, FRAMEWORKS
+from bench.parity.check import DEFAULT_TOLERANCE, FRAMEWORKS, STRATEGIES
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -28,8 +28,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default="lenet5")
     p.add_argument(
         "--frameworks",
-        default=",".join(FRAMEWORKS),
-        help="comma-separated; the first is the reference (default: %(default)s)",
+        default=None,
+        help=f"comma-separated; the first is the reference (default: {','.join(FRAMEWORKS)}; "
+        "with --distributed, the one framework to run it in, default its first)",
     )
     p.add_argument("--optimizer", default="sgd", help="sgd or adam (default: %(default)s)")
     p.add_argument("--lr", type=float, default=None, help="default: 0.01 (sgd), 0.001 (adam)")
@@ -41,8 +42,24 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--classes", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE)
+    p.add_argument(
+        "--distributed",
+        default="none",
+        help="compare this strategy at --workers x (batch / workers), run as a real trial, "
+        f"with the undistributed run at the full batch, in one framework: one of "
+        f"{', '.join(STRATEGIES)}",
+    )
+    p.add_argument("--workers", type=int, default=2, help="with --distributed (default: 2)")
     p.add_argument("--quiet", action="store_true", help="no per-step table")
     return p
+
+
+def _frameworks(args: argparse.Namespace) -> list[str]:
+    if args.frameworks is None:
+        if args.distributed in STRATEGIES:
+            return [STRATEGIES[args.distributed][0]]
+        return list(FRAMEWORKS)
+    return [f.strip() for f in args.frameworks.split(",") if f.strip()]
 
 
 def problems(args: argparse.Namespace) -> list[str]:
@@ -50,12 +67,30 @@ def problems(args: argparse.Namespace) -> list[str]:
     from bench.models import MODELS, mxnet_models
 
     found: list[str] = []
-    frameworks = [f.strip() for f in args.frameworks.split(",") if f.strip()]
+    frameworks = _frameworks(args)
     unknown = [f for f in frameworks if f not in FRAMEWORKS]
-    if unknown or len(frameworks) < 2 or len(set(frameworks)) != len(frameworks):
+    if args.distributed != "none":
+        if args.distributed not in STRATEGIES:
+            found.append(
+                f"--distributed: one of {', '.join(STRATEGIES)} (the synchronous strategies "
+                f"the check covers so far); got {args.distributed!r}"
+            )
+        elif len(frameworks) != 1 or frameworks[0] not in STRATEGIES[args.distributed]:
+            found.append(
+                f"--frameworks: with --distributed {args.distributed}, one of "
+                f"{', '.join(STRATEGIES[args.distributed])}; got {args.frameworks!r}"
+            )
+        if args.workers < 2:
+            found.append(f"--workers: at least 2, got {args.workers}")
+        elif args.batch_size % args.workers:
+            found.append(
+                f"--batch-size: {args.batch_size} does not split into {args.workers} equal "
+                "workers' batches"
+            )
+    elif unknown or len(frameworks) < 2 or len(set(frameworks)) != len(frameworks):
         found.append(
             f"--frameworks: two or more of {', '.join(FRAMEWORKS)}, each once; got "
-            f"{args.frameworks!r}"
+            f"{','.join(frameworks)!r}"
         )
     spec = MODELS.get(args.model)
     if spec is None or spec.task != "image":
@@ -85,7 +120,8 @@ def problems(args: argparse.Namespace) -> list[str]:
         found.append(f"--lr: above 0, got {args.lr}")
     if not (0 <= args.momentum < 1) or args.weight_decay < 0:
         found.append("--momentum: in [0, 1); --weight-decay: at least 0")
-    for framework in frameworks:
+    runs = args.distributed == "none" or args.distributed in STRATEGIES
+    for framework in frameworks if runs else []:
         if framework in interpreters.OWN_ENVIRONMENTS and interpreters.problem(framework):
             found.append(f"--frameworks: {interpreters.problem(framework)}")
     return found
@@ -114,8 +150,13 @@ def main(argv: list[str] | None = None) -> int:
         steps=args.steps,
         seed=args.seed,
     )
-    frameworks = [f.strip() for f in args.frameworks.split(",") if f.strip()]
-    outcome = check.check(spec, frameworks, args.tolerance)
+    frameworks = _frameworks(args)
+    if args.distributed != "none":
+        outcome: check.Outcome = check.check_strategy(
+            spec, frameworks[0], args.distributed, args.workers, args.tolerance
+        )
+    else:
+        outcome = check.check(spec, frameworks, args.tolerance)
     print(check.format_outcome(outcome, show_steps=not args.quiet))
     return 0 if outcome.passed else 1
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from bench import data, interpreters
+from bench.frameworks.weights import BUFFER, PARAM, Tensor
 from bench.parity import side as sides
-from bench.parity.weights import BUFFER, PARAM, Tensor
 
 # float32 arithmetic done in another order (oneDNN, Eigen and MXNet's kernels reduce
 # differently) drifts by about 1e-6 relative per step in the loss and stays below 1e-3 in
@@ -57,7 +58,7 @@ def initial_weights(spec: sides.Spec) -> list[Tensor]:
     import torch
 
     from bench import models
-    from bench.parity.weights import export
+    from bench.frameworks.weights import export
 
     torch.manual_seed(spec.seed)
     model = models.build("torch", spec.model, spec.num_classes, spec.image_size)
@@ -170,27 +171,10 @@ def check(spec: sides.Spec, frameworks: list[str], tolerance: float = DEFAULT_TO
     networks with BatchNorm on random data are chaotic: ResNet-18 is, within 10 steps),
     the comparison is made over the longest prefix of steps where it does not, and says so.
     """
-    import dataclasses
     import time
 
     started = time.perf_counter()
-    init, b = initial_weights(spec), batches(spec)
-    limit = FLOOR_SHARE * tolerance
-    steps = spec.steps
-    while True:
-        run_spec = dataclasses.replace(spec, steps=steps)
-        run_batches = data.HostBatches(b.images[:steps], b.labels[:steps])
-        reference = run_side(frameworks[0], run_spec, init, run_batches)
-        again = run_side(frameworks[0], run_spec, shaken(init, spec.seed), run_batches)
-        floor = compare(reference, again, init)
-        if floor.passed(limit) or steps == 1:
-            break
-        off = [
-            abs(a - r) / max(abs(r), 1e-12)
-            for a, r in zip(again.losses, reference.losses, strict=True)
-        ]
-        within = next((i for i, d in enumerate(off) if d > limit), len(off))
-        steps = max(1, min(within, steps * 3 // 4))
+    run_spec, reference, floor, init, run_batches = _horizon(spec, frameworks[0], tolerance)
     done = [reference] + [run_side(fw, run_spec, init, run_batches) for fw in frameworks[1:]]
     deviations = [compare(reference, other, init) for other in done[1:]]
     return Outcome(
@@ -225,6 +209,18 @@ def format_outcome(outcome: Outcome, show_steps: bool = True) -> str:
             "when its initial weights move by one float32 rounding step (this model's "
             "training amplifies rounding; see the 'rounding' row)"
         )
+    if isinstance(outcome, StrategyOutcome):
+        lines.append(
+            f"{outcome.strategy} at {outcome.workers} workers x batch "
+            f"{spec.batch_size // outcome.workers}, run as a real trial (python -m bench), against "
+            f"the undistributed session at batch {spec.batch_size}; per step, the mean of the "
+            "workers' losses"
+        )
+        if any(t.kind == BUFFER for t in done[0].weights):
+            lines.append(
+                "note: this model has BatchNorm, whose per-replica batch statistics "
+                "legitimately differ from the full batch's; use a model without it (lenet5)"
+            )
     dropped = max(s.dropout_layers for s in done)
     if dropped:
         lines.append(f"dropout: {dropped} layer(s) set to the identity on every side")
@@ -259,6 +255,10 @@ def format_outcome(outcome: Outcome, show_steps: bool = True) -> str:
                 "passed" if d.passed(outcome.tolerance) else "FAILED",
             ]
         )
+    if isinstance(outcome, StrategyOutcome):
+        ok = outcome.replicas_apart <= outcome.tolerance
+        rows.append(["workers' weights apart", "-", "-", f"{outcome.replicas_apart:.2e}", "-",
+                     "passed" if ok else "FAILED"])  # fmt: skip
     lines.append(_table(["relative deviation", "loss", "update", "weights", "BN stats", ""], rows))
     verdict = "passed" if outcome.passed else "FAILED"
     lines.append("")
@@ -275,3 +275,154 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     out.append("  ".join("-" * w for w in widths))
     out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     return "\n".join(out)
+
+
+# Synchronous data-parallel strategies the check runs through a real trial, by framework.
+STRATEGIES = {
+    "ddp": ("torch",),
+    "horovod": ("torch", "tf"),
+    "mirrored": ("tf",),
+    "multiworker": ("tf",),
+}
+
+
+def _horizon(
+    spec: sides.Spec, framework: str, tolerance: float
+) -> tuple[sides.Spec, sides.Side, Deviation, list[Tensor], data.HostBatches]:
+    """The reference side over the longest prefix of ``spec.steps`` that rounding does not
+    decide (see :func:`check`), with its floor, initial weights and batches."""
+    import dataclasses
+
+    init, b = initial_weights(spec), batches(spec)
+    limit = FLOOR_SHARE * tolerance
+    steps = spec.steps
+    while True:
+        run_spec = dataclasses.replace(spec, steps=steps)
+        run_batches = data.HostBatches(b.images[:steps], b.labels[:steps])
+        reference = run_side(framework, run_spec, init, run_batches)
+        again = run_side(framework, run_spec, shaken(init, spec.seed), run_batches)
+        floor = compare(reference, again, init)
+        if floor.passed(limit) or steps == 1:
+            return run_spec, reference, floor, init, run_batches
+        off = [
+            abs(a - r) / max(abs(r), 1e-12)
+            for a, r in zip(again.losses, reference.losses, strict=True)
+        ]
+        within = next((i for i, d in enumerate(off) if d > limit), len(off))
+        steps = max(1, min(within, steps * 3 // 4))
+
+
+def trial_overrides(spec: sides.Spec, framework: str) -> list[str]:
+    """``python -m bench`` overrides for a trial that takes exactly the check's steps: one
+    step per epoch (so that each epoch's loss is that step's), no warm-up, no telemetry."""
+    return [
+        f"framework={framework}",
+        f"model={spec.model}",
+        f"image_size={spec.image_size}",
+        f"num_classes={spec.num_classes}",
+        f"optimizer.name={spec.optimizer}",
+        f"optimizer.lr={spec.lr}",
+        f"optimizer.momentum={spec.momentum}",
+        f"optimizer.weight_decay={spec.weight_decay}",
+        f"epochs={spec.steps}",
+        "steps_per_epoch=1",
+        "warmup_steps=0",
+        f"data.num_batches={spec.steps}",
+        "telemetry.enabled=false",
+        "device=cpu",
+        f"seed={spec.seed}",
+        "force=true",
+    ]
+
+
+def run_trial_side(
+    framework: str,
+    spec: sides.Spec,
+    init: list[Tensor],
+    b: data.HostBatches,
+    overrides: list[str],
+    label: str,
+) -> tuple[sides.Side, float]:
+    """A real trial (``python -m bench``, its own store) with the parity hook: the mean of
+    its processes' losses per step, process 0's weights, and how far the other processes'
+    weights are from process 0's (0 for one process)."""
+    from bench.frameworks import parity_hook
+
+    with tempfile.TemporaryDirectory(prefix="bench-parity-") as tmp:
+        where = Path(tmp, "parity")
+        where.mkdir()
+        parity_hook.save_tensors(where / "init.npz", init)
+        arrays = {f"x{i:04d}": x for i, x in enumerate(b.images)}
+        arrays.update({f"y{i:04d}": y for i, y in enumerate(b.labels)})
+        np.savez(where / "batches.npz", **arrays)  # type: ignore[arg-type]
+        repo = str(Path(__file__).resolve().parents[2])
+        path = os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))
+        env = dict(os.environ, PYTHONPATH=path, **{parity_hook.VARIABLE: str(where)})
+        command = [
+            sys.executable, "-m", "bench", *trial_overrides(spec, framework), *overrides,
+            f"tracking.uri=sqlite:///{tmp}/mlflow.db", f"hydra.run.dir={tmp}/run",
+        ]  # fmt: skip
+        done = subprocess.run(
+            command, capture_output=True, text=True, env=env, timeout=1800, cwd=tmp
+        )
+        ranks = sorted(where.glob("rank*.npz"), key=lambda p: int(p.stem[4:]))
+        if done.returncode != 0 or not ranks:
+            raise RuntimeError(
+                f"the {label} trial failed (exit {done.returncode}):\n"
+                f"{(done.stdout + done.stderr)[-3000:]}"
+            )
+        loaded = [parity_hook.load_tensors(p) for p in ranks]
+    losses = np.mean([extra["losses"] for _, extra in loaded], axis=0)
+    first = loaded[0][0]
+    apart = 0.0
+    for tensors, _ in loaded[1:]:
+        for a, t in zip(first, tensors, strict=True):
+            apart = max(apart, _norm([t.value - a.value]) / max(_norm([a.value]), 1e-30))
+    return sides.Side(label, [float(v) for v in losses], first), apart
+
+
+@dataclass
+class StrategyOutcome(Outcome):
+    strategy: str = ""
+    workers: int = 1
+    replicas_apart: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return super().passed and self.replicas_apart <= self.tolerance
+
+
+def check_strategy(
+    spec: sides.Spec,
+    framework: str,
+    strategy: str,
+    workers: int,
+    tolerance: float = DEFAULT_TOLERANCE,
+) -> StrategyOutcome:
+    """``strategy`` at ``workers`` x (batch / workers), run as a real trial, against the
+    framework's undistributed session at the full batch, from the same start."""
+    import time
+
+    started = time.perf_counter()
+    run_spec, reference, floor, init, b = _horizon(spec, framework, tolerance)
+    overrides = [
+        f"distributed={strategy}",
+        f"workers={workers}",
+        f"batch_size={spec.batch_size // workers}",
+    ]
+    label = f"{strategy} {workers}x{spec.batch_size // workers}"
+    reference.framework = f"{framework} 1x{spec.batch_size}"
+    other, apart = run_trial_side(framework, run_spec, init, b, overrides, label)
+    deviation = compare(reference, other, init)
+    return StrategyOutcome(
+        run_spec,
+        [reference, other],
+        [deviation],
+        tolerance,
+        time.perf_counter() - started,
+        floor,
+        spec.steps,
+        strategy,
+        workers,
+        apart,
+    )

@@ -26,7 +26,7 @@ from bench.config import (
     TelemetryConfig,
 )
 from bench.data import HostBatches
-from bench.parity.weights import Tensor, disable_dropout, export, load
+from bench.frameworks.weights import Tensor, disable_dropout, export, load
 
 
 @dataclass

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 from bench.config import BenchConfig, ConfigError
+from bench.frameworks.weights import keras_order
 from bench.models import MODELS, build, common, flops, stock
 from bench.models import __main__ as inventory
-from bench.parity.weights import keras_order
 from bench.preflight import validate
 
 torch = pytest.importorskip("torch")

@@ -1,0 +1,79 @@
+"""The parity check's hook inside a real trial: when ``BENCH_PARITY_DIR`` names a folder
+(``python -m bench.parity --distributed`` sets it), the trial trains from the weights and
+on the batches found there, and each process writes back its per-step losses and its
+weights after the last step.  Without the variable nothing here runs.
+
+The folder holds ``init.npz`` (weights in the canonical form of :mod:`.weights`) and
+``batches.npz`` (the global batch of every step); a process whose trial batch is ``b``
+and whose place among the data-parallel processes is ``index`` takes samples
+``[index * b, (index + 1) * b)`` of each, so that W processes at batch B/W see exactly
+the samples one process sees at batch B.  It writes ``rank<index>.npz``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.config import BenchConfig
+from bench.data import HostBatches
+from bench.frameworks import weights
+
+VARIABLE = "BENCH_PARITY_DIR"
+
+
+def folder() -> Path | None:
+    value = os.environ.get(VARIABLE, "")
+    return Path(value) if value else None
+
+
+def save_tensors(path: Path, tensors: list[weights.Tensor], **extra: np.ndarray) -> None:
+    arrays = {f"w{i:04d}": t.value for i, t in enumerate(tensors)}
+    arrays["names"] = np.array(json.dumps([[t.name, t.kind] for t in tensors]))
+    arrays.update(extra)
+    np.savez(path, **arrays)  # type: ignore[arg-type]
+
+
+def load_tensors(path: Path) -> tuple[list[weights.Tensor], dict[str, np.ndarray]]:
+    with np.load(path) as saved:
+        names = json.loads(str(saved["names"]))
+        tensors = [weights.Tensor(n, k, saved[f"w{i:04d}"]) for i, (n, k) in enumerate(names)]
+        extra = {k: saved[k] for k in saved.files if not k.startswith("w") and k != "names"}
+    return tensors, extra
+
+
+def batches(where: Path, cfg: BenchConfig, index: int) -> HostBatches:
+    """This process's share of every step's global batch."""
+    b = cfg.batch_size
+    with np.load(where / "batches.npz") as saved:
+        steps = len([k for k in saved.files if k.startswith("x")])
+        xs = [saved[f"x{i:04d}"] for i in range(steps)]
+        ys = [saved[f"y{i:04d}"] for i in range(steps)]
+    if (index + 1) * b > len(xs[0]):
+        raise RuntimeError(
+            f"parity: process {index} at batch {b} needs {(index + 1) * b} samples per step; "
+            f"the global batch has {len(xs[0])}"
+        )
+    return HostBatches(
+        [x[index * b : (index + 1) * b] for x in xs], [y[index * b : (index + 1) * b] for y in ys]
+    )
+
+
+def start(where: Path, framework: str, session: Any) -> None:
+    """Give the session's model the reference's initial weights; dropout off."""
+    init, _ = load_tensors(where / "init.npz")
+    weights.load(framework, session, init)
+    weights.disable_dropout(framework, session)
+
+
+def finish(where: Path, framework: str, session: Any, losses: list[float], index: int) -> None:
+    session.sync()
+    save_tensors(
+        where / f"rank{index}.npz",
+        weights.export(framework, session),
+        losses=np.asarray(losses, dtype=np.float64),
+    )
