@@ -30,6 +30,12 @@ OPTIMIZERS = ("sgd", "adam")
 KVSTORE_DIST = ("kvstore_sync", "kvstore_async")
 
 
+# steps_per_epoch=-1: as many steps as make each timed window last min_window_s.
+AUTO = -1
+AUTO_MIN_STEPS = 3  # an auto window has at least this many steps (percentiles need some)
+DEFAULT_MIN_WINDOW_S = 1.0
+
+
 @dataclass
 class FrameworkConfig:
     name: str = "torch"
@@ -139,8 +145,13 @@ class BenchConfig:
     image_size: int = 32
     num_classes: int = 10
     epochs: int = 2
-    # Steps per timed epoch; 0 means one full pass over a labelled training set.
-    steps_per_epoch: int = 5
+    # Steps per timed epoch: -1 (auto) sizes each timed window to last at least
+    # min_window_s, from the step time of a few untimed steps after the warm-up (at least
+    # AUTO_MIN_STEPS steps, at most max_steps_per_epoch); 0 means one full pass over a
+    # labelled training set.
+    steps_per_epoch: int = AUTO
+    min_window_s: float = DEFAULT_MIN_WINDOW_S
+    max_steps_per_epoch: int = 10_000
     warmup_steps: int = 2
     seed: int = 0
     # Intra-op and inter-op threads for both frameworks; 0 means one per usable CPU core.
@@ -171,6 +182,11 @@ class BenchConfig:
     nodes: int = 1
     ps: int = 0
 
+
+# Fields hashed only where they change what is measured: the auto window's settings with
+# steps_per_epoch=-1 (a run with a fixed step count keeps the hash it had before they
+# existed).
+_AUTO_ONLY = ("min_window_s", "max_steps_per_epoch")
 
 # Fields that say where or how a result is recorded, not what is measured.
 # (``telemetry``, ``breakdown`` and ``profile`` are hashed: they decide which figures a run
@@ -236,10 +252,18 @@ def check(cfg: BenchConfig) -> list[str]:
         at_least(problems, name, getattr(cfg, name), 1)
     at_least(problems, "data.num_batches", cfg.data.num_batches, 1)
     at_least(problems, "data.workers", cfg.data.workers, 0)
-    if cfg.data.name == "synthetic":
-        at_least(problems, "steps_per_epoch", cfg.steps_per_epoch, 1)
-    else:
-        at_least(problems, "steps_per_epoch", cfg.steps_per_epoch, 0)
+    lowest = 1 if cfg.data.name == "synthetic" else 0
+    if cfg.steps_per_epoch != AUTO and cfg.steps_per_epoch < lowest:
+        full = "" if lowest else ", 0 (one full pass over the training set)"
+        problems.append(
+            f"steps_per_epoch: -1 (auto: windows of at least min_window_s){full} or a count "
+            f">= 1; got {cfg.steps_per_epoch}"
+            + (" (a full pass needs a labelled data set)" if cfg.steps_per_epoch == 0 else "")
+        )
+    if cfg.steps_per_epoch == AUTO:
+        if not cfg.min_window_s > 0:
+            problems.append(f"min_window_s: must be > 0 seconds, got {cfg.min_window_s:g}")
+        at_least(problems, "max_steps_per_epoch", cfg.max_steps_per_epoch, AUTO_MIN_STEPS)
     if cfg.compile and cfg.warmup_steps < 1:
         problems.append(
             "warmup_steps: compile=true needs at least 1 warm-up step, so that compilation "
@@ -314,5 +338,8 @@ def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 def config_hash(cfg: BenchConfig) -> str:
     """A stable hash of everything that decides what a trial measures."""
     data = {k: v for k, v in to_dict(cfg).items() if k not in _NOT_HASHED}
+    if cfg.steps_per_epoch != AUTO:
+        for key in _AUTO_ONLY:
+            data.pop(key, None)
     blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

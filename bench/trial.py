@@ -9,6 +9,8 @@ timed on its own as ``compile_s``) always run before the first timed window.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import resource
 import sys
 import time
@@ -21,7 +23,7 @@ import numpy as np
 
 from bench import data as data_mod
 from bench import frameworks, sysinfo
-from bench.config import BenchConfig, resolved_threads, samples_per_step
+from bench.config import AUTO, AUTO_MIN_STEPS, BenchConfig, resolved_threads, samples_per_step
 from bench.frameworks import parity_hook
 from bench.frameworks.base import EpochProbe, Framework, Session, WindowBarrier
 from bench.models.flops import TRAIN_FLOPS_PER_FORWARD
@@ -116,19 +118,48 @@ def _timed_epochs(
     return records, all_steps
 
 
-def _warm_up(session: Session, steps: int) -> tuple[float, float]:
-    """Return (first step incl. tracing/compilation, remaining warm-up steps) in seconds."""
+def _warm_up(session: Session, steps: int) -> tuple[float, list[float]]:
+    """Return the first step's time (incl. tracing/compilation) and each later warm-up
+    step's, in seconds (each step synchronized: the warm-up is not timed as a window)."""
     perf = time.perf_counter
     session.sync()
     t0 = perf()
     session.step(session.next_batch())
     session.sync()
-    t1 = perf()
+    first, later = perf() - t0, []
     for _ in range(steps - 1):
+        t0 = perf()
         session.step(session.next_batch())
-    session.sync()
+        session.sync()
+        later.append(perf() - t0)
     session.take_mean_loss()  # warm-up losses are not reported
-    return t1 - t0, perf() - t1
+    return first, later
+
+
+# steps_per_epoch=-1: untimed steps after the warm-up whose median step time sizes the
+# window.  The warm-up's own later steps still carry one-time costs (lenet5's second step
+# took 60 ms against 4.5 ms after it), so they are not used.  A fixed count: the ranks of a
+# distributed trial step together.
+PROBE_STEPS = 3
+
+
+def _probe(session: Session) -> list[float]:
+    perf, out = time.perf_counter, []
+    for _ in range(PROBE_STEPS):
+        t0 = perf()
+        session.step(session.next_batch())
+        session.sync()
+        out.append(perf() - t0)
+    session.take_mean_loss()
+    return out
+
+
+def auto_steps(cfg: BenchConfig, step_times: list[float]) -> int:
+    """steps_per_epoch=-1: enough steps, at the probe's median step time, for a window of
+    ``min_window_s`` (with a tenth to spare), at least AUTO_MIN_STEPS, at most the cap."""
+    median = float(np.median(step_times)) if step_times else 0.0
+    wanted = math.ceil(1.1 * cfg.min_window_s / median) if median > 0 else cfg.max_steps_per_epoch
+    return max(AUTO_MIN_STEPS, min(wanted, cfg.max_steps_per_epoch))
 
 
 def _flops_per_sample(cfg: BenchConfig, forward: float | None) -> dict[str, float]:
@@ -167,13 +198,15 @@ def run_trial(
     workdir: Path | None = None,
     prepare: Prepare | None = None,
     rank: int = 0,
+    agree: Callable[[int], int] | None = None,
 ) -> TrialResult:
     """Run one trial in this process (or this process's part of a distributed one: a rank
     passes its strategy's ``prepare``).  Never raises for a failing trial: the failure is
     the result.
 
     ``rank``: this process's place among a data-parallel trial's processes (its share of
-    the parity check's batches, see :mod:`bench.frameworks.parity_hook`).
+    the parity check's batches, see :mod:`bench.frameworks.parity_hook`); ``agree``: how
+    the processes of a distributed trial settle on one auto step count (the largest).
 
     Artifacts (telemetry samples and plots, profiler traces, operator tables) are written
     into ``workdir`` when one is given; ``result.files`` names them relative to it.
@@ -217,10 +250,18 @@ def run_trial(
         result.phases["flops_time_s"] = time.perf_counter() - t0
         telemetry.start(session.device)
 
+        warm: list[float] = []
         if cfg.warmup_steps > 0:
-            result.phases["compile_time_s"], result.phases["warmup_time_s"] = _warm_up(
-                session, cfg.warmup_steps
-            )
+            result.phases["compile_time_s"], warm = _warm_up(session, cfg.warmup_steps)
+            result.phases["warmup_time_s"] = sum(warm)
+        auto = 0
+        if cfg.steps_per_epoch == AUTO:
+            probe = _probe(session)
+            result.phases["probe_time_s"] = sum(probe)
+            auto = auto_steps(cfg, probe)
+            if agree is not None:  # the ranks of a distributed trial take one count
+                auto = agree(auto)
+            cfg = dataclasses.replace(cfg, steps_per_epoch=auto)
         result.marks["first_timed_step"] = time.time()
         records, steps = _timed_epochs(
             session, cfg, on_epoch, telemetry.window, flops.get("step_flops_per_sample")
@@ -231,6 +272,8 @@ def run_trial(
             losses = [float("nan") if r.loss is None else r.loss for r in records]
             parity_hook.finish(parity, cfg.framework.name, session, losses, rank)
         result.summary = _summary(records, steps)
+        if auto:
+            result.summary["steps_per_epoch_used"] = auto
         if flops:
             result.summary["flops_per_sample"] = flops["flops_per_sample"]
             result.summary["train_flops_per_sample"] = flops["train_flops_per_sample"]

@@ -279,9 +279,18 @@ def _run(cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path) -> Tri
 
 
 def _worker(workdir: Path) -> int:
+    from bench.distributed.base import collective_timeout_s
+    from bench.runtime.agree import agree_max
     from bench.trial import run_trial
 
-    child.serve(read_config(workdir.parent / CONFIG), workdir, run_trial)
+    cfg = read_config(workdir.parent / CONFIG)
+
+    def agree(steps: int) -> int:  # every worker times the same number of steps
+        return agree_max(
+            workdir.parent / "auto_steps", cfg.workers, steps, collective_timeout_s(cfg)
+        )
+
+    child.serve(cfg, workdir, lambda c, on_epoch, out: run_trial(c, on_epoch, out, agree=agree))
     return 0
 
 

@@ -19,10 +19,11 @@ from types import FrameType
 from typing import Any
 
 from bench.config import BenchConfig, resolved_threads
-from bench.distributed.base import CONFIG
+from bench.distributed.base import CONFIG, collective_timeout_s
 from bench.distributed.registry import load
 from bench.result import OK
 from bench.runtime import child
+from bench.runtime.agree import agree_max
 from bench.runtime.protocol import STOPPED, read_config
 
 
@@ -62,10 +63,13 @@ def main(workdir: Path) -> int:
     def prepare(adapter: Any, c: BenchConfig, data: Any) -> Any:
         return strategy.prepare(adapter, c, data, me)
 
+    def agree(steps: int) -> int:  # every rank times the same number of steps
+        return agree_max(workdir / "auto_steps", me.world, steps, collective_timeout_s(cfg))
+
     result = child.serve(
         rank_config(cfg, me.index, processes, batches),
         mine,
-        lambda c, on_epoch, out: run_trial(c, on_epoch, out, prepare, me.index),
+        lambda c, on_epoch, out: run_trial(c, on_epoch, out, prepare, me.index, agree),
     )
     return 0 if result.status == OK else 1
 

@@ -36,12 +36,12 @@ _MODULES = {
 
 def breakdown_steps(cfg: BenchConfig) -> int:
     """An epoch's worth of steps, at least 5 and at most 20."""
-    return min(max(cfg.steps_per_epoch, 5), 20) if cfg.steps_per_epoch else 20
+    return min(max(cfg.steps_per_epoch, 5), 20) if cfg.steps_per_epoch > 0 else 20
 
 
 def profile_steps(cfg: BenchConfig) -> int:
     """An epoch's worth of steps, at most 5: traces grow quickly."""
-    return min(cfg.steps_per_epoch, 5) if cfg.steps_per_epoch else 5
+    return min(cfg.steps_per_epoch, 5) if cfg.steps_per_epoch > 0 else 5
 
 
 def breakdown(profiler: Profiler, session: Any, cfg: BenchConfig, steps: int) -> dict[str, float]:

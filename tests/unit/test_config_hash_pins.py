@@ -18,7 +18,13 @@ from bench.config import (
     config_hash,
 )
 
-B = BenchConfig
+
+def B() -> BenchConfig:  # noqa: N802 - reads as the class it stands for
+    """The default configuration as it was when these hashes were pinned: 5 steps per
+    epoch (the default is now -1, auto, a different measurement with hashes of its own)."""
+    return BenchConfig(steps_per_epoch=5)
+
+
 PINNED = [
     ("default", B(), "41fbcc5ea59ecce3"),
     (
@@ -64,3 +70,15 @@ def test_where_a_run_is_logged_is_not_hashed() -> None:
     cfg = B()
     cfg.tracking.uri, cfg.timeout_s, cfg.force, cfg.report = "http://x:5000", 5.0, True, True
     assert config_hash(cfg) == "41fbcc5ea59ecce3"
+
+
+def test_the_auto_windows_settings_are_hashed_only_with_auto_steps() -> None:
+    """min_window_s and max_steps_per_epoch change what an auto trial measures, and nothing
+    of a trial with a fixed step count (whose hash is what it was before they existed)."""
+    fixed = dataclasses.replace(B(), min_window_s=9.0, max_steps_per_epoch=7)
+    assert config_hash(fixed) == config_hash(B()) == "41fbcc5ea59ecce3"
+    auto = BenchConfig()
+    assert auto.steps_per_epoch == -1
+    assert config_hash(auto) != config_hash(B())
+    assert config_hash(dataclasses.replace(auto, min_window_s=2.0)) != config_hash(auto)
+    assert config_hash(dataclasses.replace(auto, max_steps_per_epoch=50)) != config_hash(auto)

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from bench.config import BenchConfig
-from bench.trial import _timed_epochs, _warm_up
+from bench.trial import _timed_epochs, _warm_up, auto_steps
 
 
 class ScriptedSession:
@@ -48,10 +48,10 @@ class ScriptedSession:
 def test_warm_up_times_the_first_step_apart_and_keeps_it_out_of_epochs() -> None:
     cfg = BenchConfig(epochs=2, steps_per_epoch=3, warmup_steps=2, batch_size=10)
     session = ScriptedSession([0.30, 0.01] + [0.02] * 6)
-    compile_s, warmup_s = _warm_up(session, cfg.warmup_steps)
+    compile_s, warm = _warm_up(session, cfg.warmup_steps)
     epochs, steps = _timed_epochs(session, cfg, None)
     assert compile_s == pytest.approx(0.30, abs=0.05)
-    assert warmup_s == pytest.approx(0.01, abs=0.02)
+    assert len(warm) == 1 and warm[0] == pytest.approx(0.01, abs=0.02)
     assert len(epochs) == 2 and len(steps) == 6
     for record in epochs:
         assert record.epoch_time_s == pytest.approx(0.06, abs=0.03)
@@ -89,3 +89,51 @@ def test_a_rank_starts_each_window_after_a_barrier_that_the_window_does_not_hold
     window = ["sync", "barrier", "batch", "step", "sync"]
     assert session.calls == window * 2
     assert all(r.epoch_time_s < 0.1 for r in epochs)  # the wait for peers is outside
+
+
+@pytest.mark.parametrize(
+    ("step_s", "window_s", "cap", "expected"),
+    [
+        (0.01, 1.0, 10_000, 110),  # 1.1 x the window at the median step time
+        (0.5, 1.0, 10_000, 3),  # a slow step: never fewer than 3
+        (0.0001, 1.0, 500, 500),  # a very fast step: the cap
+        (0.02, 0.1, 10_000, 6),
+    ],
+)
+def test_auto_steps_make_a_window_of_at_least_min_window_s(
+    step_s: float, window_s: float, cap: int, expected: int
+) -> None:
+    cfg = BenchConfig(min_window_s=window_s, max_steps_per_epoch=cap)
+    assert auto_steps(cfg, [step_s * 3, step_s, step_s]) == expected  # the median step
+
+
+def test_an_auto_trial_times_windows_of_at_least_min_window_s() -> None:
+    """steps_per_epoch=-1 in a real trial: the warm-up decides the count, logged as
+    steps_per_epoch_used, and every timed window lasts at least min_window_s."""
+    from bench.config import ModelConfig, TelemetryConfig
+    from bench.trial import run_trial
+
+    cfg = BenchConfig(
+        model=ModelConfig(name="lenet5"), batch_size=8, epochs=2, warmup_steps=3,
+        min_window_s=0.3, telemetry=TelemetryConfig(enabled=False), device="cpu",
+    )  # fmt: skip
+    assert cfg.steps_per_epoch == -1
+    result = run_trial(cfg)
+    assert result.status == "ok", result.error
+    used = int(result.summary["steps_per_epoch_used"])
+    assert used >= 3
+    for record in result.epochs:
+        assert record.samples == used * 8
+        assert record.epoch_time_s >= 0.3 * 0.8  # the probe is an estimate: a fifth to spare
+
+
+def test_processes_agree_on_the_largest_proposal(tmp_path) -> None:  # noqa: ANN001
+    from concurrent.futures import ThreadPoolExecutor
+
+    from bench.runtime.agree import agree_max
+
+    with ThreadPoolExecutor(3) as pool:
+        got = list(pool.map(lambda n: agree_max(tmp_path / "a", 3, n, 10), [40, 70, 55]))
+    assert got == [70, 70, 70]
+    with pytest.raises(RuntimeError, match="1 of 2 processes"):
+        agree_max(tmp_path / "b", 2, 5, 0.2)
