@@ -18,6 +18,7 @@ says which side is faster, and by how much, only when the data support it:
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -44,6 +45,8 @@ class Sample:
     # Per run: what it ran on (device, CPU, versions...); compared as described in compare().
     environments: Sequence[Mapping[str, str]] = field(default_factory=list)
     num_parameters: Sequence[int] = field(default_factory=list)
+    # Per run: the length of its timed windows (s), to say so when a side is unstable.
+    windows_s: Sequence[float] = field(default_factory=list)
 
 
 @dataclass
@@ -125,10 +128,20 @@ def _comparability(a: Sample, b: Sample) -> list[str]:
     for side in (a, b):
         spread = cv(side.values)
         if spread >= UNSTABLE_CV:
-            reasons.append(
-                f"{side.name} is unstable (CV {100 * spread:.0f}% over {len(side.values)} runs)"
-            )
+            why = f"{side.name} is unstable (CV {100 * spread:.0f}% over {len(side.values)} runs"
+            windows = [w for w in side.windows_s if w > 0 and math.isfinite(w)]
+            if windows:
+                why += (
+                    f"; its timed windows last {_seconds(statistics.median(windows))}: longer "
+                    "ones (min_window_s with steps_per_epoch=-1, or more steps_per_epoch) "
+                    "average out more"
+                )
+            reasons.append(why + ")")
     return reasons
+
+
+def _seconds(value: float) -> str:
+    return f"{1000 * value:.0f} ms" if value < 1 else f"{value:.1f} s"
 
 
 def percent_faster(ratio: float) -> float:

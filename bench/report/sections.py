@@ -53,6 +53,7 @@ def sample(name: str, trials: Sequence[Trial], value: Callable[[Trial], float]) 
         values=[value(t) for t in trials],
         environments=[t.environment for t in trials],
         num_parameters=[t.num_parameters for t in trials],
+        windows_s=[t.epoch_time_s for t in trials],
     )
 
 

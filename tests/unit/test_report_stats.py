@@ -109,6 +109,9 @@ def test_an_unstable_side_is_not_comparable() -> None:
     shaky = [10.0, 12.0, 8.0, 11.5, 8.5, 10.0, 12.5, 7.5]  # CV about 18%
     verdict = stats.compare(sample("torch", shaky), sample("tf", draws(20.0, 8, 2)))
     assert verdict.kind == stats.NOT_COMPARABLE and "torch is unstable (CV" in verdict.text
+    timed = stats.Sample("torch", shaky, windows_s=[0.08] * 8)
+    verdict = stats.compare(timed, sample("tf", draws(20.0, 8, 2)))
+    assert "its timed windows last 80 ms" in verdict.text and "min_window_s" in verdict.text
     steady = [10.0, 10.9, 9.1, 10.0]  # CV about 7%
     assert stats.cv(steady) < stats.UNSTABLE_CV
     assert stats.compare(sample("a", steady), sample("b", steady)).kind == stats.SAME
