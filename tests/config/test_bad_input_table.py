@@ -42,7 +42,8 @@ def cases() -> list[tuple[list[str], str]]:
         elif isinstance(value, int | float):
             out.append(([f"{key}=abc"], key))  # wrong type
     for key in BOUNDED:
-        out.append(([f"{key}=-1"], key))  # out of range
+        low = -2 if key == "steps_per_epoch" else -1  # -1 is steps_per_epoch's auto
+        out.append(([f"{key}={low}"], key))  # out of range
     for key, field in CHOICES.items():
         value = "ftp://x" if key == "tracking.uri" else "nope"
         out.append(([f"{key}={value}"], field))
@@ -63,6 +64,8 @@ def cases() -> list[tuple[list[str], str]]:
         (["data=cifar10", "data.root=/nonexistent"], "data.root"),
         (["data=cifar100", "num_classes=10"], "num_classes"),
         (["data=synthetic", "steps_per_epoch=0"], "steps_per_epoch"),
+        (["min_window_s=0"], "min_window_s"),
+        (["max_steps_per_epoch=2"], "max_steps_per_epoch"),
         (["model=lstm", "data=digits"], "data"),
         (["framework=tf", "distributed=ddp"], "distributed"),
         (["distributed=none", "workers=2"], "workers"),
