@@ -49,8 +49,11 @@ def _timed_epochs(
     on_epoch: EpochCallback | None,
     on_window: WindowCallback | None = None,
     step_flops_per_sample: float | None = None,
+    probes: bool = True,
 ) -> tuple[list[EpochRecord], list[float]]:
     """Run ``cfg.epochs`` timed epochs; return their records and every step time (s).
+    ``probes=False``: no per-epoch probe (:class:`EpochProbe`), whose split steps train
+    too (the parity check counts every update).
 
     A step's time runs from the end of the previous step (after its sync) to the end of
     this one, so it includes waiting for the batch; that wait is also summed on its own as
@@ -109,7 +112,7 @@ def _timed_epochs(
         if scores is not None:
             record.extra["test_accuracy"], record.extra["test_loss"] = scores
             record.extra["eval_time_s"] = perf() - evaluated
-        if isinstance(session, EpochProbe):  # e.g. communication time, from split steps
+        if probes and isinstance(session, EpochProbe):  # e.g. communication time
             record.extra.update(session.after_window())
         records.append(record)
         all_steps.extend(times)
@@ -264,7 +267,12 @@ def run_trial(
             cfg = dataclasses.replace(cfg, steps_per_epoch=auto)
         result.marks["first_timed_step"] = time.time()
         records, steps = _timed_epochs(
-            session, cfg, on_epoch, telemetry.window, flops.get("step_flops_per_sample")
+            session,
+            cfg,
+            on_epoch,
+            telemetry.window,
+            flops.get("step_flops_per_sample"),
+            probes=parity is None,
         )
         result.marks["last_timed_step"] = time.time()
         result.epochs = records

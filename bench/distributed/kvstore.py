@@ -290,7 +290,12 @@ def _worker(workdir: Path) -> int:
             workdir.parent / "auto_steps", cfg.workers, steps, collective_timeout_s(cfg)
         )
 
-    child.serve(cfg, workdir, lambda c, on_epoch, out: run_trial(c, on_epoch, out, agree=agree))
+    index = int(workdir.name.removeprefix("worker"))  # its share of the parity check's batches
+
+    def trial(c: BenchConfig, on_epoch: EpochCallback | None, out: Path | None) -> TrialResult:
+        return run_trial(c, on_epoch, out, rank=index, agree=agree)
+
+    child.serve(cfg, workdir, trial)
     return 0
 
 

@@ -283,6 +283,7 @@ STRATEGIES = {
     "horovod": ("torch", "tf"),
     "mirrored": ("tf",),
     "multiworker": ("tf",),
+    "kvstore_sync": ("mxnet",),
 }
 
 

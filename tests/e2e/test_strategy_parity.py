@@ -28,7 +28,8 @@ def _passes(framework: str, strategy: str) -> None:
 
 
 @pytest.mark.parametrize(("framework", "strategy"), [("torch", "ddp"), ("tf", "mirrored"),
-                                                     ("tf", "multiworker")])  # fmt: skip
+                                                     ("tf", "multiworker"),
+                                                     ("mxnet", "kvstore_sync")])  # fmt: skip
 def test_a_strategy_trains_like_the_undistributed_run(framework: str, strategy: str) -> None:
     _passes(framework, strategy)
 
