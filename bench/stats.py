@@ -125,6 +125,12 @@ def _comparability(a: Sample, b: Sample) -> list[str]:
         reasons.append(
             "architectures differ: parameter counts " + ", ".join(f"{n:,}" for n in counts)
         )
+    failed = [s.name for s in (a, b) if any(e.get("parity") == "failed" for e in s.environments)]
+    if failed:
+        reasons.append(
+            f"the training parity check of {' and '.join(failed)} failed: they do not train "
+            "alike (the table is under parity/ on the sweep's run)"
+        )
     for side in (a, b):
         spread = cv(side.values)
         if spread >= UNSTABLE_CV:

@@ -18,6 +18,7 @@ _NOT_CONFIG_PREFIXES = ("framework.", "tracking.", "hydra.", "launcher.kill_grac
 _STANDARD = ("model.name", "mode", "batch_size", "image_size", "device")
 # Tags (without "bench.") that describe what a run ran on.
 ENVIRONMENT_TAGS = (
+    "parity",  # the verdict of the sweep's training parity check (parity=true)
     "device",
     "python_version",
     "os",

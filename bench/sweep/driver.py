@@ -29,6 +29,7 @@ from bench.launchers.base import on_time_limit_warning
 from bench.preflight import validate
 from bench.result import ERROR
 from bench.runtime.processes import shielded
+from bench.sweep import parity
 from bench.sweep.jobs import (
     BenchExit,
     SweepRef,
@@ -91,8 +92,14 @@ def run_sweep(
     size = 1 if in_process else size
     rows: list[Row] = []
     try:
+        verdicts = parity.run_checks([c for _, _, c in composed], sweep.store, sweep.sweep_id)
         for start in range(0, len(jobs), size):
-            batch = [job + ref.overrides() for job in jobs[start : start + size]]
+            batch = [
+                job + ref.overrides() + parity.overrides(cfg, verdicts)
+                for job, (_, _, cfg) in zip(
+                    jobs[start : start + size], composed[start : start + size], strict=True
+                )
+            ]
             for done, (label, _, cfg) in zip(
                 launch(batch, start), composed[start : start + size], strict=True
             ):
@@ -154,7 +161,7 @@ def run_job(config: DictConfig, overrides: list[str], workdir: Path, index: int)
         validate(cfg)
     except ConfigError as exc:
         return sweep.record_ended(cfg, label, ERROR, "\n".join(exc.problems), "")
-    return sweep.run(cfg, label, workdir, index)
+    return sweep.run(cfg, label, workdir, index, parity.trial_tags())
 
 
 def _single(cfg: BenchConfig, overrides: list[str], workdir: Path) -> Row:
@@ -168,8 +175,10 @@ def _single(cfg: BenchConfig, overrides: list[str], workdir: Path) -> Row:
     with _no_crash():
         sweep = Sweep.open(cfg, 1, sweep_name(), overrides)
     try:
+        verdicts = parity.run_checks([cfg], sweep.store, sweep.sweep_id)
+        verdict = verdicts.get(parity.group_of(cfg))
         with _no_crash():
-            row = sweep.run(cfg, label, workdir, 1)
+            row = sweep.run(cfg, label, workdir, 1, {"bench.parity": verdict} if verdict else None)
     except KeyboardInterrupt as stop:
         with shielded():
             sweep.finish([stop.row] if isinstance(stop, TrialStopped) else [], killed=True)

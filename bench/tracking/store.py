@@ -219,6 +219,18 @@ class MlflowStore:
                 failure = exc
         self.fallback(sweep_id, failure).end_sweep(sweep_id, ok, killed, summary)
 
+    def note_parity(self, sweep_id: str, group: str, text: str, verdict: str) -> None:
+        """A parity check's table and verdict on the sweep's parent run (``group`` '': the
+        sweep's overall verdict)."""
+        try:
+            if group:
+                self.client.log_text(sweep_id, text, f"parity/{group}.txt")
+                self.client.set_tag(sweep_id, f"bench.parity.{group}", verdict)
+            else:
+                self.client.set_tag(sweep_id, "bench.parity", verdict)
+        except Exception as exc:  # noqa: BLE001 - printed already; the sweep goes on
+            print(f"bench: could not log the parity check {group}: {exc}", file=sys.stderr)
+
     def close_sweep(self, sweep_id: str, ok: bool, killed: bool, summary: str) -> None:
         self.client.set_tag(sweep_id, "mlflow.note.content", f"```\n{summary}\n```")
         self.client.log_text(sweep_id, summary, "summary.txt")

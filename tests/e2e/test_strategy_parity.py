@@ -60,3 +60,20 @@ def test_the_cli_runs_a_strategy_check(capsys: Any) -> None:
     assert code == 0, out
     assert "ddp at 2 workers x batch 16, run as a real trial" in out
     assert "ddp 2x16 vs torch 1x32" in out and "workers' weights apart" in out
+
+
+def test_a_sweep_with_parity_true_checks_before_its_first_trial(bench: Any) -> None:
+    got = bench.run(
+        "-m", "framework=torch,tf", "model=lenet5", "parity=true", "batch_size=8",
+        "epochs=1", "steps_per_epoch=2", "warmup_steps=1",
+    )  # fmt: skip
+    assert got.returncode == 0, got.output
+    assert "bench: parity lenet5-sgd-b8-32px: passed" in got.stderr
+    (parent,) = bench.parents()
+    assert parent.data.tags["bench.parity"] == "passed"
+    assert parent.data.tags["bench.parity.lenet5-sgd-b8-32px"] == "passed"
+    table = bench.client().download_artifacts(
+        parent.info.run_id, "parity/lenet5-sgd-b8-32px.txt", str(bench.root)
+    )
+    assert "tf vs torch" in open(table).read()
+    assert {c.data.tags["bench.parity"] for c in bench.children()} == {"passed"}

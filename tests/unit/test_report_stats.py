@@ -240,3 +240,13 @@ def test_one_run_a_side_is_not_tested() -> None:
         stats.NOT_TESTED,
         "not tested (1 run a side; use repeats >= 4)",
     )
+
+
+def test_a_side_whose_parity_check_failed_is_not_comparable() -> None:
+    failed = [{"parity": "failed"}] * 4
+    verdict = stats.compare(
+        stats.Sample("mxnet", draws(10.0, 4, 1), environments=failed),
+        stats.Sample("torch", draws(20.0, 4, 2), environments=[{"parity": "passed"}] * 4),
+    )
+    assert verdict.kind == stats.NOT_COMPARABLE
+    assert "the training parity check of mxnet failed" in verdict.text

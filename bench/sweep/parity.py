@@ -1,0 +1,144 @@
+"""``parity=true``: before a sweep's first trial, the training parity checks its comparisons
+rest on (:mod:`bench.parity`), once per group of trials that would be compared: the same
+model, optimizer, batch, input size and strategy.  A group with two or more frameworks
+gets the framework check; a group with a synchronous strategy the check covers gets the
+strategy check (against the undistributed run at the same global batch).  Each check's
+table is logged on the sweep's parent run (``parity/<group>.txt``, tag
+``bench.parity.<group>``), the parent gets ``bench.parity`` = passed / failed, and every
+trial of a group its verdict as ``bench.parity``, which the report reads.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bench.config import BenchConfig
+from bench.parity import check, side
+
+ENV_PARITY = "BENCH_PARITY"
+PASSED, FAILED, NOT_COVERED = "passed", "failed", "not-covered"
+
+
+@dataclass(frozen=True)
+class Group:
+    model: str
+    optimizer: str
+    lr: float
+    momentum: float
+    weight_decay: float
+    batch_size: int  # of one whole step (every worker's)
+    image_size: int
+    num_classes: int
+    seed: int
+    distributed: str
+    workers: int
+    nodes: int
+
+    @property
+    def name(self) -> str:
+        parts = [self.model, self.optimizer, f"b{self.batch_size}", f"{self.image_size}px"]
+        if self.distributed != "none":
+            parts.append(f"{self.distributed}{self.workers}")
+        return "-".join(parts)
+
+    def spec(self) -> side.Spec:
+        return side.Spec(
+            model=self.model,
+            batch_size=self.batch_size,
+            image_size=self.image_size,
+            num_classes=self.num_classes,
+            optimizer=self.optimizer,
+            lr=self.lr,
+            momentum=self.momentum if self.optimizer == "sgd" else 0.0,
+            weight_decay=self.weight_decay,
+            seed=self.seed,
+        )
+
+
+def group_of(cfg: BenchConfig) -> Group:
+    o = cfg.optimizer
+    per_step = cfg.batch_size * (cfg.workers * cfg.nodes if cfg.distributed != "none" else 1)
+    return Group(
+        cfg.model.name, o.name, o.lr, o.momentum, o.weight_decay, per_step, cfg.image_size,
+        cfg.num_classes, cfg.seed, cfg.distributed, cfg.workers, cfg.nodes,
+    )  # fmt: skip
+
+
+def _covered(group: Group, frameworks: list[str]) -> str:
+    """Why the checks cannot cover ``group`` ('' if they can)."""
+    from bench.models import MODELS, mxnet_models
+
+    spec = MODELS.get(group.model)
+    if spec is None or spec.task != "image":
+        return f"{group.model} is not an image model"
+    if "mxnet" in frameworks and group.model not in mxnet_models():
+        return f"{group.model} has no MXNet build"
+    if group.distributed != "none":
+        if group.distributed not in check.STRATEGIES or group.nodes > 1:
+            return f"{group.distributed} (nodes={group.nodes}) is not covered by the check yet"
+        if any(f not in check.STRATEGIES[group.distributed] for f in frameworks):
+            return f"{group.distributed} runs in {', '.join(check.STRATEGIES[group.distributed])}"
+    return ""
+
+
+def run_checks(cfgs: Sequence[BenchConfig], store: object, sweep_id: str) -> dict[Group, str]:
+    """Run the checks of every group with parity=true; return each group's verdict."""
+    groups: dict[Group, list[str]] = {}
+    for cfg in cfgs:
+        if cfg.parity and cfg.mode == "train":
+            found = groups.setdefault(group_of(cfg), [])
+            if cfg.framework.name not in found:
+                found.append(cfg.framework.name)
+    verdicts: dict[Group, str] = {}
+    for group, found in groups.items():
+        frameworks = [f for f in check.FRAMEWORKS if f in found]
+        if group.distributed == "none" and len(frameworks) < 2:
+            continue  # one framework, undistributed: nothing to compare
+        why = _covered(group, frameworks)
+        if why:
+            verdicts[group] = NOT_COVERED
+            text = f"parity: {group.name}: not checked: {why}"
+        else:
+            print(f"bench: parity check of {group.name} ...", file=sys.stderr, flush=True)
+            texts, passed = [], True
+            try:
+                if group.distributed == "none":
+                    outcomes = [check.check(group.spec(), frameworks)]
+                else:
+                    outcomes = [
+                        check.check_strategy(group.spec(), f, group.distributed, group.workers)
+                        for f in frameworks
+                    ]
+                for outcome in outcomes:
+                    texts.append(check.format_outcome(outcome))
+                    passed = passed and outcome.passed
+            except Exception as exc:  # noqa: BLE001 - a check that cannot run proves nothing
+                texts.append(f"parity: {group.name}: the check failed to run: {exc}")
+                passed = False
+            verdicts[group] = PASSED if passed else FAILED
+            text = "\n\n".join(texts)
+        print(f"bench: parity {group.name}: {verdicts[group]}", file=sys.stderr, flush=True)
+        note = getattr(store, "note_parity", None)
+        if note is not None:
+            note(sweep_id, group.name, text, verdicts[group])
+    if verdicts:
+        overall = FAILED if FAILED in verdicts.values() else PASSED
+        note = getattr(store, "note_parity", None)
+        if note is not None:
+            note(sweep_id, "", "", overall)
+    return verdicts
+
+
+def overrides(cfg: BenchConfig, verdicts: dict[Group, str]) -> list[str]:
+    """The job overrides that hand a trial its group's verdict."""
+    verdict = verdicts.get(group_of(cfg)) if cfg.parity else None
+    return [f"++hydra.job.env_set.{ENV_PARITY}={verdict}"] if verdict else []
+
+
+def trial_tags() -> dict[str, str]:
+    """The verdict this job was handed, as its run's tag."""
+    verdict = os.environ.get(ENV_PARITY, "")
+    return {"bench.parity": verdict} if verdict else {}

@@ -1,0 +1,88 @@
+"""parity=true in a sweep: which checks run (one per group of compared trials), what the
+parent run and each trial get; the checks themselves are replaced by scripted outcomes."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from bench.config import BenchConfig, FrameworkConfig, ModelConfig
+from bench.parity import check
+from bench.sweep import parity
+
+
+class Notes:
+    def __init__(self) -> None:
+        self.notes: list[tuple[str, str, str]] = []
+
+    def note_parity(self, sweep_id: str, group: str, text: str, verdict: str) -> None:
+        self.notes.append((group, verdict, text))
+
+
+def cfg(framework: str, **kw: Any) -> BenchConfig:
+    base = BenchConfig(framework=FrameworkConfig(framework), model=ModelConfig("lenet5"))
+    return dataclasses.replace(base, parity=True, **kw)
+
+
+@pytest.fixture
+def scripted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
+    calls: list[tuple[str, Any]] = []
+
+    def outcome(passed: bool) -> Any:
+        class Fake:
+            pass
+
+        fake = Fake()
+        fake.passed = passed  # type: ignore[attr-defined]
+        return fake
+
+    def fake_check(spec: Any, frameworks: list[str], tolerance: float = 0.01) -> Any:
+        calls.append(("frameworks", (spec.model, spec.batch_size, tuple(frameworks))))
+        return outcome("mxnet" not in frameworks)  # mxnet's side "fails" here
+
+    def fake_strategy(
+        spec: Any, fw: str, strategy: str, workers: int, tolerance: float = 0.01
+    ) -> Any:
+        calls.append(("strategy", (fw, strategy, workers, spec.batch_size)))
+        return outcome(True)
+
+    monkeypatch.setattr(check, "check", fake_check)
+    monkeypatch.setattr(check, "check_strategy", fake_strategy)
+    monkeypatch.setattr(check, "format_outcome", lambda o, show_steps=True: "the table")
+    return calls
+
+
+def test_one_check_per_group_of_compared_trials(scripted: list[Any]) -> None:
+    cfgs = [cfg("torch"), cfg("tf"), cfg("torch", repeat=1), cfg("tf", batch_size=64),
+            cfg("torch", batch_size=64), cfg("torch", distributed="ddp", workers=2),
+            cfg("tf", distributed="ps_async", workers=2), cfg("torch", batch_size=8)]  # fmt: skip
+    store = Notes()
+    verdicts = parity.run_checks(cfgs, store, "sweep")
+    assert sorted(scripted) == sorted([
+        ("frameworks", ("lenet5", 32, ("torch", "tf"))),
+        ("frameworks", ("lenet5", 64, ("torch", "tf"))),
+        ("strategy", ("torch", "ddp", 2, 64)),  # the global batch: 2 workers x 32
+    ])  # fmt: skip
+    by_name = {g.name: v for g, v in verdicts.items()}
+    assert by_name["lenet5-sgd-b32-32px"] == "passed"
+    assert by_name["lenet5-sgd-b64-32px-ps_async2"] == "not-covered"
+    assert "lenet5-sgd-b8-32px" not in by_name  # one framework: nothing to compare
+    assert ("", "passed", "") in store.notes
+    assert any(n[0] == "lenet5-sgd-b64-32px-ps_async2" and "not covered" in n[2]
+               for n in store.notes)  # fmt: skip
+    assert parity.overrides(cfgs[1], verdicts) == ["++hydra.job.env_set.BENCH_PARITY=passed"]
+    assert parity.overrides(cfgs[7], verdicts) == []
+
+
+def test_a_failed_check_fails_the_sweeps_verdict(scripted: list[Any]) -> None:
+    store = Notes()
+    verdicts = parity.run_checks([cfg("torch"), cfg("mxnet")], store, "sweep")
+    assert list(verdicts.values()) == ["failed"]
+    assert ("", "failed", "") in store.notes
+
+
+def test_without_parity_nothing_runs(scripted: list[Any]) -> None:
+    plain = [dataclasses.replace(c, parity=False) for c in (cfg("torch"), cfg("tf"))]
+    assert parity.run_checks(plain, Notes(), "sweep") == {} and scripted == []
