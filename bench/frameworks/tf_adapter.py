@@ -271,14 +271,17 @@ class Adapter:
 
     def configure(self, cfg: BenchConfig, threads: int) -> None:
         tf.get_logger().setLevel("ERROR")
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(threads)
-        gpus = tf.config.list_physical_devices("GPU")
-        if cfg.device == "cpu":
-            tf.config.set_visible_devices([], "GPU")
-        else:
-            for gpu in gpus:  # allocate as needed, so peak memory means something
-                tf.config.experimental.set_memory_growth(gpu, True)
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(threads)
+            tf.config.threading.set_inter_op_parallelism_threads(threads)
+            gpus = tf.config.list_physical_devices("GPU")
+            if cfg.device == "cpu":
+                tf.config.set_visible_devices([], "GPU")
+            else:
+                for gpu in gpus:  # allocate as needed, so peak memory means something
+                    tf.config.experimental.set_memory_growth(gpu, True)
+        except RuntimeError:  # the runtime is initialized already (a second session in a
+            pass  # process: launcher=inline, the parity check): it keeps its settings
         keras.utils.set_random_seed(cfg.seed)
 
     def environment(self) -> dict[str, str]:
