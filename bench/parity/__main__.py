@@ -14,7 +14,8 @@ import argparse
 import os
 import sys
 
-from bench.parity.check import DEFAULT_TOLERANCE, FRAMEWORKS, STRATEGIES
+from bench.parity.check import DEFAULT_TOLERANCE, FRAMEWORKS
+from bench.parity.strategy import COVERED
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
         default="none",
         help="compare this strategy at --workers x (batch / workers), run as a real trial, "
         f"with the undistributed run at the full batch, in one framework: one of "
-        f"{', '.join(STRATEGIES)}",
+        f"{', '.join(COVERED)}",
     )
     p.add_argument("--workers", type=int, default=2, help="with --distributed (default: 2)")
     p.add_argument("--quiet", action="store_true", help="no per-step table")
@@ -56,8 +57,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _frameworks(args: argparse.Namespace) -> list[str]:
     if args.frameworks is None:
-        if args.distributed in STRATEGIES:
-            return [STRATEGIES[args.distributed][0]]
+        if args.distributed in COVERED:
+            return [COVERED[args.distributed][0]]
         return list(FRAMEWORKS)
     return [f.strip() for f in args.frameworks.split(",") if f.strip()]
 
@@ -70,15 +71,15 @@ def problems(args: argparse.Namespace) -> list[str]:
     frameworks = _frameworks(args)
     unknown = [f for f in frameworks if f not in FRAMEWORKS]
     if args.distributed != "none":
-        if args.distributed not in STRATEGIES:
+        if args.distributed not in COVERED:
             found.append(
-                f"--distributed: one of {', '.join(STRATEGIES)} (the synchronous strategies "
+                f"--distributed: one of {', '.join(COVERED)} (the synchronous strategies "
                 f"the check covers so far); got {args.distributed!r}"
             )
-        elif len(frameworks) != 1 or frameworks[0] not in STRATEGIES[args.distributed]:
+        elif len(frameworks) != 1 or frameworks[0] not in COVERED[args.distributed]:
             found.append(
                 f"--frameworks: with --distributed {args.distributed}, one of "
-                f"{', '.join(STRATEGIES[args.distributed])}; got {args.frameworks!r}"
+                f"{', '.join(COVERED[args.distributed])}; got {args.frameworks!r}"
             )
         if args.workers < 2:
             found.append(f"--workers: at least 2, got {args.workers}")
@@ -120,7 +121,7 @@ def problems(args: argparse.Namespace) -> list[str]:
         found.append(f"--lr: above 0, got {args.lr}")
     if not (0 <= args.momentum < 1) or args.weight_decay < 0:
         found.append("--momentum: in [0, 1); --weight-decay: at least 0")
-    runs = args.distributed == "none" or args.distributed in STRATEGIES
+    runs = args.distributed == "none" or args.distributed in COVERED
     for framework in frameworks if runs else []:
         if framework in interpreters.OWN_ENVIRONMENTS and interpreters.problem(framework):
             found.append(f"--frameworks: {interpreters.problem(framework)}")
@@ -136,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {problem}", file=sys.stderr)
         return 2
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    from bench.parity import check, side
+    from bench.parity import check, side, strategy
 
     spec = side.Spec(
         model=args.model,
@@ -152,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     frameworks = _frameworks(args)
     if args.distributed != "none":
-        outcome: check.Outcome = check.check_strategy(
+        outcome: check.Outcome = strategy.check_strategy(
             spec, frameworks[0], args.distributed, args.workers, args.tolerance
         )
     else:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,7 +104,7 @@ def run_side(
         return sides.read_result(result, framework)
 
 
-def _norm(arrays: list[np.ndarray]) -> float:
+def norm(arrays: list[np.ndarray]) -> float:
     return float(np.sqrt(sum(float(np.sum(np.square(a, dtype=np.float64))) for a in arrays)))
 
 
@@ -119,11 +118,11 @@ def compare(reference: sides.Side, other: sides.Side, init: list[Tensor]) -> Dev
     ]
     travelled = [r - init[i].value for i, r, _ in params]
     differ = [o - r for _, r, o in params]
-    update = _norm(differ) / max(_norm(travelled), 1e-30)
+    update = norm(differ) / max(norm(travelled), 1e-30)
     weights, worst = 0.0, ""
     buffers: float | None = None
     for r, o in zip(reference.weights, other.weights, strict=True):
-        d = _norm([o.value - r.value]) / max(_norm([r.value]), 1e-30)
+        d = norm([o.value - r.value]) / max(norm([r.value]), 1e-30)
         if r.kind == BUFFER:
             buffers = max(buffers or 0.0, d)
         elif d > weights:
@@ -140,10 +139,14 @@ class Outcome:
     seconds: float
     floor: Deviation  # the reference against itself from rounding-level different weights
     asked_steps: int = 0
+    strategy: str = ""  # a strategy check (bench.parity.strategy): the strategy, its workers
+    workers: int = 1
+    replicas_apart: float = 0.0  # how far the workers' weights end from worker 0's
 
     @property
     def passed(self) -> bool:
-        return all(d.passed(self.tolerance) for d in self.deviations)
+        ok = all(d.passed(self.tolerance) for d in self.deviations)
+        return ok and self.replicas_apart <= self.tolerance
 
 
 # How much a rounding-level change of the initial weights (one float32 ulp, about 1.2e-7
@@ -174,7 +177,7 @@ def check(spec: sides.Spec, frameworks: list[str], tolerance: float = DEFAULT_TO
     import time
 
     started = time.perf_counter()
-    run_spec, reference, floor, init, run_batches = _horizon(spec, frameworks[0], tolerance)
+    run_spec, reference, floor, init, run_batches = horizon(spec, frameworks[0], tolerance)
     done = [reference] + [run_side(fw, run_spec, init, run_batches) for fw in frameworks[1:]]
     deviations = [compare(reference, other, init) for other in done[1:]]
     return Outcome(
@@ -209,7 +212,7 @@ def format_outcome(outcome: Outcome, show_steps: bool = True) -> str:
             "when its initial weights move by one float32 rounding step (this model's "
             "training amplifies rounding; see the 'rounding' row)"
         )
-    if isinstance(outcome, StrategyOutcome):
+    if outcome.strategy:
         lines.append(
             f"{outcome.strategy} at {outcome.workers} workers x batch "
             f"{spec.batch_size // outcome.workers}, run as a real trial (python -m bench), against "
@@ -255,9 +258,10 @@ def format_outcome(outcome: Outcome, show_steps: bool = True) -> str:
                 "passed" if d.passed(outcome.tolerance) else "FAILED",
             ]
         )
-    if isinstance(outcome, StrategyOutcome):
-        ok = outcome.replicas_apart <= outcome.tolerance
-        rows.append(["workers' weights apart", "-", "-", f"{outcome.replicas_apart:.2e}", "-",
+    if outcome.strategy:
+        apart = outcome.replicas_apart
+        ok = apart <= outcome.tolerance
+        rows.append(["workers' weights apart", "-", "-", f"{apart:.2e}", "-",
                      "passed" if ok else "FAILED"])  # fmt: skip
     lines.append(_table(["relative deviation", "loss", "update", "weights", "BN stats", ""], rows))
     verdict = "passed" if outcome.passed else "FAILED"
@@ -277,17 +281,7 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
-# Synchronous data-parallel strategies the check runs through a real trial, by framework.
-STRATEGIES = {
-    "ddp": ("torch",),
-    "horovod": ("torch", "tf"),
-    "mirrored": ("tf",),
-    "multiworker": ("tf",),
-    "kvstore_sync": ("mxnet",),
-}
-
-
-def _horizon(
+def horizon(
     spec: sides.Spec, framework: str, tolerance: float
 ) -> tuple[sides.Spec, sides.Side, Deviation, list[Tensor], data.HostBatches]:
     """The reference side over the longest prefix of ``spec.steps`` that rounding does not
@@ -311,119 +305,3 @@ def _horizon(
         ]
         within = next((i for i, d in enumerate(off) if d > limit), len(off))
         steps = max(1, min(within, steps * 3 // 4))
-
-
-def trial_overrides(spec: sides.Spec, framework: str) -> list[str]:
-    """``python -m bench`` overrides for a trial that takes exactly the check's steps: one
-    step per epoch (so that each epoch's loss is that step's), no warm-up, no telemetry."""
-    return [
-        f"framework={framework}",
-        f"model={spec.model}",
-        f"image_size={spec.image_size}",
-        f"num_classes={spec.num_classes}",
-        f"optimizer.name={spec.optimizer}",
-        f"optimizer.lr={spec.lr}",
-        f"optimizer.momentum={spec.momentum}",
-        f"optimizer.weight_decay={spec.weight_decay}",
-        f"epochs={spec.steps}",
-        "steps_per_epoch=1",
-        "warmup_steps=0",
-        f"data.num_batches={spec.steps}",
-        "telemetry.enabled=false",
-        "device=cpu",
-        f"seed={spec.seed}",
-        "force=true",
-    ]
-
-
-def run_trial_side(
-    framework: str,
-    spec: sides.Spec,
-    init: list[Tensor],
-    b: data.HostBatches,
-    overrides: list[str],
-    label: str,
-) -> tuple[sides.Side, float]:
-    """A real trial (``python -m bench``, its own store) with the parity hook: the mean of
-    its processes' losses per step, process 0's weights, and how far the other processes'
-    weights are from process 0's (0 for one process)."""
-    from bench.frameworks import parity_hook
-
-    with tempfile.TemporaryDirectory(prefix="bench-parity-") as tmp:
-        where = Path(tmp, "parity")
-        where.mkdir()
-        parity_hook.save_tensors(where / "init.npz", init)
-        arrays = {f"x{i:04d}": x for i, x in enumerate(b.images)}
-        arrays.update({f"y{i:04d}": y for i, y in enumerate(b.labels)})
-        np.savez(where / "batches.npz", **arrays)  # type: ignore[arg-type]
-        repo = str(Path(__file__).resolve().parents[2])
-        path = os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))
-        env = dict(os.environ, PYTHONPATH=path, **{parity_hook.VARIABLE: str(where)})
-        command = [
-            sys.executable, "-m", "bench", *trial_overrides(spec, framework), *overrides,
-            f"tracking.uri=sqlite:///{tmp}/mlflow.db", f"hydra.run.dir={tmp}/run",
-        ]  # fmt: skip
-        done = subprocess.run(
-            command, capture_output=True, text=True, env=env, timeout=1800, cwd=tmp
-        )
-        ranks = sorted(where.glob("rank*.npz"), key=lambda p: int(p.stem[4:]))
-        if done.returncode != 0 or not ranks:
-            raise RuntimeError(
-                f"the {label} trial failed (exit {done.returncode}):\n"
-                f"{(done.stdout + done.stderr)[-3000:]}"
-            )
-        loaded = [parity_hook.load_tensors(p) for p in ranks]
-    losses = np.mean([extra["losses"] for _, extra in loaded], axis=0)
-    first = loaded[0][0]
-    apart = 0.0
-    for tensors, _ in loaded[1:]:
-        for a, t in zip(first, tensors, strict=True):
-            apart = max(apart, _norm([t.value - a.value]) / max(_norm([a.value]), 1e-30))
-    return sides.Side(label, [float(v) for v in losses], first), apart
-
-
-@dataclass
-class StrategyOutcome(Outcome):
-    strategy: str = ""
-    workers: int = 1
-    replicas_apart: float = 0.0
-
-    @property
-    def passed(self) -> bool:
-        return super().passed and self.replicas_apart <= self.tolerance
-
-
-def check_strategy(
-    spec: sides.Spec,
-    framework: str,
-    strategy: str,
-    workers: int,
-    tolerance: float = DEFAULT_TOLERANCE,
-) -> StrategyOutcome:
-    """``strategy`` at ``workers`` x (batch / workers), run as a real trial, against the
-    framework's undistributed session at the full batch, from the same start."""
-    import time
-
-    started = time.perf_counter()
-    run_spec, reference, floor, init, b = _horizon(spec, framework, tolerance)
-    overrides = [
-        f"distributed={strategy}",
-        f"workers={workers}",
-        f"batch_size={spec.batch_size // workers}",
-    ]
-    label = f"{strategy} {workers}x{spec.batch_size // workers}"
-    reference.framework = f"{framework} 1x{spec.batch_size}"
-    other, apart = run_trial_side(framework, run_spec, init, b, overrides, label)
-    deviation = compare(reference, other, init)
-    return StrategyOutcome(
-        run_spec,
-        [reference, other],
-        [deviation],
-        tolerance,
-        time.perf_counter() - started,
-        floor,
-        spec.steps,
-        strategy,
-        workers,
-        apart,
-    )

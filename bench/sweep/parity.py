@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.config import BenchConfig
-from bench.parity import check, side
+from bench.parity import check, side, strategy
 
 ENV_PARITY = "BENCH_PARITY"
 PASSED, FAILED, NOT_COVERED = "passed", "failed", "not-covered"
@@ -77,10 +77,10 @@ def _covered(group: Group, frameworks: list[str]) -> str:
     if "mxnet" in frameworks and group.model not in mxnet_models():
         return f"{group.model} has no MXNet build"
     if group.distributed != "none":
-        if group.distributed not in check.STRATEGIES or group.nodes > 1:
+        if group.distributed not in strategy.COVERED or group.nodes > 1:
             return f"{group.distributed} (nodes={group.nodes}) is not covered by the check yet"
-        if any(f not in check.STRATEGIES[group.distributed] for f in frameworks):
-            return f"{group.distributed} runs in {', '.join(check.STRATEGIES[group.distributed])}"
+        if any(f not in strategy.COVERED[group.distributed] for f in frameworks):
+            return f"{group.distributed} runs in {', '.join(strategy.COVERED[group.distributed])}"
     return ""
 
 
@@ -109,7 +109,7 @@ def run_checks(cfgs: Sequence[BenchConfig], store: object, sweep_id: str) -> dic
                     outcomes = [check.check(group.spec(), frameworks)]
                 else:
                     outcomes = [
-                        check.check_strategy(group.spec(), f, group.distributed, group.workers)
+                        strategy.check_strategy(group.spec(), f, group.distributed, group.workers)
                         for f in frameworks
                     ]
                 for outcome in outcomes:

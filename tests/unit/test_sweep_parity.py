@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from bench.config import BenchConfig, FrameworkConfig, ModelConfig
-from bench.parity import check
+from bench.parity import check, strategy
 from bench.sweep import parity
 
 
@@ -49,7 +49,7 @@ def scripted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
         return outcome(True)
 
     monkeypatch.setattr(check, "check", fake_check)
-    monkeypatch.setattr(check, "check_strategy", fake_strategy)
+    monkeypatch.setattr(strategy, "check_strategy", fake_strategy)
     monkeypatch.setattr(check, "format_outcome", lambda o, show_steps=True: "the table")
     return calls
 

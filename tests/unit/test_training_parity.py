@@ -115,7 +115,7 @@ def test_weights_go_through_keras_and_back_unchanged() -> None:
     """The canonical form is PyTorch's: copied into Keras and read back, every tensor is
     bit for bit what went in (ResNet-18: convolutions, BatchNorm, a dense head)."""
     from bench import frameworks
-    from bench.parity import weights
+    from bench.frameworks import weights
 
     spec = side.Spec(model="resnet18", steps=1)
     init = check.initial_weights(spec)
