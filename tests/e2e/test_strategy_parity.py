@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from bench.parity import __main__ as cli
-from bench.parity import check, side, strategy
+from bench.parity import check, side
+from bench.parity import strategy as strategies
 
 pytestmark = pytest.mark.e2e
 
@@ -18,7 +19,7 @@ SPEC = side.Spec(model="lenet5", batch_size=32, steps=10)
 
 
 def _passes(framework: str, strategy: str) -> None:
-    outcome = strategy.check_strategy(SPEC, framework, strategy, 2)
+    outcome = strategies.check_strategy(SPEC, framework, strategy, 2)
     text = check.format_outcome(outcome)
     assert outcome.passed, text
     assert outcome.spec.steps == SPEC.steps, text
@@ -43,13 +44,13 @@ def test_horovod_trains_like_the_undistributed_run(framework: str) -> None:
 
 def test_a_strategy_trial_with_a_different_step_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     """The distributed trial's learning rate 0.9x the undistributed run's: a tenth off."""
-    original = strategy.trial_overrides
+    original = strategies.trial_overrides
 
     def off(spec: side.Spec, framework: str) -> list[str]:
         return [*original(spec, framework), f"optimizer.lr={spec.lr * 0.9}"]
 
-    monkeypatch.setattr(strategy, "trial_overrides", off)
-    outcome = strategy.check_strategy(SPEC, "torch", "ddp", 2)
+    monkeypatch.setattr(strategies, "trial_overrides", off)
+    outcome = strategies.check_strategy(SPEC, "torch", "ddp", 2)
     assert not outcome.passed
     assert outcome.deviations[0].update > 0.05
 
