@@ -121,25 +121,22 @@ def _timed_epochs(
     return records, all_steps
 
 
-def _warm_up(session: Session, steps: int) -> tuple[float, list[float]]:
-    """Return the first step's time (incl. tracing/compilation) and each later warm-up
-    step's, in seconds (each step synchronized: the warm-up is not timed as a window)."""
+def _warm_up(session: Session, steps: int) -> tuple[float, float]:
+    """Return (first step incl. tracing/compilation, remaining warm-up steps) in seconds."""
     perf = time.perf_counter
     session.sync()
     t0 = perf()
     session.step(session.next_batch())
     session.sync()
-    first, later = perf() - t0, []
+    t1 = perf()
     for _ in range(steps - 1):
-        t0 = perf()
         session.step(session.next_batch())
-        session.sync()
-        later.append(perf() - t0)
+    session.sync()
     session.take_mean_loss()  # warm-up losses are not reported
-    return first, later
+    return t1 - t0, perf() - t1
 
 
-# steps_per_epoch=-1: untimed steps after the warm-up whose median step time sizes the
+# steps_per_epoch=-1: untimed steps after the warm-up whose fastest step time sizes the
 # window.  The warm-up's own later steps still carry one-time costs (lenet5's second step
 # took 60 ms against 4.5 ms after it), so they are not used.  A fixed count: the ranks of a
 # distributed trial step together.
@@ -259,10 +256,10 @@ def run_trial(
         result.phases["flops_time_s"] = time.perf_counter() - t0
         telemetry.start(session.device)
 
-        warm: list[float] = []
         if cfg.warmup_steps > 0:
-            result.phases["compile_time_s"], warm = _warm_up(session, cfg.warmup_steps)
-            result.phases["warmup_time_s"] = sum(warm)
+            result.phases["compile_time_s"], result.phases["warmup_time_s"] = _warm_up(
+                session, cfg.warmup_steps
+            )
         auto = 0
         if cfg.steps_per_epoch == AUTO:
             probe = _probe(session)

@@ -39,6 +39,7 @@ def save_tensors(path: Path, tensors: list[weights.Tensor], **extra: np.ndarray)
 
 
 def load_tensors(path: Path) -> tuple[list[weights.Tensor], dict[str, np.ndarray]]:
+    """What :func:`save_tensors` wrote: the tensors, and the other members by name."""
     with np.load(path) as saved:
         names = json.loads(str(saved["names"]))
         tensors = [weights.Tensor(n, k, saved[f"w{i:04d}"]) for i, (n, k) in enumerate(names)]
@@ -46,13 +47,27 @@ def load_tensors(path: Path) -> tuple[list[weights.Tensor], dict[str, np.ndarray
     return tensors, extra
 
 
+def batch_arrays(b: HostBatches) -> dict[str, np.ndarray]:
+    """Every step's batch as .npz members (``x0000``, ``y0000``, ...)."""
+    arrays = {f"x{i:04d}": x for i, x in enumerate(b.images)}
+    arrays.update({f"y{i:04d}": y for i, y in enumerate(b.labels)})
+    return arrays
+
+
+def read_batches(saved: Any) -> HostBatches:
+    """The batches :func:`batch_arrays` wrote, from an open .npz or a dict of its members."""
+    steps = len([k for k in saved if k.startswith("x")])
+    return HostBatches(
+        [saved[f"x{i:04d}"] for i in range(steps)], [saved[f"y{i:04d}"] for i in range(steps)]
+    )
+
+
 def batches(where: Path, cfg: BenchConfig, index: int) -> HostBatches:
     """This process's share of every step's global batch."""
     b = cfg.batch_size
     with np.load(where / "batches.npz") as saved:
-        steps = len([k for k in saved.files if k.startswith("x")])
-        xs = [saved[f"x{i:04d}"] for i in range(steps)]
-        ys = [saved[f"y{i:04d}"] for i in range(steps)]
+        whole = read_batches(saved)
+    xs, ys = whole.images, whole.labels
     if (index + 1) * b > len(xs[0]):
         raise RuntimeError(
             f"parity: process {index} at batch {b} needs {(index + 1) * b} samples per step; "

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from bench.config import (
     TelemetryConfig,
 )
 from bench.data import HostBatches
+from bench.frameworks.parity_hook import batch_arrays, load_tensors, read_batches, save_tensors
 from bench.frameworks.weights import Tensor, disable_dropout, export, load
 
 
@@ -72,7 +73,6 @@ class Side:
     losses: list[float]
     weights: list[Tensor]
     dropout_layers: int = 0
-    notes: list[str] = field(default_factory=list)
 
 
 def run(framework: str, spec: Spec, init: list[Tensor], batches: HostBatches) -> Side:
@@ -96,57 +96,33 @@ def run(framework: str, spec: Spec, init: list[Tensor], batches: HostBatches) ->
     return Side(framework, losses, export(framework, session), dropped)
 
 
-# -- the child process: request and result as .npz files -----------------------------------
+# -- the child process: request and result as .npz files (parity_hook's format) --------------
 
 
 def write_request(
     path: str, framework: str, spec: Spec, init: list[Tensor], b: HostBatches
 ) -> None:
-    arrays: dict[str, np.ndarray] = {
-        "spec": np.array(json.dumps({"framework": framework, **asdict(spec)})),
-        "names": np.array(json.dumps([[t.name, t.kind] for t in init])),
-    }
-    arrays.update({f"w{i:04d}": t.value for i, t in enumerate(init)})
-    arrays.update({f"x{i:04d}": x for i, x in enumerate(b.images)})
-    arrays.update({f"y{i:04d}": y for i, y in enumerate(b.labels)})
-    np.savez(path, **arrays)  # type: ignore[arg-type]
-
-
-def _tensors(saved: Any, names: list[list[str]]) -> list[Tensor]:
-    return [Tensor(n, k, saved[f"w{i:04d}"]) for i, (n, k) in enumerate(names)]
+    spec_json = np.array(json.dumps({"framework": framework, **asdict(spec)}))
+    save_tensors(Path(path), init, spec=spec_json, **batch_arrays(b))
 
 
 def write_result(path: str, side: Side) -> None:
-    arrays: dict[str, np.ndarray] = {
-        "losses": np.asarray(side.losses, dtype=np.float64),
-        "names": np.array(json.dumps([[t.name, t.kind] for t in side.weights])),
-        "dropout": np.array(side.dropout_layers),
-    }
-    arrays.update({f"w{i:04d}": t.value for i, t in enumerate(side.weights)})
-    np.savez(path, **arrays)  # type: ignore[arg-type]
+    losses = np.asarray(side.losses, dtype=np.float64)
+    save_tensors(Path(path), side.weights, losses=losses, dropout=np.array(side.dropout_layers))
 
 
 def read_result(path: str, framework: str) -> Side:
-    with np.load(path) as saved:
-        names = json.loads(str(saved["names"]))
-        return Side(
-            framework,
-            [float(v) for v in saved["losses"]],
-            _tensors(saved, names),
-            int(saved["dropout"]),
-        )
+    tensors, extra = load_tensors(Path(path))
+    losses = [float(v) for v in extra["losses"]]
+    return Side(framework, losses, tensors, int(extra["dropout"]))
 
 
 def main(argv: list[str]) -> int:
     request, result = argv
-    with np.load(request) as saved:
-        spec_fields = json.loads(str(saved["spec"]))
-        framework = spec_fields.pop("framework")
-        init = _tensors(saved, json.loads(str(saved["names"])))
-        count = len([k for k in saved.files if k.startswith("x")])
-        batches = HostBatches(
-            [saved[f"x{i:04d}"] for i in range(count)], [saved[f"y{i:04d}"] for i in range(count)]
-        )
+    init, extra = load_tensors(Path(request))
+    spec_fields = json.loads(str(extra["spec"]))
+    framework = spec_fields.pop("framework")
+    batches = read_batches(extra)
     write_result(result, run(framework, Spec(**spec_fields), init, batches))
     return 0
 

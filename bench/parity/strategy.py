@@ -68,9 +68,7 @@ def run_trial_side(
         where = Path(tmp, "parity")
         where.mkdir()
         parity_hook.save_tensors(where / "init.npz", init)
-        arrays = {f"x{i:04d}": x for i, x in enumerate(b.images)}
-        arrays.update({f"y{i:04d}": y for i, y in enumerate(b.labels)})
-        np.savez(where / "batches.npz", **arrays)  # type: ignore[arg-type]
+        np.savez(where / "batches.npz", **parity_hook.batch_arrays(b))  # type: ignore[arg-type]
         repo = str(Path(__file__).resolve().parents[2])
         path = os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))
         env = dict(os.environ, PYTHONPATH=path, **{parity_hook.VARIABLE: str(where)})

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bench import tracking
 from bench.config import BenchConfig
 from bench.parity import check, side, strategy
 
@@ -84,7 +85,9 @@ def _covered(group: Group, frameworks: list[str]) -> str:
     return ""
 
 
-def run_checks(cfgs: Sequence[BenchConfig], store: object, sweep_id: str) -> dict[Group, str]:
+def run_checks(
+    cfgs: Sequence[BenchConfig], store: tracking.Store, sweep_id: str
+) -> dict[Group, str]:
     """Run the checks of every group with parity=true; return each group's verdict."""
     groups: dict[Group, list[str]] = {}
     for cfg in cfgs:
@@ -121,14 +124,9 @@ def run_checks(cfgs: Sequence[BenchConfig], store: object, sweep_id: str) -> dic
             verdicts[group] = PASSED if passed else FAILED
             text = "\n\n".join(texts)
         print(f"bench: parity {group.name}: {verdicts[group]}", file=sys.stderr, flush=True)
-        note = getattr(store, "note_parity", None)
-        if note is not None:
-            note(sweep_id, group.name, text, verdicts[group])
+        store.note_parity(sweep_id, group.name, text, verdicts[group])
     if verdicts:
-        overall = FAILED if FAILED in verdicts.values() else PASSED
-        note = getattr(store, "note_parity", None)
-        if note is not None:
-            note(sweep_id, "", "", overall)
+        store.note_parity(sweep_id, "", "", FAILED if FAILED in verdicts.values() else PASSED)
     return verdicts
 
 
