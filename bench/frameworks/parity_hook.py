@@ -4,10 +4,12 @@ on the batches found there, and each process writes back its per-step losses and
 weights after the last step.  Without the variable nothing here runs.
 
 The folder holds ``init.npz`` (weights in the canonical form of :mod:`.weights`) and
-``batches.npz`` (the global batch of every step); a process whose trial batch is ``b``
-and whose place among the data-parallel processes is ``index`` takes samples
-``[index * b, (index + 1) * b)`` of each, so that W processes at batch B/W see exactly
-the samples one process sees at batch B.  It writes ``rank<index>.npz``.
+``batches.npz`` (the global batch of every step); a process that steps on ``s`` samples
+(:func:`bench.config.samples_per_step`) and whose place among the data-parallel processes
+is ``index`` takes samples ``[index * s, (index + 1) * s)`` of each, so that W processes at
+batch B/W see exactly the samples one process sees at batch B.  A process that steps on
+several devices at once (``kvstore_device``: one host batch per device) gets its share cut
+into one batch per device, in device order.  It writes ``rank<index>.npz``.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.config import BenchConfig
+from bench.config import BenchConfig, samples_per_step
 from bench.data import HostBatches
 from bench.frameworks import weights
 
@@ -63,19 +65,22 @@ def read_batches(saved: Any) -> HostBatches:
 
 
 def batches(where: Path, cfg: BenchConfig, index: int) -> HostBatches:
-    """This process's share of every step's global batch."""
-    b = cfg.batch_size
+    """This process's share of every step's global batch, one batch per device it steps."""
+    b, s = cfg.batch_size, samples_per_step(cfg)
     with np.load(where / "batches.npz") as saved:
         whole = read_batches(saved)
-    xs, ys = whole.images, whole.labels
-    if (index + 1) * b > len(xs[0]):
+    if (index + 1) * s > len(whole.images[0]):
         raise RuntimeError(
-            f"parity: process {index} at batch {b} needs {(index + 1) * b} samples per step; "
-            f"the global batch has {len(xs[0])}"
+            f"parity: process {index} at {s} samples per step needs {(index + 1) * s}; "
+            f"the global batch has {len(whole.images[0])}"
         )
-    return HostBatches(
-        [x[index * b : (index + 1) * b] for x in xs], [y[index * b : (index + 1) * b] for y in ys]
-    )
+    xs: list[np.ndarray] = []
+    ys: list[np.ndarray] = []
+    for x, y in zip(whole.images, whole.labels, strict=True):
+        for start in range(index * s, (index + 1) * s, b):
+            xs.append(x[start : start + b])
+            ys.append(y[start : start + b])
+    return HostBatches(xs, ys)
 
 
 def start(where: Path, framework: str, session: Any) -> None:
@@ -87,6 +92,7 @@ def start(where: Path, framework: str, session: Any) -> None:
 
 def finish(where: Path, framework: str, session: Any, losses: list[float], index: int) -> None:
     session.sync()
+    weights.settle(framework, session)
     save_tensors(
         where / f"rank{index}.npz",
         weights.export(framework, session),

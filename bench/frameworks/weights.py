@@ -46,6 +46,15 @@ def load(framework: str, session: Any, tensors: list[Tensor]) -> None:
     _LOAD[framework](session, [t.value for t in tensors])
 
 
+def settle(framework: str, session: Any) -> None:
+    """After the last step, before :func:`export`: make the session's copy of the weights
+    the job's final ones.  A worker of an MXNet parameter-server job waits for every worker
+    to finish (a barrier) and pulls the servers' weights, which in dist_async may hold
+    updates the worker's last pull preceded; elsewhere the session's copy is final."""
+    if framework == "mxnet":
+        _mxnet_settle(session)
+
+
 def disable_dropout(framework: str, session: Any) -> int:
     """Make every dropout layer the identity (before the first step); return how many."""
     return _DROPOUT[framework](session)
@@ -204,6 +213,17 @@ def _mxnet_load(session: Any, values: list[np.ndarray]) -> None:
 
     for (_, p), value in zip(_mxnet_params(session), values, strict=True):
         p.set_data(mx.nd.array(value))
+
+
+def _mxnet_settle(session: Any) -> None:
+    kvstore = getattr(session, "kvstore", None)
+    if kvstore is None or session.trainer is None:
+        return
+    kvstore._barrier()
+    for i, param in enumerate(session.trainer._params):  # the Trainer's keys
+        if param.grad_req != "null":
+            kvstore.pull(i, param.list_data(), priority=-i)
+    session.sync()
 
 
 def _mxnet_dropout(session: Any) -> int:

@@ -15,7 +15,9 @@ import os
 import sys
 
 from bench.parity.check import DEFAULT_TOLERANCE, FRAMEWORKS
-from bench.parity.strategy import COVERED
+from bench.parity.strategy import ASYNC, ASYNC_TOLERANCE, COVERED, WHOLE_BATCH
+
+STRATEGIES = {**COVERED, **ASYNC}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -35,20 +37,34 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--optimizer", default="sgd", help="sgd or adam (default: %(default)s)")
     p.add_argument("--lr", type=float, default=None, help="default: 0.01 (sgd), 0.001 (adam)")
-    p.add_argument("--momentum", type=float, default=0.9, help="sgd (default: %(default)s)")
+    p.add_argument(
+        "--momentum",
+        type=float,
+        default=None,
+        help="sgd (default: 0.9; 0 with an asynchronous --distributed, whose update order "
+        "momentum would weigh)",
+    )
     p.add_argument("--weight-decay", type=float, default=0.0)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--image-size", type=int, default=32)
     p.add_argument("--classes", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE)
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        default=None,
+        help=f"default: {DEFAULT_TOLERANCE:g} ({ASYNC_TOLERANCE:g} with an asynchronous "
+        f"--distributed: {', '.join(ASYNC)})",
+    )
     p.add_argument(
         "--distributed",
         default="none",
         help="compare this strategy at --workers x (batch / workers), run as a real trial, "
-        f"with the undistributed run at the full batch, in one framework: one of "
-        f"{', '.join(COVERED)}",
+        "with the undistributed run at the full batch, in one framework (model_parallel: the "
+        "split model against the unsplit one at the same batch; an asynchronous strategy: "
+        "against the workers' shares taken one after another, a looser check): one of "
+        f"{', '.join(STRATEGIES)}",
     )
     p.add_argument("--workers", type=int, default=2, help="with --distributed (default: 2)")
     p.add_argument("--quiet", action="store_true", help="no per-step table")
@@ -57,8 +73,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _frameworks(args: argparse.Namespace) -> list[str]:
     if args.frameworks is None:
-        if args.distributed in COVERED:
-            return [COVERED[args.distributed][0]]
+        if args.distributed in STRATEGIES:
+            return [STRATEGIES[args.distributed][0]]
         return list(FRAMEWORKS)
     return [f.strip() for f in args.frameworks.split(",") if f.strip()]
 
@@ -71,19 +87,22 @@ def problems(args: argparse.Namespace) -> list[str]:
     frameworks = _frameworks(args)
     unknown = [f for f in frameworks if f not in FRAMEWORKS]
     if args.distributed != "none":
-        if args.distributed not in COVERED:
+        if args.distributed not in STRATEGIES:
             found.append(
-                f"--distributed: one of {', '.join(COVERED)} (the synchronous strategies "
-                f"the check covers so far); got {args.distributed!r}"
+                f"--distributed: one of {', '.join(STRATEGIES)} (the strategies the check "
+                f"runs on the CPU); got {args.distributed!r}"
             )
-        elif len(frameworks) != 1 or frameworks[0] not in COVERED[args.distributed]:
+        elif len(frameworks) != 1 or frameworks[0] not in STRATEGIES[args.distributed]:
             found.append(
                 f"--frameworks: with --distributed {args.distributed}, one of "
-                f"{', '.join(COVERED[args.distributed])}; got {args.frameworks!r}"
+                f"{', '.join(STRATEGIES[args.distributed])}; got {args.frameworks!r}"
             )
-        if args.workers < 2:
+        if args.distributed in WHOLE_BATCH and args.workers != 2:
+            found.append(f"--workers: {args.distributed} splits the model into 2 stages; got "
+                         f"{args.workers}")  # fmt: skip
+        elif args.workers < 2:
             found.append(f"--workers: at least 2, got {args.workers}")
-        elif args.batch_size % args.workers:
+        elif args.batch_size % args.workers and args.distributed not in WHOLE_BATCH:
             found.append(
                 f"--batch-size: {args.batch_size} does not split into {args.workers} equal "
                 "workers' batches"
@@ -115,13 +134,13 @@ def problems(args: argparse.Namespace) -> list[str]:
             found.append(f"--{name.replace('_', '-')}: at least 1, got {getattr(args, name)}")
     if args.classes == 1:
         found.append("--classes: at least 2")
-    if not (args.tolerance > 0):
+    if args.tolerance is not None and not (args.tolerance > 0):
         found.append(f"--tolerance: above 0, got {args.tolerance}")
     if args.lr is not None and not (args.lr > 0):
         found.append(f"--lr: above 0, got {args.lr}")
-    if not (0 <= args.momentum < 1) or args.weight_decay < 0:
+    if (args.momentum is not None and not (0 <= args.momentum < 1)) or args.weight_decay < 0:
         found.append("--momentum: in [0, 1); --weight-decay: at least 0")
-    runs = args.distributed == "none" or args.distributed in COVERED
+    runs = args.distributed == "none" or args.distributed in STRATEGIES
     for framework in frameworks if runs else []:
         if framework in interpreters.OWN_ENVIRONMENTS and interpreters.problem(framework):
             found.append(f"--frameworks: {interpreters.problem(framework)}")
@@ -139,6 +158,10 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     from bench.parity import check, side, strategy
 
+    asynchronous = args.distributed in ASYNC
+    momentum = args.momentum if args.momentum is not None else (0.0 if asynchronous else 0.9)
+    default = ASYNC_TOLERANCE if asynchronous else DEFAULT_TOLERANCE
+    tolerance = args.tolerance if args.tolerance is not None else default
     spec = side.Spec(
         model=args.model,
         batch_size=args.batch_size,
@@ -146,18 +169,22 @@ def main(argv: list[str] | None = None) -> int:
         num_classes=args.classes,
         optimizer=args.optimizer,
         lr=args.lr if args.lr is not None else (0.01 if args.optimizer == "sgd" else 0.001),
-        momentum=args.momentum if args.optimizer == "sgd" else 0.0,
+        momentum=momentum if args.optimizer == "sgd" else 0.0,
         weight_decay=args.weight_decay,
         steps=args.steps,
         seed=args.seed,
     )
     frameworks = _frameworks(args)
-    if args.distributed != "none":
-        outcome: check.Outcome = strategy.check_strategy(
-            spec, frameworks[0], args.distributed, args.workers, args.tolerance
+    if asynchronous:
+        outcome: check.Outcome = strategy.check_async(
+            spec, frameworks[0], args.distributed, args.workers, tolerance
+        )
+    elif args.distributed != "none":
+        outcome = strategy.check_strategy(
+            spec, frameworks[0], args.distributed, args.workers, tolerance
         )
     else:
-        outcome = check.check(spec, frameworks, args.tolerance)
+        outcome = check.check(spec, frameworks, tolerance)
     print(check.format_outcome(outcome, show_steps=not args.quiet))
     return 0 if outcome.passed else 1
 

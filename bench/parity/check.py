@@ -141,12 +141,14 @@ class Outcome:
     asked_steps: int = 0
     strategy: str = ""  # a strategy check (bench.parity.strategy): the strategy, its workers
     workers: int = 1
-    replicas_apart: float = 0.0  # how far the workers' weights end from worker 0's
+    # How far the worker processes' weights end from process 0's (None: one process).
+    replicas_apart: float | None = None
+    setup: str = ""  # a strategy check: what was run against what, in words
 
     @property
     def passed(self) -> bool:
         ok = all(d.passed(self.tolerance) for d in self.deviations)
-        return ok and self.replicas_apart <= self.tolerance
+        return ok and (self.replicas_apart or 0.0) <= self.tolerance
 
 
 # How much a rounding-level change of the initial weights (one float32 ulp, about 1.2e-7
@@ -213,12 +215,7 @@ def format_outcome(outcome: Outcome, show_steps: bool = True) -> str:
             "training amplifies rounding; see the 'rounding' row)"
         )
     if outcome.strategy:
-        lines.append(
-            f"{outcome.strategy} at {outcome.workers} workers x batch "
-            f"{spec.batch_size // outcome.workers}, run as a real trial (python -m bench), against "
-            f"the undistributed session at batch {spec.batch_size}; per step, the mean of the "
-            "workers' losses"
-        )
+        lines.append(outcome.setup)
         if any(t.kind == BUFFER for t in done[0].weights):
             lines.append(
                 "note: this model has BatchNorm, whose per-replica batch statistics "
@@ -258,7 +255,7 @@ def format_outcome(outcome: Outcome, show_steps: bool = True) -> str:
                 "passed" if d.passed(outcome.tolerance) else "FAILED",
             ]
         )
-    if outcome.strategy:
+    if outcome.replicas_apart is not None:
         apart = outcome.replicas_apart
         ok = apart <= outcome.tolerance
         rows.append(["workers' weights apart", "-", "-", f"{apart:.2e}", "-",

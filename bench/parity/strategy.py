@@ -1,7 +1,9 @@
-"""Strategy parity: a synchronous data-parallel strategy, run as a real trial
-(``python -m bench``) at W workers x (batch / W), against the framework's undistributed
-session at the full batch, from the same initial weights and on the same samples (the
-hook in the trial, :mod:`bench.frameworks.parity_hook`, hands each worker its share)."""
+"""Strategy parity: a synchronous strategy, run as a real trial (``python -m bench``),
+against the framework's undistributed session, from the same initial weights and on the
+same samples (the hook in the trial, :mod:`bench.frameworks.parity_hook`, hands each
+worker, or each device, its share).  A data-parallel strategy runs at W workers x
+(batch / W) against the full batch; ``model_parallel`` runs the split model at the full
+batch against the unsplit one."""
 
 from __future__ import annotations
 
@@ -18,14 +20,23 @@ from bench.frameworks.weights import Tensor
 from bench.parity import side as sides
 from bench.parity.check import DEFAULT_TOLERANCE, Outcome, compare, horizon, norm
 
-# Synchronous data-parallel strategies the check runs through a real trial, by framework.
+# Synchronous strategies the check runs through a real trial on the CPU, by framework
+# (dp and torch's model_parallel need GPUs).
 COVERED = {
     "ddp": ("torch",),
     "horovod": ("torch", "tf"),
     "mirrored": ("tf",),
     "multiworker": ("tf",),
     "kvstore_sync": ("mxnet",),
+    "kvstore_device": ("mxnet",),
+    "model_parallel": ("tf",),
 }
+# Strategies whose every worker (stage) sees the whole batch: not data parallel.
+WHOLE_BATCH = ("model_parallel",)
+
+
+def worker_batch(strategy: str, batch_size: int, workers: int) -> int:
+    return batch_size if strategy in WHOLE_BATCH else batch_size // workers
 
 
 def trial_overrides(spec: sides.Spec, framework: str) -> list[str]:
@@ -58,10 +69,10 @@ def run_trial_side(
     b: data.HostBatches,
     overrides: list[str],
     label: str,
-) -> tuple[sides.Side, float]:
+) -> tuple[sides.Side, float | None]:
     """A real trial (``python -m bench``, its own store) with the parity hook: the mean of
     its processes' losses per step, process 0's weights, and how far the other processes'
-    weights are from process 0's (0 for one process)."""
+    weights are from process 0's (None for one process)."""
     from bench.frameworks import parity_hook
 
     with tempfile.TemporaryDirectory(prefix="bench-parity-") as tmp:
@@ -88,10 +99,13 @@ def run_trial_side(
         loaded = [parity_hook.load_tensors(p) for p in ranks]
     losses = np.mean([extra["losses"] for _, extra in loaded], axis=0)
     first = loaded[0][0]
-    apart = 0.0
-    for tensors, _ in loaded[1:]:
-        for a, t in zip(first, tensors, strict=True):
-            apart = max(apart, norm([t.value - a.value]) / max(norm([a.value]), 1e-30))
+    apart = None
+    if len(loaded) > 1:
+        apart = max(
+            norm([t.value - a.value]) / max(norm([a.value]), 1e-30)
+            for tensors, _ in loaded[1:]
+            for a, t in zip(first, tensors, strict=True)
+        )
     return sides.Side(label, [float(v) for v in losses], first), apart
 
 
@@ -102,18 +116,16 @@ def check_strategy(
     workers: int,
     tolerance: float = DEFAULT_TOLERANCE,
 ) -> Outcome:
-    """``strategy`` at ``workers`` x (batch / workers), run as a real trial, against the
-    framework's undistributed session at the full batch, from the same start."""
+    """``strategy`` at ``workers`` x (batch / workers) (``model_parallel``: the split model
+    at the full batch), run as a real trial, against the framework's undistributed session
+    at the full batch, from the same start."""
     import time
 
     started = time.perf_counter()
     run_spec, reference, floor, init, b = horizon(spec, framework, tolerance)
-    overrides = [
-        f"distributed={strategy}",
-        f"workers={workers}",
-        f"batch_size={spec.batch_size // workers}",
-    ]
-    label = f"{strategy} {workers}x{spec.batch_size // workers}"
+    per_worker = worker_batch(strategy, spec.batch_size, workers)
+    overrides = [f"distributed={strategy}", f"workers={workers}", f"batch_size={per_worker}"]
+    label = f"{strategy} {workers}x{per_worker}"
     reference.framework = f"{framework} 1x{spec.batch_size}"
     other, apart = run_trial_side(framework, run_spec, init, b, overrides, label)
     deviation = compare(reference, other, init)
@@ -128,4 +140,99 @@ def check_strategy(
         strategy,
         workers,
         apart,
+        _setup(strategy, workers, spec.batch_size),
     )
+
+
+def _setup(strategy: str, workers: int, batch: int) -> str:
+    if strategy in WHOLE_BATCH:
+        return (
+            f"{strategy}: the model split into {workers} stages at batch {batch}, run as a real "
+            f"trial (python -m bench), against the unsplit model at batch {batch}"
+        )
+    what = "devices of one process" if strategy == "kvstore_device" else "workers"
+    return (
+        f"{strategy} at {workers} {what} x batch {batch // workers}, run as a real trial "
+        f"(python -m bench), against the undistributed session at batch {batch}; per step, "
+        f"the mean of the {what.split()[0]}' losses"
+    )
+
+
+# Asynchronous strategies: each worker's update is applied on its own, computed from weights
+# that may miss the other workers' latest updates (stale), in an arrival order nobody fixes.
+ASYNC = {"kvstore_async": ("mxnet",)}
+# What the looser check allows: staleness moves the trajectory by a few percent over 20
+# steps of lenet5; a wrong scale of each update (every push averaged over all the workers'
+# batches, or not over its own) moves it by 50% or more.
+ASYNC_TOLERANCE = 0.25
+
+
+def sequential(b: data.HostBatches, workers: int) -> data.HostBatches:
+    """Each global batch cut into ``workers`` consecutive shares, taken one after another:
+    the order in which an asynchronous strategy's updates would arrive if every worker
+    waited for the one before it (no staleness)."""
+    per = len(b.images[0]) // workers
+    cut = [slice(i * per, (i + 1) * per) for i in range(workers)]
+    return data.HostBatches(
+        [x[s] for x in b.images for s in cut], [y[s] for y in b.labels for s in cut]
+    )
+
+
+def check_async(
+    spec: sides.Spec,
+    framework: str,
+    strategy: str,
+    workers: int,
+    tolerance: float = ASYNC_TOLERANCE,
+) -> Outcome:
+    """The looser check of an asynchronous strategy: ``workers`` x (batch / workers), each
+    worker ``spec.steps`` steps on its share of every global batch, against the
+    undistributed session taking the same shares one after another at batch / workers
+    (``workers`` x ``spec.steps`` updates, as many as the workers push), its losses averaged
+    over each round of ``workers`` steps.  Staleness and arrival order make the two differ;
+    the tolerance is loose enough for them and tight enough for a wrong update scale."""
+    import dataclasses
+    import time
+
+    from bench.parity.check import batches, initial_weights, run_side, shaken
+
+    started = time.perf_counter()
+    per_worker = spec.batch_size // workers
+    init, b = initial_weights(spec), batches(spec)
+    order = sequential(b, workers)
+    one_by_one = dataclasses.replace(spec, batch_size=per_worker, steps=spec.steps * workers)
+    reference = _rounds(run_side(framework, one_by_one, init, order), workers)
+    floor = compare(reference, _rounds(run_side(framework, one_by_one, shaken(init, spec.seed),
+                                                 order), workers), init)  # fmt: skip
+    reference.framework = f"{framework} 1x{per_worker} in turn"
+    overrides = [f"distributed={strategy}", f"workers={workers}", f"batch_size={per_worker}"]
+    label = f"{strategy} {workers}x{per_worker}"
+    other, apart = run_trial_side(framework, spec, init, b, overrides, label)
+    setup = (
+        f"{strategy} at {workers} workers x batch {per_worker}, run as a real trial (python -m "
+        f"bench), each worker {spec.steps} steps on its share of every batch of {spec.batch_size}"
+        f", against the undistributed session taking the same shares one after another "
+        f"({workers * spec.steps} updates at batch {per_worker}), its losses averaged over each "
+        f"round of {workers}. Asynchronous: updates may be computed from stale weights and "
+        f"arrive in any order, so the check is looser (tolerance {tolerance:g}); it catches a "
+        "wrong update scale, not staleness"
+    )
+    return Outcome(
+        spec,
+        [reference, other],
+        [compare(reference, other, init)],
+        tolerance,
+        time.perf_counter() - started,
+        floor,
+        spec.steps,
+        strategy,
+        workers,
+        None,  # the workers' copies differ by design until they pull the last updates
+        setup,
+    )
+
+
+def _rounds(side: sides.Side, workers: int) -> sides.Side:
+    """``side`` with its losses averaged over each run of ``workers`` steps."""
+    losses = np.asarray(side.losses).reshape(-1, workers).mean(axis=1)
+    return sides.Side(side.framework, [float(v) for v in losses], side.weights, side.dropout_layers)

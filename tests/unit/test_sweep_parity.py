@@ -48,8 +48,13 @@ def scripted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
         calls.append(("strategy", (fw, strategy, workers, spec.batch_size)))
         return outcome(True)
 
+    def fake_async(spec: Any, fw: str, strategy: str, workers: int, tolerance: float = 0.25) -> Any:
+        calls.append(("async", (fw, strategy, workers, spec.batch_size, spec.momentum)))
+        return outcome(True)
+
     monkeypatch.setattr(check, "check", fake_check)
     monkeypatch.setattr(strategy, "check_strategy", fake_strategy)
+    monkeypatch.setattr(strategy, "check_async", fake_async)
     monkeypatch.setattr(check, "format_outcome", lambda o, show_steps=True: "the table")
     return calls
 
@@ -86,3 +91,21 @@ def test_a_failed_check_fails_the_sweeps_verdict(scripted: list[Any]) -> None:
 def test_without_parity_nothing_runs(scripted: list[Any]) -> None:
     plain = [dataclasses.replace(c, parity=False) for c in (cfg("torch"), cfg("tf"))]
     assert parity.run_checks(plain, Notes(), "sweep") == {} and scripted == []
+
+
+def test_strategies_get_their_own_kind_of_check(scripted: list[Any]) -> None:
+    """model_parallel's stages both take the whole batch; an asynchronous strategy gets the
+    looser check, without momentum, and the table says why."""
+    cfgs = [cfg("tf", distributed="model_parallel", workers=2),
+            cfg("mxnet", distributed="kvstore_device", workers=2),
+            cfg("mxnet", distributed="kvstore_async", workers=2, ps=1)]  # fmt: skip
+    store = Notes()
+    verdicts = parity.run_checks(cfgs, store, "sweep")
+    assert sorted(scripted) == sorted([
+        ("strategy", ("tf", "model_parallel", 2, 32)),
+        ("strategy", ("mxnet", "kvstore_device", 2, 64)),
+        ("async", ("mxnet", "kvstore_async", 2, 64, 0.0)),
+    ])  # fmt: skip
+    assert set(verdicts.values()) == {"passed"}
+    (text,) = [n[2] for n in store.notes if n[0].endswith("kvstore_async2")]
+    assert "momentum 0" in text

@@ -111,6 +111,25 @@ def test_bad_input_is_exit_2_naming_the_option(argv: list[str], field: str, caps
     assert "nothing was run" in err and field in err
 
 
+@pytest.mark.parametrize(
+    ("argv", "field"),
+    [
+        (["--distributed", "dp"], "--distributed"),
+        (["--distributed", "ps_async"], "--distributed"),
+        (["--distributed", "ddp", "--frameworks", "tf"], "--frameworks"),
+        (["--distributed", "ddp", "--workers", "3"], "--batch-size"),
+        (["--distributed", "model_parallel", "--frameworks", "tf", "--workers", "3"], "--workers"),
+        (["--distributed", "kvstore_async", "--workers", "1"], "--workers"),
+    ],
+)
+def test_bad_strategy_input_is_exit_2_naming_the_option(
+    argv: list[str], field: str, capsys: Any
+) -> None:
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "nothing was run" in err and field in err
+
+
 def test_weights_go_through_keras_and_back_unchanged() -> None:
     """The canonical form is PyTorch's: copied into Keras and read back, every tensor is
     bit for bit what went in (ResNet-18: convolutions, BatchNorm, a dense head)."""
