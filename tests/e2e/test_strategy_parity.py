@@ -48,7 +48,12 @@ def test_horovod_trains_like_the_undistributed_run(framework: str) -> None:
     _passes(framework, "horovod")
 
 
-def test_a_strategy_trial_with_a_different_step_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("framework", "strategy"), [("torch", "ddp"),
+                                                     ("mxnet", "kvstore_device"),
+                                                     ("tf", "model_parallel")])  # fmt: skip
+def test_a_strategy_trial_with_a_different_step_fails(
+    framework: str, strategy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The distributed trial's learning rate 0.9x the undistributed run's: a tenth off."""
     original = strategies.trial_overrides
 
@@ -56,7 +61,7 @@ def test_a_strategy_trial_with_a_different_step_fails(monkeypatch: pytest.Monkey
         return [*original(spec, framework), f"optimizer.lr={spec.lr * 0.9}"]
 
     monkeypatch.setattr(strategies, "trial_overrides", off)
-    outcome = strategies.check_strategy(SPEC, "torch", "ddp", 2)
+    outcome = strategies.check_strategy(SPEC, framework, strategy, 2)
     assert not outcome.passed
     assert outcome.deviations[0].update > 0.05
 
