@@ -176,6 +176,9 @@ class BenchConfig:
     # Before the first trial, check training parity (python -m bench.parity) for every
     # group of trials that would be compared; failed groups are "not comparable".
     parity: bool = False
+    # Let a sweep run where frameworks compared under one ``device`` setting would train on
+    # different kinds of device (bench.device_preflight refuses it otherwise).
+    allow_mixed_devices: bool = False
     # Distributed training (bench.distributed): the strategy, worker processes (or devices)
     # per node, nodes, and parameter servers (ps_async).  batch_size is per worker, so a step
     # of the whole job trains workers x nodes x batch_size samples; ``threads`` is the CPU
@@ -194,7 +197,9 @@ _AUTO_ONLY = ("min_window_s", "max_steps_per_epoch")
 # Fields that say where or how a result is recorded, not what is measured.
 # (``telemetry``, ``breakdown`` and ``profile`` are hashed: they decide which figures a run
 # holds, so an ok run without them must not satisfy, and skip, a request for them.)
-_NOT_HASHED = ("tracking", "force", "timeout_s", "repeats", "report", "parity")
+_NOT_HASHED = (
+    "tracking", "force", "timeout_s", "repeats", "report", "parity", "allow_mixed_devices",
+)  # fmt: skip
 
 
 class ConfigError(ValueError):

@@ -235,6 +235,10 @@ def check_all(
                 f"{prefix}nodes: {cfg.nodes} nodes asked for; Slurm partition "
                 f"{partition[0]} has {partition[1]}"
             )
+    if not slurm:  # a Slurm sweep's trials run on other hosts, which answer for themselves
+        from bench import device_preflight
+
+        problems += device_preflight.check(configs)
     if configs:
         first = configs[0][1].tracking
         for label, cfg in configs[1:]:

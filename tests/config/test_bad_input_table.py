@@ -81,6 +81,13 @@ def cases() -> list[tuple[list[str], str]]:
         (["launcher=docker", "launcher.docker.heartbeat_timeout_s=1"], "heartbeat_timeout_s"),
         (["tracking.uri=sqlite:////proc/bench-nope/m.db"], "tracking.uri"),
     ]
+    from bench.device_preflight import host_gpus
+
+    if host_gpus()[0] == 0:  # the device preflight, for real, on a host without a GPU
+        out += [
+            (["device=cuda"], "device"),
+            (["-m", "framework=torch,tf", "device=cuda"], "device"),
+        ]
     return out
 
 

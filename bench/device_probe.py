@@ -1,0 +1,70 @@
+"""What a framework sees of this machine's GPUs, asked in a child process of the framework's
+own interpreter: ``python -m bench.device_probe FRAMEWORK`` prints one JSON line
+``{"gpus": N, "detail": "..."}``.  Imports only the framework asked about (so it runs in
+MXNet's environment, which has no torch, Hydra or MLflow).  The sweep's preflight
+(:mod:`bench.preflight`) reads it; a trial decides its device the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+
+def _torch() -> dict[str, Any]:
+    import torch
+
+    cuda = torch.version.cuda
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    names = sorted({torch.cuda.get_device_name(i) for i in range(n)})
+    build = f"CUDA {cuda} build" if cuda else "CPU-only build (no CUDA compiled in)"
+    return {"gpus": n, "detail": f"torch {torch.__version__}, {build}", "names": names}
+
+
+def _tf() -> dict[str, Any]:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    info = tf.sysconfig.get_build_info()
+    if not tf.test.is_built_with_cuda():
+        build = "CPU-only build"
+    elif gpus:
+        build = f"CUDA {info.get('cuda_version', '?')} build"
+    else:
+        build = (
+            f"built for CUDA {info.get('cuda_version', '?')} but its CUDA libraries were not "
+            "found or do not match the driver (install tensorflow[and-cuda])"
+        )
+    return {"gpus": len(gpus), "detail": f"TensorFlow {tf.__version__}, {build}", "names": []}
+
+
+def _mxnet() -> dict[str, Any]:
+    import mxnet as mx
+
+    cuda = mx.runtime.Features().is_enabled("CUDA")
+    n = 0
+    if cuda:
+        try:
+            n = mx.context.num_gpus()
+        except mx.base.MXNetError:
+            n = 0
+    build = "CUDA build" if cuda else "CPU-only build (install its CUDA build, e.g. mxnet-cu117)"
+    return {"gpus": n, "detail": f"MXNet {mx.__version__}, {build}", "names": []}
+
+
+PROBES = {"torch": _torch, "tf": _tf, "mxnet": _mxnet}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1 or argv[0] not in PROBES:
+        print(f"usage: python -m bench.device_probe {{{','.join(PROBES)}}}", file=sys.stderr)
+        return 2
+    print(json.dumps(PROBES[argv[0]]()), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
