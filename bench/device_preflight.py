@@ -17,7 +17,7 @@ TensorFlow on the CPU, which the report would only call "not comparable" after t
 Each framework is asked in a short child process of its own interpreter
 (:mod:`bench.device_probe`), and the answer is cached per environment (its interpreter,
 its set-up stamp, ``CUDA_VISIBLE_DEVICES`` and the driver version) under
-``$BENCH_CACHE_DIR`` (default ``~/.cache/bench``)/devices.  Where NVML finds no NVIDIA GPU
+``$BENCH_CACHE`` (default ``~/.cache/bench``)/devices.  Where NVML finds no NVIDIA GPU
 on the host, no framework can see one, and nobody is asked.  ``launcher=docker`` answers
 from the image variant (the CUDA images see the GPUs they are given).  A Slurm sweep is not
 probed here (its trials run on other hosts); each run logs the device it used.
@@ -57,7 +57,7 @@ FIXES = {
 
 def cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(os.environ.get("BENCH_CACHE_DIR") or Path(base) / "bench")
+    return Path(os.environ.get("BENCH_CACHE") or Path(base) / "bench")
 
 
 def host_gpus() -> tuple[int, str]:

@@ -22,14 +22,30 @@ fi
 "$python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' \
   || { echo "setup_mxnet: Python 3.11 is needed (found $("$python" --version)); set PYTHON_MXNET" >&2; exit 1; }
 
-stamp="$venv/.bench-$(cat docker/constraints-mxnet.txt scripts/setup_mxnet.sh | sha256sum | cut -c1-16)"
+# MXNet's CUDA build (mxnet-cu117) links the CUDA 11 runtime, which no wheel of it brings:
+# on the cuda variant (BENCH_VARIANT, set by setup.sh) it is installed only where that
+# runtime is found; otherwise MXNet stays the CPU build, and bench's device preflight keeps
+# it out of sweeps that would compare it there with a framework on the GPU.
+package=mxnet
+if [ "${BENCH_VARIANT:-cpu}" = cuda ]; then
+  if ldconfig -p 2>/dev/null | grep -q 'libcudart.so.11'; then
+    package=mxnet-cu117
+    echo "setup_mxnet: the CUDA 11 runtime is here: MXNet's CUDA build (mxnet-cu117==1.9.1)" >&2
+  else
+    echo "setup_mxnet: MXNet stays the CPU build: its CUDA build needs the CUDA 11 runtime" \
+      "(libcudart.so.11), not found here; launcher=docker runs it on the GPU from its image" >&2
+  fi
+fi
+stamp="$venv/.bench-$( (echo "$package"; cat docker/constraints-mxnet.txt scripts/setup_mxnet.sh) | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
-  echo "setup_mxnet: installing MXNet 1.9.1 into $venv (a few minutes the first time)" >&2
+  echo "setup_mxnet: installing MXNet 1.9.1 ($package) into $venv (a few minutes the first time)" >&2
   [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
   pip="$venv/bin/python -m pip --disable-pip-version-check --no-input -q"
   $pip install --constraint docker/constraints-mxnet.txt pip
+  other=$([ "$package" = mxnet ] && echo mxnet-cu117 || echo mxnet)  # both install "mxnet"
+  $pip uninstall -y "$other" >/dev/null 2>&1 || true
   $pip install --constraint docker/constraints-mxnet.txt \
-    mxnet numpy psutil nvidia-ml-py scikit-learn matplotlib
+    "$package==1.9.1" numpy psutil nvidia-ml-py scikit-learn matplotlib
   site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   echo "$root" > "$site/bench-source.pth"
   # The worker side of bench must import here without torch, TensorFlow, Hydra or MLflow.

@@ -98,7 +98,7 @@ def test_on_this_host_the_real_probes_answer_and_are_cached(
 ) -> None:
     """Each framework asked in its own interpreter (torch here; MXNet in .venv-mxnet); the
     second question is answered from the cache, without a child process."""
-    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("BENCH_CACHE", str(tmp_path))
     count, _ = device_preflight.host_gpus()
     answer = device_preflight.ask("torch")
     assert answer.detail.startswith("torch 2.") and answer.gpus == count
