@@ -343,11 +343,25 @@ def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _decides(key: str, auto: bool) -> bool:
+    """Whether a (flat) config key decides what a trial measures; ``auto``: the config uses
+    steps_per_epoch=auto, whose window settings then count."""
+    top = key.split(".", 1)[0]
+    return top not in _NOT_HASHED and (auto or top not in _AUTO_ONLY)
+
+
+def measured(flat: dict[str, Any]) -> dict[str, Any]:
+    """The part of a flat config (``flatten(to_dict(cfg))``, or a run's logged params) that
+    decides what a trial measures: the one definition of a configuration's identity, which
+    :func:`config_hash` hashes and the report groups runs by (logged params are strings,
+    hence the comparison as text)."""
+    auto = str(flat.get("steps_per_epoch")) == str(AUTO)
+    return {k: v for k, v in flat.items() if _decides(k, auto)}
+
+
 def config_hash(cfg: BenchConfig) -> str:
-    """A stable hash of everything that decides what a trial measures."""
-    data = {k: v for k, v in to_dict(cfg).items() if k not in _NOT_HASHED}
-    if cfg.steps_per_epoch != AUTO:
-        for key in _AUTO_ONLY:
-            data.pop(key, None)
+    """A stable hash of everything that decides what a trial measures (:func:`measured`)."""
+    auto = cfg.steps_per_epoch == AUTO
+    data = {k: v for k, v in to_dict(cfg).items() if _decides(k, auto)}
     blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

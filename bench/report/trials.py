@@ -8,12 +8,15 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from bench.config import measured
 from bench.tracking import RunRecord
 
-# Params that say how or where a run was recorded, or which run of a configuration it was;
-# two runs that differ only in these measured the same thing.
-_NOT_CONFIG = ("repeat", "repeats", "report", "force", "timeout_s", "num_parameters")
-_NOT_CONFIG_PREFIXES = ("framework.", "tracking.", "hydra.", "launcher.kill_grace_s")
+# Beyond what does not decide a measurement (bench.config.measured, the one definition the
+# config hash uses too): which run of a configuration it was, the framework (the axis the
+# report compares along), a figure logged as a param, Hydra's own keys, and the grace
+# period a stopped trial gets (it changes no measurement; hashed for old runs' sake).
+_NOT_CONFIG = ("repeat", "num_parameters")
+_NOT_CONFIG_PREFIXES = ("framework.", "hydra.", "launcher.kill_grace_s")
 # Shown in their own columns or words; any other param that varies joins the label.
 _STANDARD = ("model.name", "mode", "batch_size", "image_size", "device")
 # Tags (without "bench.") that describe what a run ran on.
@@ -112,7 +115,7 @@ def _in_config(key: str) -> bool:
 def to_trial(record: RunRecord) -> Trial:
     params, tags = record.params, record.tags
     device = tags.get("bench.device") or params.get("device", "?")
-    config = {k: v for k, v in params.items() if _in_config(k)}
+    config = {k: v for k, v in measured(dict(params)).items() if _in_config(k)}
     config["device"] = device  # the device it ran on, not "auto"
     environment = {k: tags[f"bench.{k}"] for k in ENVIRONMENT_TAGS if f"bench.{k}" in tags}
     if DOCKER_IMAGE_TAG in tags:

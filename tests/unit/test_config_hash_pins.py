@@ -82,3 +82,27 @@ def test_the_auto_windows_settings_are_hashed_only_with_auto_steps() -> None:
     assert config_hash(auto) != config_hash(B())
     assert config_hash(dataclasses.replace(auto, min_window_s=0.5)) != config_hash(auto)
     assert config_hash(dataclasses.replace(auto, max_steps_per_epoch=50)) != config_hash(auto)
+
+
+def test_the_report_groups_runs_by_the_identity_the_hash_uses() -> None:
+    """One definition (bench.config.measured): runs that differ only in keys the hash leaves
+    out (parity, allow_mixed_devices, the auto window's settings under a fixed step count)
+    are one configuration in the report; the window settings count under auto."""
+    from bench.config import BenchConfig, config_hash, flatten, measured, to_dict
+    from bench.report.trials import to_trial
+    from bench.tracking import RunRecord
+
+    def run(**changes: object) -> RunRecord:
+        cfg = dataclasses.replace(BenchConfig(), **changes)  # type: ignore[arg-type]
+        params = {k: str(v) for k, v in flatten(to_dict(cfg)).items()}
+        tags = {"bench.config_hash": config_hash(cfg), "bench.status": "ok"}
+        return RunRecord("1" * 32, "t", 0, params, tags, {})
+
+    fixed = to_trial(run(steps_per_epoch=5)).config
+    assert to_trial(run(steps_per_epoch=5, parity=True, allow_mixed_devices=True)).config == fixed
+    assert to_trial(run(steps_per_epoch=5, min_window_s=9.0)).config == fixed
+    auto = to_trial(run(steps_per_epoch=-1)).config
+    assert to_trial(run(steps_per_epoch=-1, min_window_s=9.0)).config != auto
+    flat = flatten(to_dict(BenchConfig()))
+    assert "parity" not in measured(flat) and "tracking.uri" not in measured(flat)
+    assert "min_window_s" in measured(flat)  # the default is auto
