@@ -1,0 +1,24 @@
+"""The report's sections.  Each builder returns None when the runs hold no data for it."""
+
+from bench.report.sections.breakdown import breakdown
+from bench.report.sections.common import HISTORY_KEYS, Context
+from bench.report.sections.timing import inference_vs_batch, power, relative_time
+from bench.report.sections.training import (
+    accuracy,
+    distributed,
+    epochs_and_utilization,
+    oom_frontier,
+)
+
+__all__ = [
+    "HISTORY_KEYS",
+    "Context",
+    "accuracy",
+    "breakdown",
+    "distributed",
+    "epochs_and_utilization",
+    "inference_vs_batch",
+    "oom_frontier",
+    "power",
+    "relative_time",
+]

@@ -1,0 +1,103 @@
+"""What every section builder shares: the context, samples of a metric, verdict cells."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import bench.report.figures as figures
+from bench import stats
+from bench.report.document import Cell
+from bench.report.trials import (
+    Config,
+    Labeller,
+    Trial,
+    fmt,
+)
+
+# Per-epoch metrics whose history the report reads (when a run logged them).
+# (Power and energy per sample come from the whole-trial energy metrics, with the last
+# epoch's value as a fallback, so their histories are not needed.)
+HISTORY_KEYS = ("test_accuracy", "gpu_util_pct")
+PHASES = (
+    ("data", "time_data_ms"),
+    ("forward", "time_forward_ms"),
+    ("backward", "time_backward_ms"),
+    ("optimizer", "time_optimizer_ms"),
+    ("communication", "time_comm_ms"),
+)
+MAX_OPERATOR_ROWS = 12
+
+
+@dataclass
+class Context:
+    trials: list[Trial]
+    # (what was compared, configuration, verdict) for the summary at the top.
+    verdicts: list[tuple[str, str, stats.Verdict]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> list[Trial]:
+        return [t for t in self.trials if t.ok]
+
+
+def sample(name: str, trials: Sequence[Trial], value: Callable[[Trial], float]) -> stats.Sample:
+    return stats.Sample(
+        name=name,
+        values=[value(t) for t in trials],
+        environments=[t.environment for t in trials],
+        num_parameters=[t.num_parameters for t in trials],
+        windows_s=[t.epoch_time_s for t in trials],
+    )
+
+
+def metric_of(key: str) -> Callable[[Trial], float]:
+    return lambda t: t.metric(key)
+
+
+def operator_of(category: str) -> Callable[[Trial], float]:
+    return lambda t: t.operators_ms[category]
+
+
+def verdict_cell(verdict: stats.Verdict) -> Cell:
+    return Cell(verdict.text, verdict.kind.replace(" ", "-"))
+
+
+def ratio_text(verdict: stats.Verdict) -> str:
+    if math.isnan(verdict.ratio):
+        return "-"
+    return f"{fmt(verdict.ratio, 4)} [{fmt(verdict.ci_low, 4)}, {fmt(verdict.ci_high, 4)}]"
+
+
+def verdict_bar(label: str, verdict: stats.Verdict, pair: tuple[str, str]) -> figures.Bar:
+    if verdict.kind == stats.FASTER:
+        shade, hatch = figures.colour(verdict.faster, pair.index(verdict.faster)), ""
+    elif verdict.kind in (stats.SAME, stats.NOT_TESTED):
+        shade, hatch = figures.SAME_COLOUR, ""
+    else:
+        shade, hatch = figures.SAME_COLOUR, "///"
+    return figures.Bar(label, verdict.ratio, verdict.ci_low, verdict.ci_high, shade, hatch)
+
+
+def legend(a: str, b: str) -> dict[str, str]:
+    return {
+        f"{a} faster": figures.colour(a),
+        f"{b} faster": figures.colour(b, 1),
+        stats.SAME: figures.SAME_COLOUR,
+        stats.NOT_TESTED: figures.SAME_COLOUR,
+        stats.NOT_COMPARABLE: figures.SAME_COLOUR,
+    }
+
+
+def sorted_configs(lab: Labeller, configs: Sequence[Config]) -> list[Config]:
+    def key(config: Config) -> tuple[str, str, int, int, str]:
+        pairs = dict(config)
+        return (
+            pairs.get("model.name", ""),
+            pairs.get("device", ""),
+            int(pairs.get("batch_size", "0") or 0),
+            int(pairs.get("image_size", "0") or 0),
+            lab.label(config),
+        )
+
+    return sorted(configs, key=key)
