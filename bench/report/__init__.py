@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import stats
+from bench.analysis import stats
 from bench.report import render, sections
 from bench.report.document import Cell, Report, Section, Table, num
 from bench.report.sections import HISTORY_KEYS, Context

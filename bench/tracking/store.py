@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
+from bench.analysis.scaling import scaling_efficiency
 from bench.config import BenchConfig, config_hash, flatten, to_dict
 from bench.result import KILLED, OK, EpochRecord, TrialResult
 from bench.runtime.processes import owner_alive, owner_label
@@ -259,22 +260,6 @@ class MlflowStore:
         run = runs[0]
         return {"run_id": run.info.run_id, "metrics": dict(run.data.metrics)}
 
-    def scaling_efficiency(self, cfg: BenchConfig, result: TrialResult) -> tuple[float, str] | None:
-        """(global throughput / (workers x the single-worker throughput), that run's id),
-        against the newest ok single-worker run of the same config in this experiment
-        (:func:`bench.distributed.scaling_baselines`); None if there is none."""
-        from bench.distributed.registry import scaling_baselines, scaling_divisor
-
-        rate = result.summary.get("global_samples_per_s", result.summary.get("trial_samples_per_s"))
-        if result.status != OK or not rate:
-            return None
-        for base in scaling_baselines(cfg):
-            found = self.find_ok_run(base)
-            base_rate = found["metrics"].get("trial_samples_per_s") if found else None
-            if found and base_rate:
-                return rate / (scaling_divisor(cfg) * base_rate), str(found["run_id"])
-        return None
-
     def sweep_trials(self, sweep_id: str) -> list[dict[str, Any]]:
         """The trial runs of one sweep, in start order, as plain dicts."""
         runs = self.client.search_runs(
@@ -375,7 +360,7 @@ class MlflowTrialRun:
         now = int(time.time() * 1000)
         metrics = [Metric(k, float(v), now, 0) for k, v in trial_metrics(result).items()]
         tags = [RunTag(k, v) for k, v in trial_tags(self.cfg, result).items()]
-        scaling = self.store.scaling_efficiency(self.cfg, result)
+        scaling = scaling_efficiency(self.cfg, result, self.store.find_ok_run)
         if scaling is not None:
             metrics.append(Metric("scaling_efficiency", scaling[0], now, 0))
             tags.append(RunTag("bench.scaling_baseline_run", scaling[1]))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import stats
+from bench.analysis import stats
 from bench.report import build, render, write
 from bench.report.document import Figure, Report, Table
 from bench.tracking import RunSet

@@ -7,7 +7,7 @@ import statistics
 from collections.abc import Sequence
 
 import bench.report.figures as figures
-from bench import stats
+from bench.analysis import stats
 from bench.report.document import Cell, Figure, Section, Table, num
 from bench.report.sections.common import (
     MAX_OPERATOR_ROWS,

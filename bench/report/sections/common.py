@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import bench.report.figures as figures
-from bench import stats
+from bench.analysis import stats
 from bench.report.document import Cell
 from bench.report.trials import (
     Config,

@@ -8,7 +8,7 @@ import statistics
 from collections.abc import Callable, Sequence
 
 import bench.report.figures as figures
-from bench import stats
+from bench.analysis import stats
 from bench.report.document import Cell, Figure, Section, Table, num
 from bench.report.sections.common import (
     Context,
