@@ -164,9 +164,9 @@ def validate(cfg: BenchConfig) -> None:
     _check_framework(problems, cfg)
     _check_tracking(problems, cfg.tracking)
     if cfg.launcher.name == "docker":
-        from bench.launchers import docker  # the only place the Docker SDK is imported
+        from bench.launchers import docker_host  # imports the Docker SDK
 
-        problems += docker.check(cfg)
+        problems += docker_host.check(cfg)
     from bench.distributed import registry  # light: imports no framework
 
     problems += registry.check(cfg)

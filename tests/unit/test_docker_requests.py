@@ -16,6 +16,7 @@ import yaml
 from bench import images
 from bench.config import BenchConfig, ConfigError
 from bench.launchers import docker as launcher
+from bench.launchers import docker_host as host
 from bench.preflight import validate
 from bench.runtime import heartbeat
 from bench.runtime.processes import owner_alive, owner_label
@@ -56,13 +57,13 @@ def docker_cfg(**docker: str) -> BenchConfig:
     ],
 )
 def test_device_request_for_each_gpus_form(gpus: str, expected: dict[str, object]) -> None:
-    (request,) = launcher.device_requests(gpus)
+    (request,) = host.device_requests(gpus)
     # The request is the JSON the engine receives (docker run --gpus sends the same).
     assert {k: request[k] for k in expected} == expected
 
 
 def test_no_gpus_no_device_request() -> None:
-    assert launcher.device_requests("") == []
+    assert host.device_requests("") == []
     assert "device_requests" not in launcher.container_options(
         docker_cfg(), Path("/tmp/t"), "owner"
     )
@@ -71,7 +72,7 @@ def test_no_gpus_no_device_request() -> None:
 @pytest.mark.parametrize("bad", ["0", "x", "1,,2", "-1", "all,0", "device="])
 def test_bad_gpus_forms_are_refused(bad: str) -> None:
     with pytest.raises(ValueError):
-        launcher.parse_gpus(bad)
+        host.parse_gpus(bad)
     with pytest.raises(ConfigError, match=r"launcher\.docker\.gpus: "):
         validate(docker_cfg(gpus=bad))
 
@@ -100,11 +101,11 @@ def test_build_options_are_checked_with_their_field(tmp_path: Path) -> None:
 
 def test_the_nvidia_runtime_check() -> None:
     plain = {"Runtimes": {"runc": {}, "io.containerd.runc.v2": {}}, "DefaultRuntime": "runc"}
-    problem = launcher.nvidia_runtime_problem(plain, hook_on_path=False)
+    problem = host.nvidia_runtime_problem(plain, hook_on_path=False)
     assert "no NVIDIA container runtime" in problem and "io.containerd.runc.v2, runc" in problem
     nvidia = {"Runtimes": {"runc": {}, "nvidia": {"path": "nvidia-container-runtime"}}}
-    assert launcher.nvidia_runtime_problem(nvidia, hook_on_path=False) == ""
-    assert launcher.nvidia_runtime_problem(plain, hook_on_path=True) == ""
+    assert host.nvidia_runtime_problem(nvidia, hook_on_path=False) == ""
+    assert host.nvidia_runtime_problem(plain, hook_on_path=True) == ""
 
 
 def test_container_options_isolate_the_trial(tmp_path: Path) -> None:
@@ -118,7 +119,7 @@ def test_container_options_isolate_the_trial(tmp_path: Path) -> None:
     assert all("docker.sock" not in src for src in opts["volumes"])
     assert opts["volumes"] == {str(tmp_path): {"bind": "/trial", "mode": "rw"}}
     assert {(u["Name"], u["Soft"], u["Hard"]) for u in opts["ulimits"]} == {
-        (u["Name"], u["Soft"], u["Hard"]) for u in launcher.ulimits()
+        (u["Name"], u["Soft"], u["Hard"]) for u in host.ulimits()
     }
     assert opts["mem_limit"] == opts["memswap_limit"] == "2048m"
     assert opts["labels"] == {"bench.trial": str(tmp_path), "bench.owner": "host/1/2.00"}
@@ -127,12 +128,12 @@ def test_container_options_isolate_the_trial(tmp_path: Path) -> None:
 
 
 def test_recommended_limits_are_granted_as_far_as_the_engine_can() -> None:
-    assert launcher.RECOMMENDED_ULIMITS == {"memlock": -1, "stack": 64 * 2**20}
-    assert launcher.granted(-1, hard=8 * 2**20, can_raise=True) == -1
-    assert launcher.granted(-1, hard=-1, can_raise=False) == -1
-    assert launcher.granted(-1, hard=8 * 2**20, can_raise=False) == 8 * 2**20
-    assert launcher.granted(64 * 2**20, hard=8 * 2**20, can_raise=False) == 8 * 2**20
-    assert launcher.granted(64 * 2**20, hard=-1, can_raise=False) == 64 * 2**20
+    assert host.RECOMMENDED_ULIMITS == {"memlock": -1, "stack": 64 * 2**20}
+    assert host.granted(-1, hard=8 * 2**20, can_raise=True) == -1
+    assert host.granted(-1, hard=-1, can_raise=False) == -1
+    assert host.granted(-1, hard=8 * 2**20, can_raise=False) == 8 * 2**20
+    assert host.granted(64 * 2**20, hard=8 * 2**20, can_raise=False) == 8 * 2**20
+    assert host.granted(64 * 2**20, hard=-1, can_raise=False) == 64 * 2**20
 
 
 def test_owner_labels_tell_live_from_gone_processes() -> None:
