@@ -25,8 +25,9 @@ from pathlib import Path
 
 from bench.config import BenchConfig
 from bench.monitors.base import Findings, Monitor
-from bench.monitors.gpu import GpuMonitor, GpuReader, NvmlReader, cuda_index, visible_devices
+from bench.monitors.gpu import GpuMonitor
 from bench.monitors.host import HostMonitor
+from bench.monitors.nvml import GpuReader, NvmlReader, cuda_index, visible_devices
 
 __all__ = ["Monitor", "Findings", "Telemetry"]
 

@@ -19,14 +19,9 @@ import pytest
 from bench.config import BenchConfig, ConfigError
 from bench.monitors import Telemetry
 from bench.monitors.base import Sampler, integrate, interpolate
-from bench.monitors.gpu import (
-    GpuMonitor,
-    GpuReading,
-    GpuUnavailable,
-    NvmlReader,
-    gpu_window,
-)
+from bench.monitors.gpu import GpuMonitor, gpu_window
 from bench.monitors.host import HostMonitor, ProcessTree, Rapl
+from bench.monitors.nvml import GpuReading, GpuUnavailable, NvmlReader
 from bench.preflight import validate
 
 POWER_W = 250.0
