@@ -27,14 +27,15 @@ from bench.analysis.scaling import scaling_efficiency
 from bench.config import BenchConfig, config_hash, flatten, to_dict
 from bench.result import KILLED, OK, EpochRecord, TrialResult
 from bench.runtime.processes import owner_alive, owner_label
+from bench.tracking.native import dataset_input, native_tags
 from bench.tracking.spool import Spool, SpooledTrial
+from bench.tracking.system_metrics import points as system_points
 
 # host/pid/start time of the bench process that opened a run (bench.runtime.processes).
 OWNER_TAG = "bench.owner"
 # On a sweep's parent run, one tag per earlier ok run that the sweep reused (skipped).
 REUSED_RUN_TAG = "bench.reused."
 _MAX_PARAM_LEN = 6000
-_BATCH = 100  # MLflow accepts at most 100 params or tags per log_batch call
 
 
 def quiet_mlflow() -> None:
@@ -167,7 +168,7 @@ class MlflowStore:
         run = self.client.create_run(
             self.experiment_id,
             run_name=name,
-            tags={"bench.sweep": "true", OWNER_TAG: owner_label(), **tags},
+            tags={"bench.sweep": "true", OWNER_TAG: owner_label(), **native_tags(), **tags},
         )
         self.sweeps[run.info.run_id] = {"name": name, "tags": tags}
         return str(run.info.run_id)
@@ -307,14 +308,15 @@ class MlflowStore:
             tags={
                 "mlflow.parentRunId": sweep_id,
                 OWNER_TAG: owner_label(),
+                **native_tags(),
                 **trial_tags(cfg),
                 **tags,
             },
         )
         run_id = run.info.run_id
         params = [Param(k, str(v)[:_MAX_PARAM_LEN]) for k, v in flatten(to_dict(cfg)).items()]
-        for i in range(0, len(params), _BATCH):
-            self.client.log_batch(run_id, params=params[i : i + _BATCH])
+        self.client.log_batch(run_id, params=params)  # the client splits it as MLflow needs
+        self.client.log_inputs(run_id, datasets=[dataset_input(cfg)])
         return MlflowTrialRun(self, run_id, cfg, sweep_id, name, tags)
 
 
@@ -367,13 +369,15 @@ class MlflowTrialRun:
         commit = result.environment.get("git_commit")
         if commit:
             tags.append(RunTag("mlflow.source.git.commit", commit))
+        start_s = result.marks.get("trial_start", time.time())
+        for key, value, at, step in system_points(files, start_s):
+            metrics.append(Metric(key, value, at, step))
         self.client.log_batch(
             self.run_id,
             metrics=metrics,
             params=[Param("num_parameters", str(result.num_parameters))],
-        )
-        for i in range(0, len(tags), _BATCH):
-            self.client.log_batch(self.run_id, tags=tags[i : i + _BATCH])
+            tags=tags,
+        )  # the client splits it as MLflow needs
         self.client.log_dict(self.run_id, to_dict(self.cfg), "config.json")
         self.client.log_dict(self.run_id, result.to_dict(), "result.json")
         for path in files:

@@ -1,0 +1,40 @@
+"""Runs that look native in MLflow's UI (bench.tracking.native), on a real sqlite store: the
+User and Source columns, the Dataset column, and the sampled telemetry in the System
+metrics tab; the trial's params and tags still all arrive (the client splits the batch)."""
+
+from __future__ import annotations
+
+import getpass
+import json
+from pathlib import Path
+
+from bench.config import BenchConfig, flatten, to_dict
+from bench.result import OK, TrialResult
+from bench.tracking.store import MlflowStore
+
+
+def test_a_trial_run_has_a_user_a_source_a_dataset_and_system_metrics(tmp_path: Path) -> None:
+    store = MlflowStore(f"sqlite:///{tmp_path / 'mlflow.db'}", "bench")
+    sweep = store.start_sweep("sweep", {})
+    cfg = BenchConfig()
+    run = store.start_trial(sweep, cfg, "trial", {})
+    host = tmp_path / "telemetry_host.csv"
+    host.write_text("time_s,epoch,cpu_time_s,rss_mb\n0.0,,0.0,300.0\n1.0,,1.0,310.0\n")
+    result = TrialResult(OK, "torch", "resnet50", "train")
+    result.marks["trial_start"] = 1_700_000_000.0
+    run.finish(result, [host])
+
+    got = store.client.get_run(run.run_id)
+    assert got.info.user_id == getpass.getuser()
+    assert got.data.tags["mlflow.source.type"] == "LOCAL"
+    assert got.data.tags["mlflow.source.name"] == "bench"
+    assert store.client.get_run(sweep).info.user_id == getpass.getuser()
+    (logged,) = got.inputs.dataset_inputs
+    assert logged.dataset.name == "synthetic-32px-10c"
+    assert logged.dataset.source_type == "code"
+    assert json.loads(logged.dataset.source)["generator"] == "bench.data.synthetic"
+    assert [(t.key, t.value) for t in logged.tags] == [("mlflow.data.context", "train")]
+    history = store.client.get_metric_history(run.run_id, "system/process_memory_rss_megabytes")
+    assert [(m.value, m.step, m.timestamp) for m in history] == [
+        (300.0, 0, 1_700_000_000_000), (310.0, 1, 1_700_000_001_000)]  # fmt: skip
+    assert len(got.data.params) == len(flatten(to_dict(cfg))) + 1  # + num_parameters

@@ -1,0 +1,45 @@
+"""The sampled telemetry as MLflow system metrics (bench.tracking.system_metrics), from
+sample files written as the monitors write them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.tracking import system_metrics
+
+
+def test_gpu_samples_become_per_gpu_system_metrics_one_point_per_second(tmp_path: Path) -> None:
+    path = tmp_path / "telemetry_gpu.csv"
+    lines = ["time_s,epoch,gpu,sm_util_pct,mem_util_pct,mem_used_mb,power_w,energy_mj,"
+             "sm_clock_mhz,temp_c,throttle_reasons"]  # fmt: skip
+    for k in range(25):  # 0.1 s apart, two GPUs; GPU 1 has no power reading
+        t = k / 10
+        lines.append(f"{t:.4f},,0,{50 + k},10,1000,{200 + k},,1400,60,0")
+        lines.append(f"{t:.4f},,1,{k},10,500,,,1400,55,0")
+    path.write_text("\n".join(lines) + "\n")
+    points = system_metrics.points([path, tmp_path / "other.csv"], start_s=1000.0)
+    util0 = [p for p in points if p[0] == "system/gpu_0_utilization_percentage"]
+    assert [(v, ts, step) for _, v, ts, step in util0] == [
+        (50.0, 1_000_000, 0), (60.0, 1_001_000, 1), (70.0, 1_002_000, 2)]  # fmt: skip
+    assert {p[0] for p in points if p[0].startswith("system/gpu_1_")} == {
+        "system/gpu_1_utilization_percentage", "system/gpu_1_memory_usage_megabytes",
+        "system/gpu_1_memory_utilization_percentage", "system/gpu_1_temperature_celsius",
+        "system/gpu_1_sm_clock_megahertz"}  # fmt: skip
+    assert any(p[0] == "system/gpu_0_power_usage_watts" for p in points)
+
+
+def test_host_samples_give_cpu_utilization_and_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(system_metrics.os, "cpu_count", lambda: 2)
+    path = tmp_path / "telemetry_host.csv"
+    rows = ["time_s,epoch,cpu_time_s,rss_mb"]
+    rows += [f"{k:.4f},,{1.5 * k:.3f},{300 + k:.1f}" for k in range(4)]  # 1.5 cores busy
+    path.write_text("\n".join(rows) + "\n")
+    points = system_metrics.points([path], start_s=0.0)
+    cpu = [v for key, v, _, _ in points if key == "system/cpu_utilization_percentage"]
+    assert cpu == [75.0, 75.0, 75.0]
+    rss = [v for key, v, _, _ in points if key == "system/process_memory_rss_megabytes"]
+    assert rss == [300.0, 301.0, 302.0, 303.0]
