@@ -72,13 +72,35 @@ def cv(values: Sequence[float]) -> float:
 def bootstrap_ratio(
     a: Sequence[float], b: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES, seed: int = SEED
 ) -> tuple[float, float, float]:
-    """mean(b) / mean(a) and its 95% percentile-bootstrap interval (each side resampled)."""
+    """mean(b) / mean(a) and its 95% percentile-bootstrap interval, each side resampled on
+    its own (``scipy.stats.bootstrap``, seeded: the same runs give the same interval).  A
+    side of one run cannot be resampled (scipy needs two): it enters as the constant it
+    is, and with one run a side the interval is the ratio itself."""
+    from scipy.stats import bootstrap
+
     xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     ratio = float(xb.mean() / xa.mean())
-    rng = np.random.default_rng(seed)
-    ma = xa[rng.integers(0, len(xa), (resamples, len(xa)))].mean(axis=1)
-    mb = xb[rng.integers(0, len(xb), (resamples, len(xb)))].mean(axis=1)
-    low, high = np.percentile(mb / ma, [100 * ALPHA / 2, 100 * (1 - ALPHA / 2)])
+    resampled = [x for x in (xa, xb) if len(x) > 1]
+    if not resampled or np.ptp(np.concatenate([xa, xb])) == 0:
+        return ratio, ratio, ratio
+
+    def statistic(*samples: np.ndarray, axis: int = -1) -> np.ndarray:
+        given = iter(samples)
+        ma = np.mean(next(given), axis=axis) if len(xa) > 1 else xa.mean()
+        mb = np.mean(next(given), axis=axis) if len(xb) > 1 else xb.mean()
+        return np.asarray(mb / ma)
+
+    result = bootstrap(
+        tuple(resampled),
+        statistic,
+        n_resamples=resamples,
+        vectorized=True,
+        paired=False,
+        confidence_level=1 - ALPHA,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
+    low, high = result.confidence_interval
     return ratio, float(low), float(high)
 
 
