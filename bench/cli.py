@@ -23,6 +23,7 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from bench import paths
 from bench.config import BenchConfig
 from bench.sweep.jobs import BenchExit
 
@@ -42,7 +43,7 @@ try:  # `hydra/launcher=submitit_slurm` gets bench's defaults (bench/slurm.py)
     register_launcher_config()
 except ImportError:  # pragma: no cover - hydra-submitit-launcher is not installed
     pass
-CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
+CONF_DIR = str(paths.data("conf"))
 
 
 def task(config: DictConfig) -> object:

@@ -29,12 +29,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from bench import paths
+
 if TYPE_CHECKING:
     from docker import DockerClient
 
     from bench.config import BenchConfig, DockerConfig
 
-REPO = Path(__file__).resolve().parent.parent
+DOCKER = paths.data("docker")  # the Dockerfiles and constraints
 VARIANTS = ("cpu", "cuda")
 # uid of the `bench` user in the images; trials of a root host run as this uid.
 BENCH_UID = 1000
@@ -172,23 +174,25 @@ def context_files(spec: BuildSpec) -> dict[str, Path]:
     """What goes into the build context, by path inside it (the repository's layout)."""
     fw = spec.name
     files: dict[str, Path] = {}
-    for rel in (f"docker/{fw}.Dockerfile", f"docker/constraints-{fw}.txt"):
-        if not (REPO / rel).is_file():
+    for name in (f"{fw}.Dockerfile", f"constraints-{fw}.txt"):
+        if not (DOCKER / name).is_file():
             raise ImageError(
-                f"launcher.docker.image: {rel} is missing; bench builds its images from its "
-                "source checkout (or pass an image to run)"
+                f"launcher.docker.image: docker/{name} is missing from {DOCKER}; bench builds "
+                "its images from its own files (or pass an image to run)"
             )
-        files[rel] = REPO / rel
+        files[f"docker/{name}"] = DOCKER / name
     if spec.wheelhouse:
-        pinned = _pinned_names(REPO / f"docker/constraints-{fw}.txt")
+        pinned = _pinned_names(DOCKER / f"constraints-{fw}.txt")
         for wheel in sorted(Path(spec.wheelhouse).glob("*.whl")):
             name, version = wheel.name.split("-")[:2]
             # A CPU-only build (a +cpu local version) must not stand in for the CUDA one.
             if _norm(name) in pinned and not (spec.variant == "cuda" and "+cpu" in version):
                 files[f"docker/wheelhouse/{wheel.name}"] = wheel
-    for path in sorted((REPO / "bench").rglob("*")) if fw != "mlflow" else []:
-        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
-            files[path.relative_to(REPO).as_posix()] = path
+    for path in sorted(paths.PACKAGE.rglob("*")) if fw != "mlflow" else []:
+        inside = path.relative_to(paths.PACKAGE)
+        if path.is_file() and not {"__pycache__", "_data"} & set(inside.parts):
+            if path.suffix != ".pyc":
+                files[f"bench/{inside.as_posix()}"] = path
     return files
 
 

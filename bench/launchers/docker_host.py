@@ -182,12 +182,12 @@ def _check_engine(cfg: BenchConfig, gpus: bool) -> list[str]:
         except images.ImageError as exc:
             return [str(exc)]
     else:
-        for rel in (f"docker/{cfg.framework.name}.Dockerfile",):
-            if not (images.REPO / rel).is_file():
-                return [
-                    f"launcher.docker.image: {rel} is missing; bench builds its images from "
-                    "its source checkout (or pass an image to run)"
-                ]
+        dockerfile = images.DOCKER / f"{cfg.framework.name}.Dockerfile"
+        if not dockerfile.is_file():
+            return [
+                f"launcher.docker.image: {dockerfile} is missing; bench builds its images "
+                "from its own files (or pass an image to run)"
+            ]
     if gpus:
         if not _engine_info:
             _engine_info.update(c.info())
