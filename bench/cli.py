@@ -84,7 +84,23 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+# `bench TOOL ...`: the tools, each also `python -m bench.TOOL`.  A bare word is never a
+# Hydra override (those are key=value), so the two cannot be confused.
+TOOLS = {
+    "report": "bench.report.__main__",
+    "sync": "bench.sync",
+    "images": "bench.images",
+    "reproduce": "bench.reproduce",
+    "models": "bench.models.__main__",
+    "parity": "bench.parity.__main__",
+}
+
+
 def run() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] in TOOLS:
+        import importlib
+
+        sys.exit(importlib.import_module(TOOLS[sys.argv[1]]).main(sys.argv[2:]))
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
