@@ -74,11 +74,16 @@ def _torch_entries(model: Any) -> list[tuple[str, str, Any]]:
     return entries
 
 
-def _torch_export(session: Any) -> list[Tensor]:
+def torch_model_weights(model: Any) -> list[Tensor]:
+    """A ``torch.nn.Module``'s weights in canonical form (the canonical form is its own)."""
     return [
         Tensor(name, kind, t.detach().cpu().numpy().astype(np.float32).copy())
-        for name, kind, t in _torch_entries(session.model)
+        for name, kind, t in _torch_entries(model)
     ]
+
+
+def _torch_export(session: Any) -> list[Tensor]:
+    return torch_model_weights(session.model)
 
 
 def _torch_load(session: Any, values: list[np.ndarray]) -> None:

@@ -57,17 +57,10 @@ def initial_weights(spec: sides.Spec) -> list[Tensor]:
     import torch
 
     from bench import models
-    from bench.frameworks.weights import export
+    from bench.frameworks.weights import torch_model_weights
 
     torch.manual_seed(spec.seed)
-    model = models.build("torch", spec.model, spec.num_classes, spec.image_size)
-
-    class _Held:
-        pass
-
-    held = _Held()
-    held.model = model  # type: ignore[attr-defined]
-    return export("torch", held)
+    return torch_model_weights(models.build("torch", spec.model, spec.num_classes, spec.image_size))
 
 
 def batches(spec: sides.Spec) -> data.HostBatches:
