@@ -33,14 +33,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from bench.config import BenchConfig, to_dict, usable_cpus
+from bench.distributed import launch
+from bench.distributed.base import Proc
 from bench.result import ERROR, OK, EpochRecord, TrialResult
 from bench.runtime import child, processes
 from bench.runtime.protocol import (
@@ -68,17 +68,13 @@ def worker_threads(cfg: BenchConfig) -> int:
     return cfg.threads if cfg.threads > 0 else max(1, usable_cpus() // cfg.workers)
 
 
-@dataclass
-class _Role:
-    name: str  # scheduler, server0, worker1, ...
-    proc: subprocess.Popen[bytes]
-    log: Path
-
-
 class _Job:
+    """The scheduler, servers and workers of one kvstore trial, started and stopped through
+    :mod:`bench.distributed.launch` like every other strategy's processes."""
+
     def __init__(self, cfg: BenchConfig, root: Path) -> None:
         self.cfg, self.root = cfg, root
-        self.roles: list[_Role] = []
+        self.roles: list[launch.Running] = []
         self.port = processes.free_port()
 
     def env(self, role: str, threads: int, index: int = 0) -> dict[str, str]:
@@ -97,30 +93,13 @@ class _Job:
         )
 
     def start(self, role: str, name: str, args: list[str], env: dict[str, str]) -> None:
-        log = self.root / f"{name}.log"
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "bench.distributed.kvstore", role, *args],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                preexec_fn=processes.pdeathsig,
-            )
-        self.roles.append(_Role(name, proc, log))
+        argv = [sys.executable, "-m", "bench.distributed.kvstore", role, *args]
+        self.roles += launch.spawn([Proc(name, argv)], self.root, env)
 
     def stop(self, grace_s: float) -> None:
-        """SIGTERM every role still running, SIGKILL what is left after ``grace_s``."""
-        for role in self.roles:
-            if role.proc.poll() is None:
-                role.proc.terminate()
-        deadline = time.monotonic() + grace_s
-        for role in self.roles:
-            try:
-                role.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                role.proc.kill()
-                role.proc.wait()
+        """SIGTERM every role still running (and what they started), SIGKILL what is left
+        after ``grace_s``."""
+        launch.stop_all(self.roles, grace_s)
 
 
 def merge_epoch(records: list[EpochRecord]) -> EpochRecord:
@@ -248,17 +227,17 @@ def _run(cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path) -> Tri
             for ev in events:
                 ev.poll()
             emit()
-            codes = [w.proc.poll() for w in workers]
+            codes = [w.popen.poll() for w in workers]
             if all(code is not None for code in codes):
                 break
             for role in job.roles[: -cfg.workers]:  # scheduler and servers outlive the workers
-                if role.proc.poll() is not None and not problem:
-                    problem = f"the {role.name} exited early (code {role.proc.returncode}):\n"
+                if role.popen.poll() is not None and not problem:
+                    problem = f"the {role.proc.name} exited early (code {role.popen.returncode}):\n"
                     problem += tail(role.log, 25)
             for w, d, code in zip(workers, dirs, codes, strict=True):
                 result = read_result(d / RESULT) if code is not None else None
                 if code is not None and (result is None or result.status != OK) and not problem:
-                    problem = f"{w.name} ended (code {code}) without a complete result:\n"
+                    problem = f"{w.proc.name} ended (code {code}) without a complete result:\n"
                     problem += tail(w.log, 25)
             if problem:
                 failed_at = failed_at or time.monotonic()
@@ -271,7 +250,7 @@ def _run(cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path) -> Tri
         ev.poll()
     emit()
     result = merge(cfg, [read_result(d / RESULT) for d in dirs], problem)
-    result.files += [f"{ROOT}/{role.name}.log" for role in job.roles]
+    result.files += [f"{ROOT}/{role.proc.name}.log" for role in job.roles]
     return result
 
 
