@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.analysis import stats
+from bench.report import claims as claims_mod
 from bench.report import render, sections
 from bench.report.document import Cell, Report, Section, Table, num
 from bench.report.sections import HISTORY_KEYS, Context
@@ -104,8 +105,33 @@ def _verdicts(ctx: Context) -> Section | None:
     return section
 
 
-def build(runs: RunSet, title: str = "") -> Report:
-    """The report of ``runs``: every section the runs hold data for."""
+def _claims(ctx: Context, claims: list[claims_mod.Claim]) -> Section | None:
+    if not claims:
+        return None
+    checked = [claims_mod.check(c, ctx.trials) for c in claims]
+    section = Section("Claims", "claims")
+    counts: dict[str, int] = {}
+    for c in checked:
+        counts[c.verdict] = counts.get(c.verdict, 0) + 1
+    section.blocks.append(
+        f"{len(checked)} claim{'s' if len(checked) != 1 else ''}: "
+        + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+        + ".  Each is checked over the ok runs its filter selects, per configuration, with "
+        "the statistics of the verdicts below (docs/report.md, 'Claims')."
+    )
+    rows = [
+        [Cell(c.claim.text), Cell(c.claim.source or "-"),
+         Cell(c.verdict, c.verdict.replace(" ", "-")), Cell(c.effect), num(str(c.runs))]
+        for c in checked
+    ]  # fmt: skip
+    section.blocks.append(Table(["Claim", "Source", "Verdict", "Effect and interval", "Runs"],
+                                rows, "Every claim"))  # fmt: skip
+    return section
+
+
+def build(runs: RunSet, title: str = "", claims: list[claims_mod.Claim] | None = None) -> Report:
+    """The report of ``runs``: every section the runs hold data for, the ``claims`` checked
+    against them first."""
     trials: list[Trial] = [to_trial(r) for r in runs.records]
     ctx = Context(trials)
     where = f"sweep {runs.sweep_name or runs.sweep_id}" if runs.sweep_id else "all runs"
@@ -129,7 +155,13 @@ def build(runs: RunSet, title: str = "") -> Report:
     ]
     body = [s for s in (b() for b in builders) if s is not None]
     summary = _verdicts(ctx)
-    report.sections = [_overview(ctx, runs)] + ([summary] if summary else []) + body
+    checked = _claims(ctx, claims or [])
+    report.sections = (
+        [_overview(ctx, runs)]
+        + ([checked] if checked else [])
+        + ([summary] if summary else [])
+        + body
+    )
     if not ctx.trials:
         report.sections[0].blocks.append("There are no trial runs to report on.")
     return report

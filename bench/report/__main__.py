@@ -3,6 +3,7 @@
 python -m bench.report                      # the latest sweep in mlruns/mlflow.db
 python -m bench.report --experiment NAME    # every run of an experiment
 python -m bench.report --sweep RUN_ID       # one sweep (its parent run's id)
+python -m bench.report --claims FILE        # ... with the claims in FILE checked first
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import sys
 from pathlib import Path
 
 from bench import tracking
-from bench.report import HISTORY_KEYS, build, write
+from bench.report import HISTORY_KEYS, build, claims, write
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,7 +32,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-log", action="store_true", help="do not log the report to the sweep's parent run"
     )
+    parser.add_argument(
+        "--claims",
+        type=Path,
+        help="a YAML list of claims to check against the runs (see docs/report.md, 'Claims')",
+    )
     args = parser.parse_args(argv)
+    checked: list[claims.Claim] = []
+    if args.claims is not None:
+        try:
+            checked = claims.load(args.claims)
+        except (OSError, claims.ClaimError) as exc:
+            print(f"bench.report: --claims: {exc}", file=sys.stderr)
+            return 2
     try:
         runs = tracking.load_runs(
             args.uri, experiment=args.experiment, sweep=args.sweep, history_keys=HISTORY_KEYS
@@ -39,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     except LookupError as exc:
         print(f"bench.report: {exc}", file=sys.stderr)
         return 2
-    page = write(build(runs), args.out)
+    page = write(build(runs, claims=checked), args.out)
     print(f"{page}  ({args.out / 'report.md'})")
     if runs.sweep_id and not args.no_log:
         where = tracking.log_report(args.uri, runs.sweep_id, args.out)

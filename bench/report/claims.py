@@ -1,0 +1,322 @@
+"""Claims as data: statements about runs (a study's findings, or a user's expectations),
+each checked against the runs its filter selects with the statistics of the report's
+verdicts.  A claim file is a YAML list (``python -m bench.report --claims FILE``):
+
+```yaml
+- claim: PyTorch trains ResNet-18 faster than TensorFlow   # shown as written
+  source: "seed001, Table 2: 'PyTorch ... faster ...'"     # where it comes from
+  kind: comparison         # comparison | trend | independence
+  faster: torch            # comparison: the side claimed faster (lower metric) ...
+  slower: tf               # ... and the other; framework names
+  by_at_least_pct: 10      # optional: faster by at least this much
+  where: {model: resnet18, mode: train}
+- claim: Inference time per sample falls as the batch grows
+  kind: trend
+  metric: ms_per_sample
+  against: batch_size
+  direction: decreases     # or increases
+  up_to: 256               # optional: only up to this value of `against`
+  where: {mode: infer}
+- claim: GPU power does not depend on the batch size
+  kind: independence
+  metric: power_w
+  against: batch_size
+  margin_pct: 10           # the change, smallest to largest `against`, that counts as none
+```
+
+``where`` keys are ``framework``, ``model``, ``mode``, ``device``, ``batch_size`` or any
+logged param (``image_size``, ``distributed``, ``optimizer.name``...); a value may be a
+list (any of).  ``metric`` is ``ms_per_sample`` (the default: lower is faster) or any
+metric a run logged (per-epoch ones averaged over the epochs).  Only ok runs count.
+
+Each claim gets one verdict: ``holds here``, ``contradicted here`` (with the measured
+effect and interval), ``inconclusive`` (and why: too few runs, an unstable or not
+comparable side, an interval that straddles the claim), or ``not measured here`` (no run
+matches, or none has the metric: a GPU metric on CPU runs).  A comparison or a trend is
+checked per configuration (everything else equal) and holds only where it holds in every
+one; it is contradicted where any one contradicts it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.analysis import stats
+from bench.report.trials import Trial, group
+
+HOLDS, CONTRADICTED = "holds here", "contradicted here"
+INCONCLUSIVE, NOT_MEASURED = "inconclusive", "not measured here"
+KINDS = ("comparison", "trend", "independence")
+_FIELDS = {
+    "comparison": {"faster", "slower", "by_at_least_pct"},
+    "trend": {"against", "direction", "up_to"},
+    "independence": {"against", "margin_pct"},
+}
+_COMMON = {"claim", "source", "kind", "where", "metric"}
+# The configuration keys a per-configuration result is labelled with.
+_LABEL_KEYS = ("model.name", "mode", "batch_size", "image_size", "distributed", "workers")
+
+
+class ClaimError(ValueError):
+    """A claim that cannot be checked as written; the message names it and the field."""
+
+
+@dataclass
+class Claim:
+    text: str
+    kind: str
+    source: str = ""
+    where: dict[str, list[str]] = field(default_factory=dict)
+    metric: str = "ms_per_sample"
+    faster: str = ""
+    slower: str = ""
+    by_at_least_pct: float = 0.0
+    against: str = ""
+    direction: str = ""
+    up_to: float = math.inf
+    margin_pct: float = 0.0
+
+
+@dataclass
+class Checked:
+    claim: Claim
+    verdict: str
+    effect: str  # the measured effect and its interval, or why there is none
+    runs: int  # ok runs the claim's filter selected
+
+
+def parse(items: Any) -> list[Claim]:
+    """The claims of a YAML list (already loaded); :class:`ClaimError` names the first one
+    that cannot be checked, and why."""
+    if not isinstance(items, list):
+        raise ClaimError("claims: a YAML list of claims, each a mapping")
+    return [_parse_one(i, item) for i, item in enumerate(items, 1)]
+
+
+def _parse_one(i: int, item: Any) -> Claim:
+    name = f"claim {i}"
+    if not isinstance(item, dict):
+        raise ClaimError(f"{name}: a mapping with kind, where, ...; got {item!r}")
+    name = f"claim {i} ({item.get('claim', item.get('kind', '?'))!s})"
+    kind = str(item.get("kind", ""))
+    if kind not in KINDS:
+        raise ClaimError(f"{name}: kind: one of {', '.join(KINDS)}; got {kind!r}")
+    unknown = set(item) - _COMMON - _FIELDS[kind]
+    if unknown:
+        raise ClaimError(
+            f"{name}: {', '.join(sorted(unknown))}: not a field of a {kind} claim (its "
+            f"fields: {', '.join(sorted(_COMMON | _FIELDS[kind]))})"
+        )
+    where = item.get("where") or {}
+    if not isinstance(where, dict):
+        raise ClaimError(f"{name}: where: a mapping of key: value (or [values]); got {where!r}")
+    claim = Claim(
+        text=str(item.get("claim") or f"{kind} claim {i}"),
+        kind=kind,
+        source=str(item.get("source", "")),
+        where={
+            str(k): [str(x) for x in (v if isinstance(v, list) else [v])] for k, v in where.items()
+        },  # fmt: skip
+        metric=str(item.get("metric", "ms_per_sample")),
+    )
+    try:
+        if kind == "comparison":
+            claim.faster, claim.slower = str(item["faster"]), str(item["slower"])
+            claim.by_at_least_pct = float(item.get("by_at_least_pct", 0.0))
+            if claim.faster == claim.slower or claim.by_at_least_pct < 0:
+                raise ClaimError(f"{name}: faster and slower: two frameworks; by_at_least_pct >= 0")
+        else:
+            claim.against = str(item["against"])
+        if kind == "trend":
+            claim.direction = str(item["direction"])
+            if claim.direction not in ("decreases", "increases"):
+                raise ClaimError(f"{name}: direction: decreases or increases")
+            claim.up_to = float(item.get("up_to", math.inf))
+        if kind == "independence":
+            claim.margin_pct = float(item["margin_pct"])
+            if not claim.margin_pct > 0:
+                raise ClaimError(f"{name}: margin_pct: above 0")
+    except KeyError as missing:
+        raise ClaimError(f"{name}: {missing.args[0]}: missing (a {kind} claim needs it)") from None
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, ClaimError):
+            raise
+        raise ClaimError(f"{name}: {exc}") from None
+    return claim
+
+
+def load(path: Path) -> list[Claim]:
+    import yaml
+
+    try:
+        return parse(yaml.safe_load(path.read_text()))
+    except yaml.YAMLError as exc:
+        raise ClaimError(f"claims: {path} is not YAML: {exc}") from None
+
+
+# --- checking ---------------------------------------------------------------------------------
+
+
+def _value(t: Trial, key: str) -> str:
+    short: dict[str, Callable[[Trial], object]] = {
+        "framework": lambda t: t.framework,
+        "model": lambda t: t.model,
+        "mode": lambda t: t.mode,
+        "device": lambda t: t.device,
+        "batch_size": lambda t: t.batch_size,
+    }
+    return str(short[key](t)) if key in short else t.param(key)
+
+
+def _metric(claim: Claim) -> Callable[[Trial], float]:
+    if claim.metric == "ms_per_sample":
+        return lambda t: t.ms_per_sample
+    return lambda t: t.mean_over_epochs(claim.metric)
+
+
+def selected(claim: Claim, trials: Sequence[Trial]) -> list[Trial]:
+    """The ok runs the claim's filter selects that have its metric."""
+    value = _metric(claim)
+    return [
+        t
+        for t in trials
+        if t.ok
+        and all(_value(t, k) in allowed for k, allowed in claim.where.items())
+        and math.isfinite(value(t))
+    ]
+
+
+def check(claim: Claim, trials: Sequence[Trial]) -> Checked:
+    chosen = selected(claim, trials)
+    if not chosen:
+        matching = [t for t in trials if t.ok and all(
+            _value(t, k) in v for k, v in claim.where.items())]  # fmt: skip
+        why = (
+            f"no ok run matches {claim.where or 'the claim'}"
+            if not matching
+            else f"none of the {len(matching)} matching runs has {claim.metric}"
+        )
+        return Checked(claim, NOT_MEASURED, why, 0)
+    verdict, effect = {"comparison": _comparison, "trend": _trend,
+                       "independence": _independence}[claim.kind](claim, chosen)  # fmt: skip
+    return Checked(claim, verdict, effect, len(chosen))
+
+
+def _combine(parts: list[tuple[str, str, str]]) -> tuple[str, str]:
+    """Per-configuration (verdict, effect, configuration label) -> one verdict."""
+    if not parts:
+        return NOT_MEASURED, "no configuration has both sides"
+    against = [p for p in parts if p[0] == CONTRADICTED]
+    if against:
+        return CONTRADICTED, "; ".join(f"{label}: {effect}" for _, effect, label in against)
+    if all(p[0] == HOLDS for p in parts):
+        return HOLDS, "; ".join(f"{label}: {effect}" for _, effect, label in parts)
+    return INCONCLUSIVE, "; ".join(f"{label}: {effect}" for v, effect, label in parts
+                                   if v != HOLDS)  # fmt: skip
+
+
+def _label(config: tuple[tuple[str, str], ...], claim: Claim, *skip: str) -> str:
+    shown = [
+        f"{k}={v}" for k, v in config if k in _LABEL_KEYS and k not in claim.where and k not in skip
+    ]
+    return " ".join(shown) or "one configuration"
+
+
+def _comparison(claim: Claim, trials: list[Trial]) -> tuple[str, str]:
+    value = _metric(claim)
+    threshold = 1 + claim.by_at_least_pct / 100
+    parts = []
+    for config, members in sorted(group(trials, lambda t: t.config).items()):
+        a = [t for t in members if t.framework == claim.faster]
+        b = [t for t in members if t.framework == claim.slower]
+        if not a or not b:
+            continue
+        v = stats.compare(_sample(claim.faster, a, value), _sample(claim.slower, b, value))
+        measured = (
+            f"{claim.slower}/{claim.faster} {claim.metric} = {v.ratio:.3f} "
+            f"[95% CI {v.ci_low:.3f}, {v.ci_high:.3f}], {len(a)} vs {len(b)} runs"
+        )
+        if v.kind in (stats.NOT_COMPARABLE, stats.NOT_TESTED):
+            parts.append((INCONCLUSIVE, f"{measured}; {v.text}", _label(config, claim)))
+        elif v.ci_low > threshold and (v.kind == stats.FASTER and v.faster == claim.faster):
+            parts.append((HOLDS, measured, _label(config, claim)))
+        elif v.ci_high < threshold:
+            parts.append((CONTRADICTED, measured, _label(config, claim)))
+        else:
+            parts.append((INCONCLUSIVE, f"{measured}; the interval straddles "
+                          f"{threshold:.2f}", _label(config, claim)))  # fmt: skip
+    return _combine(parts)
+
+
+def _sample(name: str, trials: list[Trial], value: Callable[[Trial], float]) -> stats.Sample:
+    return stats.Sample(
+        name=name,
+        values=[value(t) for t in trials],
+        environments=[t.environment for t in trials],
+        num_parameters=[t.num_parameters for t in trials],
+        windows_s=[t.epoch_time_s for t in trials],
+    )
+
+
+def _x(t: Trial, claim: Claim) -> float:
+    try:
+        return float(_value(t, claim.against))
+    except ValueError:
+        return math.nan
+
+
+def _series(claim: Claim, trials: list[Trial]) -> dict[Any, list[Trial]]:
+    """The runs per line of the claim: one framework and configuration, ``against`` free."""
+    usable = [t for t in trials if math.isfinite(_x(t, claim)) and _x(t, claim) <= claim.up_to]
+    key = claim.against if claim.against != "model" else "model.name"
+    return group(usable, lambda t: (t.framework, t.config_without(key)))
+
+
+def _trend(claim: Claim, trials: list[Trial]) -> tuple[str, str]:
+    value = _metric(claim)
+    parts = []
+    for (framework, config), members in sorted(_series(claim, trials).items()):
+        label = f"{framework} {_label(config, claim, claim.against)}".strip()
+        found = stats.trend([_x(t, claim) for t in members], [value(t) for t in members],
+                            claim.metric, claim.against)  # fmt: skip
+        if found.direction == claim.direction:
+            parts.append((HOLDS, found.text, label))
+        elif found.direction:
+            parts.append((CONTRADICTED, found.text, label))
+        else:
+            parts.append((INCONCLUSIVE, found.text, label))
+    return _combine(parts)
+
+
+def _independence(claim: Claim, trials: list[Trial]) -> tuple[str, str]:
+    value = _metric(claim)
+    margin = claim.margin_pct / 100
+    parts = []
+    for (framework, config), members in sorted(_series(claim, trials).items()):
+        label = f"{framework} {_label(config, claim, claim.against)}".strip()
+        xs = sorted({_x(t, claim) for t in members})
+        if len(xs) < 2:
+            parts.append((INCONCLUSIVE, f"one {claim.against} value only", label))
+            continue
+        low = [value(t) for t in members if _x(t, claim) == xs[0]]
+        high = [value(t) for t in members if _x(t, claim) == xs[-1]]
+        if min(len(low), len(high)) < 2:
+            parts.append((INCONCLUSIVE, f"{len(low)} vs {len(high)} runs at {claim.against} "
+                          f"{xs[0]:g} and {xs[-1]:g}; use repeats >= 4", label))  # fmt: skip
+            continue
+        ratio, lo, hi = stats.bootstrap_ratio(low, high)
+        measured = (
+            f"{claim.metric} at {claim.against} {xs[-1]:g} / at {xs[0]:g} = {ratio:.3f} "
+            f"[95% CI {lo:.3f}, {hi:.3f}], margin +/-{claim.margin_pct:g}%"
+        )
+        if 1 - margin <= lo and hi <= 1 + margin:
+            parts.append((HOLDS, measured, label))
+        elif hi < 1 - margin or lo > 1 + margin:
+            parts.append((CONTRADICTED, measured, label))
+        else:
+            parts.append((INCONCLUSIVE, f"{measured}: the interval leaves the margin", label))
+    return _combine(parts)

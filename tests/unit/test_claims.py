@@ -1,0 +1,129 @@
+"""The claim checker (bench.report.claims) on constructed runs with known answers: a true
+claim holds, a false one is contradicted, too few runs are inconclusive, a metric the runs
+lack is not measured here, and a malformed claim is refused naming it."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.report import build, claims
+from bench.report.__main__ import main as report_main
+from bench.report.trials import to_trial
+from tests.report_data import record, runset
+
+
+def rates(framework: str, rate: float, n: int, seed: int, **kw: Any) -> list[Any]:
+    rng = random.Random(seed)
+    return [record(framework, "resnet50", rate=rng.gauss(rate, rate * 0.01), repeat=i, **kw)
+            for i in range(n)]  # fmt: skip
+
+
+def verdict(claim: dict[str, Any], records: list[Any]) -> claims.Checked:
+    (parsed,) = claims.parse([claim])
+    return claims.check(parsed, [to_trial(r) for r in records])
+
+
+FASTER = {"kind": "comparison", "faster": "torch", "slower": "tf", "where": {"mode": "train"}}
+
+
+def test_a_comparison_holds_is_contradicted_or_inconclusive_as_the_runs_say() -> None:
+    runs = rates("torch", 110.0, 10, 1) + rates("tf", 100.0, 10, 2)  # torch 10% faster
+    held = verdict(FASTER, runs)
+    assert held.verdict == claims.HOLDS and held.runs == 20
+    assert "tf/torch ms_per_sample = 1.1" in held.effect
+    assert verdict({**FASTER, "by_at_least_pct": 5}, runs).verdict == claims.HOLDS
+    assert verdict({**FASTER, "by_at_least_pct": 50}, runs).verdict == claims.CONTRADICTED
+    reverse = verdict({**FASTER, "faster": "tf", "slower": "torch"}, runs)
+    assert reverse.verdict == claims.CONTRADICTED
+    few = rates("torch", 110.0, 2, 3) + rates("tf", 100.0, 2, 4)
+    inconclusive = verdict(FASTER, few)
+    assert inconclusive.verdict == claims.INCONCLUSIVE
+    assert "not tested" in inconclusive.effect
+
+
+def test_a_comparison_holds_only_where_every_configuration_agrees() -> None:
+    small = rates("torch", 110.0, 8, 1, batch=32) + rates("tf", 100.0, 8, 2, batch=32)
+    large = rates("torch", 90.0, 8, 3, batch=64) + rates("tf", 100.0, 8, 4, batch=64)
+    found = verdict(FASTER, small + large)
+    assert found.verdict == claims.CONTRADICTED
+    assert "batch_size=64" in found.effect and "batch_size=32" not in found.effect
+
+
+def infer_runs(rate_at: Any, metrics_at: Any = None, repeats: int = 2) -> list[Any]:
+    out = []
+    for batch in (1, 2, 4, 8, 16):
+        for i in range(repeats):
+            metrics = metrics_at(batch, i) if metrics_at else None
+            out.append(record("torch", "resnet50", mode="infer", batch=batch, repeat=i,
+                              rate=rate_at(batch, i), metrics=metrics))  # fmt: skip
+    return out
+
+
+TREND = {"kind": "trend", "metric": "ms_per_sample", "against": "batch_size",
+         "direction": "decreases", "where": {"mode": "infer"}}  # fmt: skip
+
+
+def test_a_trend_holds_or_is_contradicted() -> None:
+    runs = infer_runs(lambda b, i: 100.0 * b**0.5 + i)  # faster per sample with the batch
+    assert verdict(TREND, runs).verdict == claims.HOLDS
+    assert verdict({**TREND, "direction": "increases"}, runs).verdict == claims.CONTRADICTED
+    assert verdict({**TREND, "up_to": 2}, runs).verdict == claims.INCONCLUSIVE  # 2 values
+
+
+INDEPENDENT = {"kind": "independence", "metric": "power_w", "against": "batch_size",
+               "margin_pct": 10, "where": {"mode": "infer"}}  # fmt: skip
+
+
+def test_independence_needs_the_interval_inside_the_margin() -> None:
+    rng = random.Random(5)
+    flat = infer_runs(lambda b, i: 100.0, lambda b, i: {"power_w": rng.gauss(200, 1)}, 4)
+    assert verdict(INDEPENDENT, flat).verdict == claims.HOLDS
+    rising = infer_runs(lambda b, i: 100.0, lambda b, i: {"power_w": 100.0 + 20 * b + i}, 4)
+    assert verdict(INDEPENDENT, rising).verdict == claims.CONTRADICTED
+    few = infer_runs(lambda b, i: 100.0, lambda b, i: {"power_w": 200.0 + i}, 1)
+    assert verdict(INDEPENDENT, few).verdict == claims.INCONCLUSIVE
+
+
+def test_a_gpu_metric_on_cpu_runs_is_not_measured_here() -> None:
+    runs = infer_runs(lambda b, i: 100.0)  # no power_w: CPU runs
+    found = verdict(INDEPENDENT, runs)
+    assert found.verdict == claims.NOT_MEASURED
+    assert "none of the 10 matching runs has power_w" in found.effect
+    assert verdict({**FASTER, "where": {"model": "vgg16"}}, runs).verdict == claims.NOT_MEASURED
+
+
+@pytest.mark.parametrize(
+    ("claim", "said"),
+    [
+        ({"kind": "rumour"}, "kind: one of comparison, trend, independence"),
+        ({"kind": "comparison", "faster": "torch"}, "slower: missing"),
+        ({**FASTER, "direction": "up"}, "direction: not a field of a comparison claim"),
+        ({**TREND, "direction": "sideways"}, "direction: decreases or increases"),
+        ({**INDEPENDENT, "margin_pct": 0}, "margin_pct: above 0"),
+        ({**FASTER, "where": "resnet"}, "where: a mapping"),
+        ("torch is faster", "a mapping with kind"),
+    ],
+)
+def test_a_malformed_claim_is_refused_naming_it(claim: Any, said: str) -> None:
+    with pytest.raises(claims.ClaimError, match="claim 1") as refused:
+        claims.parse([claim])
+    assert said in str(refused.value)
+
+
+def test_the_report_puts_the_claims_first_and_the_cli_refuses_a_bad_file(
+    tmp_path: Path, capsys: Any
+) -> None:
+    runs = rates("torch", 110.0, 10, 1) + rates("tf", 100.0, 10, 2)
+    stated = {**FASTER, "claim": "torch wins", "source": "seed001, Table 2"}
+    report = build(runset(runs), claims=claims.parse([stated]))
+    assert [s.title for s in report.sections][:2] == ["Overview", "Claims"]
+    (table,) = [b for b in report.sections[1].blocks if hasattr(b, "rows")]
+    assert [c.text for c in table.rows[0]][:3] == ["torch wins", "seed001, Table 2", "holds here"]
+    bad = tmp_path / "claims.yaml"
+    bad.write_text("- kind: comparison\n  faster: torch\n")
+    assert report_main(["--claims", str(bad), "--uri", f"sqlite:///{tmp_path}/m.db"]) == 2
+    assert "claim 1" in capsys.readouterr().err
