@@ -176,6 +176,10 @@ class BenchConfig:
     # Before the first trial, check training parity (python -m bench.parity) for every
     # group of trials that would be compared; failed groups are "not comparable".
     parity: bool = False
+    # Claims about the sweep's runs (a study's findings, or expectations), checked in its
+    # report (bench.report.claims; docs/report.md, "Claims"); a non-empty list writes the
+    # report.  Not part of any configuration: not hashed, not logged as a param.
+    claims: list[Any] = field(default_factory=list)
     # Let a sweep run where frameworks compared under one ``device`` setting would train on
     # different kinds of device (bench.device_preflight refuses it otherwise).
     allow_mixed_devices: bool = False
@@ -199,6 +203,7 @@ _AUTO_ONLY = ("min_window_s", "max_steps_per_epoch")
 # holds, so an ok run without them must not satisfy, and skip, a request for them.)
 _NOT_HASHED = (
     "tracking", "force", "timeout_s", "repeats", "report", "parity", "allow_mixed_devices",
+    "claims",
 )  # fmt: skip
 
 

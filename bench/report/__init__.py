@@ -184,11 +184,12 @@ def write(report: Report, out: Path) -> Path:
     return page
 
 
-def report_sweep(uri: str, sweep_id: str) -> str:
-    """Build the report of one sweep and log it to the sweep's run; return the page's URI."""
+def report_sweep(uri: str, sweep_id: str, claims: list[claims_mod.Claim] | None = None) -> str:
+    """Build the report of one sweep (with ``claims`` checked) and log it to the sweep's
+    run; return the page's URI."""
     from bench import tracking
 
     runs = tracking.load_runs(uri, sweep=sweep_id, history_keys=HISTORY_KEYS)
     with tempfile.TemporaryDirectory() as tmp:
-        write(build(runs), Path(tmp))
+        write(build(runs, claims=claims), Path(tmp))
         return tracking.log_report(uri, sweep_id, Path(tmp))

@@ -211,6 +211,20 @@ def compose_all(
     return out
 
 
+def _claim_problems(configs: Sequence[BenchConfig]) -> list[str]:
+    """The sweep's claims parse (one list for the whole sweep), or why not."""
+    from bench.report import claims
+
+    first = configs[0].claims
+    if any(cfg.claims != first for cfg in configs[1:]):
+        return ["claims: one sweep checks one list of claims; the jobs' lists differ"]
+    try:
+        claims.parse(first)
+    except claims.ClaimError as exc:
+        return [f"claims: {exc}"]
+    return []
+
+
 def check_all(
     configs: Sequence[tuple[str, BenchConfig]],
     slurm: bool = False,
@@ -240,6 +254,7 @@ def check_all(
 
         problems += device_preflight.check(configs)
     if configs:
+        problems += _claim_problems([cfg for _, cfg in configs])
         first = configs[0][1].tracking
         for label, cfg in configs[1:]:
             if (cfg.tracking.uri, cfg.tracking.experiment) != (first.uri, first.experiment):

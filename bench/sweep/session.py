@@ -16,7 +16,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from bench import sysinfo, tracking
 from bench.config import BenchConfig
@@ -114,9 +114,16 @@ def host_environment() -> dict[str, str]:
 
 class Sweep:
     def __init__(
-        self, store: tracking.Store, sweep_id: str, total: int | None, report: bool = False
+        self,
+        store: tracking.Store,
+        sweep_id: str,
+        total: int | None,
+        report: bool = False,
+        claims: list[Any] | None = None,
     ) -> None:
-        self.store, self.sweep_id, self.total, self.report = store, sweep_id, total, report
+        self.store, self.sweep_id, self.total = store, sweep_id, total
+        self.claims = list(claims or [])
+        self.report = report or bool(self.claims)  # claims are checked in the report
         self.host_env = host_environment()
 
     @classmethod
@@ -148,13 +155,13 @@ class Sweep:
         sweep_id = store.start_sweep(name, tags)
         if isinstance(store, tracking.Spool):
             print(f"bench: results are kept in {store.where}", file=sys.stderr)
-        return cls(store, sweep_id, total, cfg.report)
+        return cls(store, sweep_id, total, cfg.report, cfg.claims)
 
     @classmethod
     def attach(cls, cfg: BenchConfig, sweep_id: str, total: int | None) -> Sweep:
         """Join a sweep whose parent run was opened elsewhere (by the sweeper)."""
         store = store_for(cfg.tracking.uri, cfg.tracking.experiment)
-        return cls(store, sweep_id, total, cfg.report)
+        return cls(store, sweep_id, total, cfg.report, cfg.claims)
 
     def run(
         self,
@@ -263,10 +270,10 @@ class Sweep:
                 file=sys.stderr,
             )
             return False
-        from bench.report import report_sweep
+        from bench.report import claims, report_sweep
 
         try:
-            where = report_sweep(store.uri, self.sweep_id)
+            where = report_sweep(store.uri, self.sweep_id, claims.parse(self.claims))
         except Exception as exc:  # noqa: BLE001 - the trials are recorded; only the report fails
             print(f"bench: the report could not be written: {exc}", file=sys.stderr)
             return False

@@ -314,7 +314,11 @@ class MlflowStore:
             },
         )
         run_id = run.info.run_id
-        params = [Param(k, str(v)[:_MAX_PARAM_LEN]) for k, v in flatten(to_dict(cfg)).items()]
+        params = [
+            Param(k, str(v)[:_MAX_PARAM_LEN])
+            for k, v in flatten(to_dict(cfg)).items()
+            if k != "claims"  # the sweep's, checked in its report
+        ]
         self.client.log_batch(run_id, params=params)  # the client splits it as MLflow needs
         self.client.log_inputs(run_id, datasets=[dataset_input(cfg)])
         return MlflowTrialRun(self, run_id, cfg, sweep_id, name, tags)

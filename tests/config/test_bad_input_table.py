@@ -80,6 +80,9 @@ def cases() -> list[tuple[list[str], str]]:
         (["launcher=docker", "launcher.docker.gpus=zero"], "launcher.docker.gpus"),
         (["launcher=docker", "launcher.docker.heartbeat_timeout_s=1"], "heartbeat_timeout_s"),
         (["tracking.uri=sqlite:////proc/bench-nope/m.db"], "tracking.uri"),
+        (["claims=notalist"], "claims"),
+        (["claims=[{kind: rumour}]"], "claims"),
+        (["claims=[{kind: comparison, faster: torch}]"], "slower"),
     ]
     from bench.device_preflight import host_gpus
 

@@ -78,8 +78,13 @@ def check_against_runs(markdown: str, runs: list, repeats: int) -> None:  # noqa
 
 
 def test_a_repeated_sweep_reports_the_numbers_of_its_runs(bench, tmp_path: Path) -> None:  # noqa: ANN001
+    claims = (
+        "claims=[{claim: torch trains resnet50 faster than tf, kind: comparison, "
+        "faster: torch, slower: tf}, {claim: power stays flat, kind: independence, "
+        "metric: power_w, against: batch_size, margin_pct: 10}]"
+    )
     first = bench.run(
-        "-m", "framework=tf,torch", "model=resnet50", "repeats=3", "report=true", *TINY
+        "-m", "framework=tf,torch", "model=resnet50", "repeats=3", "report=true", claims, *TINY
     )
     assert first.returncode == 0, first.output
     children = bench.children()
@@ -100,6 +105,11 @@ def test_a_repeated_sweep_reports_the_numbers_of_its_runs(bench, tmp_path: Path)
     md = Path(client.download_artifacts(parent.info.run_id, "report/report.md", str(tmp_path)))
     check_against_runs(md.read_text(), children, 3)
     assert "6 runs (6 ok)" in md.read_text()
+    # The sweep's claims come first, each with a verdict: 3 runs a side cannot be tested;
+    # CPU runs have no GPU power.
+    claimed = md.read_text().split("Claims", 1)[1]
+    assert "torch trains resnet50 faster than tf" in claimed and "inconclusive" in claimed
+    assert "power stays flat" in claimed and "not measured here" in claimed
 
     # Raising repeats reuses the finished runs; the new sweep's report counts them.
     again = bench.run("-m", "framework=tf,torch", "model=resnet50", "repeats=4", *TINY)

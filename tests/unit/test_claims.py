@@ -127,3 +127,19 @@ def test_the_report_puts_the_claims_first_and_the_cli_refuses_a_bad_file(
     bad.write_text("- kind: comparison\n  faster: torch\n")
     assert report_main(["--claims", str(bad), "--uri", f"sqlite:///{tmp_path}/m.db"]) == 2
     assert "claim 1" in capsys.readouterr().err
+
+
+def test_a_sweeps_claims_are_checked_before_any_trial_and_imply_its_report() -> None:
+    import dataclasses
+
+    from bench.config import BenchConfig, ConfigError
+    from bench.sweep.jobs import check_all
+    from bench.sweep.session import Sweep
+
+    base = BenchConfig(claims=[FASTER])
+    check_all([("a", base)])
+    with pytest.raises(ConfigError, match="claims: claim 1"):
+        check_all([("a", dataclasses.replace(base, claims=[{"kind": "rumour"}]))])
+    with pytest.raises(ConfigError, match="one list of claims"):
+        check_all([("a", base), ("b", dataclasses.replace(base, claims=[]))])
+    assert Sweep(None, "sweep", 1, report=False, claims=[FASTER]).report  # type: ignore[arg-type]
