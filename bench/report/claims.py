@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.analysis import stats
+from bench.report.sections.common import sample
 from bench.report.trials import Trial, group
 
 HOLDS, CONTRADICTED = "holds here", "contradicted here"
@@ -235,7 +236,7 @@ def _comparison(claim: Claim, trials: list[Trial]) -> tuple[str, str]:
         b = [t for t in members if t.framework == claim.slower]
         if not a or not b:
             continue
-        v = stats.compare(_sample(claim.faster, a, value), _sample(claim.slower, b, value))
+        v = stats.compare(sample(claim.faster, a, value), sample(claim.slower, b, value))
         measured = (
             f"{claim.slower}/{claim.faster} {claim.metric} = {v.ratio:.3f} "
             f"[95% CI {v.ci_low:.3f}, {v.ci_high:.3f}], {len(a)} vs {len(b)} runs"
@@ -250,16 +251,6 @@ def _comparison(claim: Claim, trials: list[Trial]) -> tuple[str, str]:
             parts.append((INCONCLUSIVE, f"{measured}; the interval straddles "
                           f"{threshold:.2f}", _label(config, claim)))  # fmt: skip
     return _combine(parts)
-
-
-def _sample(name: str, trials: list[Trial], value: Callable[[Trial], float]) -> stats.Sample:
-    return stats.Sample(
-        name=name,
-        values=[value(t) for t in trials],
-        environments=[t.environment for t in trials],
-        num_parameters=[t.num_parameters for t in trials],
-        windows_s=[t.epoch_time_s for t in trials],
-    )
 
 
 def _x(t: Trial, claim: Claim) -> float:
