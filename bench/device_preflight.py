@@ -92,11 +92,11 @@ def ask(framework: str, driver: str = "") -> Seen:
     key = json.dumps(
         [
             framework,
-            os.path.realpath(python),
+            os.path.abspath(python),
             stamps,
             os.environ.get("CUDA_VISIBLE_DEVICES"),
             driver,
-        ]  # fmt: skip
+        ]
     )
     cached_at = cache_dir() / "devices" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
     if cached_at.is_file():
