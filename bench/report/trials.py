@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from bench.config import measured
 from bench.tracking import RunRecord
+from bench.tracking.params import relevant
 
 # Beyond what does not decide a measurement (bench.config.measured, the one definition the
 # config hash uses too): which run of a configuration it was, the framework (the axis the
@@ -115,7 +116,9 @@ def _in_config(key: str) -> bool:
 def to_trial(record: RunRecord) -> Trial:
     params, tags = record.params, record.tags
     device = tags.get("bench.device") or params.get("device", "?")
-    config = {k: v for k, v in measured(dict(params)).items() if _in_config(k)}
+    # What decides the measurement, among the keys that can matter for this run (older runs
+    # logged every key; tracking.params decides which a run logs now).
+    config = {k: v for k, v in measured(relevant(params)).items() if _in_config(k)}
     config["device"] = device  # the device it ran on, not "auto"
     environment = {k: tags[f"bench.{k}"] for k in ENVIRONMENT_TAGS if f"bench.{k}" in tags}
     if DOCKER_IMAGE_TAG in tags:

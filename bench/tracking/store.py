@@ -28,6 +28,7 @@ from bench.config import BenchConfig, config_hash, flatten, to_dict
 from bench.result import KILLED, OK, EpochRecord, TrialResult
 from bench.runtime.processes import owner_alive, owner_label
 from bench.tracking.native import dataset_input, native_tags
+from bench.tracking.params import relevant
 from bench.tracking.spool import Spool, SpooledTrial
 from bench.tracking.system_metrics import points as system_points
 
@@ -316,8 +317,7 @@ class MlflowStore:
         run_id = run.info.run_id
         params = [
             Param(k, str(v)[:_MAX_PARAM_LEN])
-            for k, v in flatten(to_dict(cfg)).items()
-            if k != "claims"  # the sweep's, checked in its report
+            for k, v in relevant(flatten(to_dict(cfg))).items()  # the keys that can matter
         ]
         self.client.log_batch(run_id, params=params)  # the client splits it as MLflow needs
         self.client.log_inputs(run_id, datasets=[dataset_input(cfg)])
