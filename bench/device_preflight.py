@@ -105,11 +105,9 @@ def ask(framework: str, driver: str = "") -> Seen:
     problem = interpreters.problem(framework) if framework in interpreters.OWN_ENVIRONMENTS else ""
     if problem:
         return Seen(0, problem)
-    path = os.pathsep.join(filter(None, [str(interpreters.REPO), os.environ.get("PYTHONPATH")]))
-    env = dict(os.environ, PYTHONPATH=path)
     done = subprocess.run(
         [python, "-m", "bench.device_probe", framework],
-        capture_output=True, text=True, env=env, timeout=300,
+        capture_output=True, text=True, env=interpreters.child_env(), timeout=300,
     )  # fmt: skip
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:

@@ -26,6 +26,13 @@ def python_for(framework: str) -> str:
     return os.environ.get(variable) or str(default)
 
 
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment of a child process that runs bench's modules with another (or this)
+    interpreter: this one's, with bench's checkout first on ``PYTHONPATH``, plus ``extra``."""
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    return dict(os.environ, PYTHONPATH=path, **extra)
+
+
 def problem(framework: str) -> str:
     """Why a trial of ``framework`` cannot start a worker here ('' if it can)."""
     python = python_for(framework)

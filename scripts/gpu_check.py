@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
 import subprocess
 import sys
 import tempfile
@@ -192,12 +191,13 @@ REFUSED = [
 
 
 def _bench(overrides: list[str], where: Path, timeout: float) -> subprocess.CompletedProcess[str]:
-    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    from bench.interpreters import child_env
+
     command = [
         sys.executable, "-m", "bench", *overrides,
         f"tracking.uri=sqlite:///{where}/mlflow.db", f"hydra.run.dir={where}/run",
     ]  # fmt: skip
-    env = dict(os.environ, PYTHONPATH=path)
+    env = child_env()
     try:
         return subprocess.run(
             command, capture_output=True, text=True, timeout=timeout, cwd=where, env=env

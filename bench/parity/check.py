@@ -16,7 +16,6 @@ Deviations, each relative to the reference:
 
 from __future__ import annotations
 
-import os
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -80,11 +79,7 @@ def run_side(
     with tempfile.TemporaryDirectory(prefix="bench-parity-") as tmp:
         request, result = str(Path(tmp, "request.npz")), str(Path(tmp, "result.npz"))
         sides.write_request(request, framework, spec, init, b)
-        repo = str(Path(__file__).resolve().parents[2])
-        env = dict(
-            os.environ,
-            PYTHONPATH=os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")])),
-        )
+        env = interpreters.child_env()
         done = subprocess.run(
             [interpreters.python_for(framework), "-m", "bench.parity.side", request, result],
             capture_output=True,

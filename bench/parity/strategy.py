@@ -7,7 +7,6 @@ batch against the unsplit one."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import tempfile
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import data
+from bench import data, interpreters
 from bench.frameworks.weights import Tensor
 from bench.parity import side as sides
 from bench.parity.check import DEFAULT_TOLERANCE, Outcome, compare, horizon, norm
@@ -80,9 +79,7 @@ def run_trial_side(
         where.mkdir()
         parity_hook.save_tensors(where / "init.npz", init)
         np.savez(where / "batches.npz", **parity_hook.batch_arrays(b))  # type: ignore[arg-type]
-        repo = str(Path(__file__).resolve().parents[2])
-        path = os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))
-        env = dict(os.environ, PYTHONPATH=path, **{parity_hook.VARIABLE: str(where)})
+        env = interpreters.child_env(**{parity_hook.VARIABLE: str(where)})
         command = [
             sys.executable, "-m", "bench", *trial_overrides(spec, framework), *overrides,
             f"tracking.uri=sqlite:///{tmp}/mlflow.db", f"hydra.run.dir={tmp}/run",
@@ -207,7 +204,7 @@ def check_async(
     reference.framework = f"{framework} 1x{per_worker} in turn"
     overrides = [f"distributed={strategy}", f"workers={workers}", f"batch_size={per_worker}"]
     label = f"{strategy} {workers}x{per_worker}"
-    other, apart = run_trial_side(framework, spec, init, b, overrides, label)
+    other, _ = run_trial_side(framework, spec, init, b, overrides, label)
     setup = (
         f"{strategy} at {workers} workers x batch {per_worker}, run as a real trial (python -m "
         f"bench), each worker {spec.steps} steps on its share of every batch of {spec.batch_size}"

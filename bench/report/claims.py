@@ -121,7 +121,7 @@ def _parse_one(i: int, item: Any) -> Claim:
         source=str(item.get("source", "")),
         where={
             str(k): [str(x) for x in (v if isinstance(v, list) else [v])] for k, v in where.items()
-        },  # fmt: skip
+        },
         metric=str(item.get("metric", "ms_per_sample")),
     )
     try:
@@ -162,15 +162,16 @@ def load(path: Path) -> list[Claim]:
 # --- checking ---------------------------------------------------------------------------------
 
 
+# `where` keys that name a trial's own fields; any other key is a logged param.
+_SHORT = ("framework", "model", "mode", "device", "batch_size")
+
+
 def _value(t: Trial, key: str) -> str:
-    short: dict[str, Callable[[Trial], object]] = {
-        "framework": lambda t: t.framework,
-        "model": lambda t: t.model,
-        "mode": lambda t: t.mode,
-        "device": lambda t: t.device,
-        "batch_size": lambda t: t.batch_size,
-    }
-    return str(short[key](t)) if key in short else t.param(key)
+    return str(getattr(t, key)) if key in _SHORT else t.param(key)
+
+
+def _matches(claim: Claim, t: Trial) -> bool:
+    return t.ok and all(_value(t, k) in allowed for k, allowed in claim.where.items())
 
 
 def _metric(claim: Claim) -> Callable[[Trial], float]:
@@ -182,20 +183,13 @@ def _metric(claim: Claim) -> Callable[[Trial], float]:
 def selected(claim: Claim, trials: Sequence[Trial]) -> list[Trial]:
     """The ok runs the claim's filter selects that have its metric."""
     value = _metric(claim)
-    return [
-        t
-        for t in trials
-        if t.ok
-        and all(_value(t, k) in allowed for k, allowed in claim.where.items())
-        and math.isfinite(value(t))
-    ]
+    return [t for t in trials if _matches(claim, t) and math.isfinite(value(t))]
 
 
 def check(claim: Claim, trials: Sequence[Trial]) -> Checked:
     chosen = selected(claim, trials)
     if not chosen:
-        matching = [t for t in trials if t.ok and all(
-            _value(t, k) in v for k, v in claim.where.items())]  # fmt: skip
+        matching = [t for t in trials if _matches(claim, t)]
         why = (
             f"no ok run matches {claim.where or 'the claim'}"
             if not matching
