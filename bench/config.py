@@ -183,6 +183,13 @@ class BenchConfig:
     # Let a sweep run where frameworks compared under one ``device`` setting would train on
     # different kinds of device (bench.device_preflight refuses it otherwise).
     allow_mixed_devices: bool = False
+    # Skip (and list) the cells of a sweep this machine cannot run, a GPU trial on a host
+    # without one or a multi-node trial outside an allocation, instead of refusing the
+    # sweep; the study presets set it (bench.sweep.jobs.not_here).
+    skip_unavailable: bool = False
+    # The size of a study preset (conf/experiment/seed*.yaml): paper | machine | smoke; set
+    # by the preset's ``scale`` group, "" elsewhere.  Its settings are the run's params.
+    scale: str = ""
     # Distributed training (bench.distributed): the strategy, worker processes (or devices)
     # per node, nodes, and parameter servers (ps_async).  batch_size is per worker, so a step
     # of the whole job trains workers x nodes x batch_size samples; ``threads`` is the CPU
@@ -203,7 +210,7 @@ _AUTO_ONLY = ("min_window_s", "max_steps_per_epoch")
 # holds, so an ok run without them must not satisfy, and skip, a request for them.)
 _NOT_HASHED = (
     "tracking", "force", "timeout_s", "repeats", "report", "parity", "allow_mixed_devices",
-    "claims",
+    "claims", "skip_unavailable", "scale",
 )  # fmt: skip
 
 

@@ -7,7 +7,9 @@ verdicts.  A claim file is a YAML list (``python -m bench.report --claims FILE``
   source: "seed001, Table 2: 'PyTorch ... faster ...'"     # where it comes from
   kind: comparison         # comparison | trend | independence
   faster: torch            # comparison: the side claimed faster (lower metric) ...
-  slower: tf               # ... and the other; framework names
+  slower: tf               # ... and the other: a framework name, or a mapping of key: value
+  #   faster: {framework: mxnet, distributed: kvstore_sync}   (sides that differ in more
+  #   slower: {framework: tf, distributed: multiworker}        than the framework)
   by_at_least_pct: 10      # optional: faster by at least this much
   where: {model: resnet18, mode: train}
 - claim: Inference time per sample falls as the batch grows
@@ -73,8 +75,8 @@ class Claim:
     source: str = ""
     where: dict[str, list[str]] = field(default_factory=dict)
     metric: str = "ms_per_sample"
-    faster: str = ""
-    slower: str = ""
+    faster: dict[str, list[str]] = field(default_factory=dict)  # the side's filter
+    slower: dict[str, list[str]] = field(default_factory=dict)
     by_at_least_pct: float = 0.0
     against: str = ""
     direction: str = ""
@@ -119,17 +121,18 @@ def _parse_one(i: int, item: Any) -> Claim:
         text=str(item.get("claim") or f"{kind} claim {i}"),
         kind=kind,
         source=str(item.get("source", "")),
-        where={
-            str(k): [str(x) for x in (v if isinstance(v, list) else [v])] for k, v in where.items()
-        },
+        where=_filter(where),
         metric=str(item.get("metric", "ms_per_sample")),
     )
     try:
         if kind == "comparison":
-            claim.faster, claim.slower = str(item["faster"]), str(item["slower"])
+            claim.faster, claim.slower = _side(item["faster"]), _side(item["slower"])
             claim.by_at_least_pct = float(item.get("by_at_least_pct", 0.0))
             if claim.faster == claim.slower or claim.by_at_least_pct < 0:
-                raise ClaimError(f"{name}: faster and slower: two frameworks; by_at_least_pct >= 0")
+                raise ClaimError(
+                    f"{name}: faster and slower: two different sides (a framework, or a "
+                    "mapping of key: value); by_at_least_pct >= 0"
+                )
         else:
             claim.against = str(item["against"])
         if kind == "trend":
@@ -148,6 +151,30 @@ def _parse_one(i: int, item: Any) -> Claim:
             raise
         raise ClaimError(f"{name}: {exc}") from None
     return claim
+
+
+def _filter(mapping: dict[Any, Any]) -> dict[str, list[str]]:
+    return {
+        str(k): [str(x) for x in (v if isinstance(v, list) else [v])] for k, v in mapping.items()
+    }
+
+
+def _side(value: Any) -> dict[str, list[str]]:
+    """A comparison's side: a framework name, or a mapping of key: value (or [values])."""
+    if isinstance(value, dict):
+        if not value:
+            raise TypeError("a side's mapping names at least one key")
+        return _filter(value)
+    if isinstance(value, list | tuple) or value is None:
+        raise TypeError(f"a side is a framework name or a mapping; got {value!r}")
+    return {"framework": [str(value)]}
+
+
+def side_name(side: dict[str, list[str]]) -> str:
+    """A side as the claim's text shows it: ``torch``, or ``tf distributed=ps_async``."""
+    shown = ["|".join(side["framework"])] if "framework" in side else []
+    shown += [f"{k}={'|'.join(v)}" for k, v in side.items() if k != "framework"]
+    return " ".join(shown)
 
 
 def load(path: Path) -> list[Claim]:
@@ -170,8 +197,16 @@ def _value(t: Trial, key: str) -> str:
     return str(getattr(t, key)) if key in _SHORT else t.param(key)
 
 
+def _in(t: Trial, where: dict[str, list[str]]) -> bool:
+    return all(_value(t, k) in allowed for k, allowed in where.items())
+
+
 def _matches(claim: Claim, t: Trial) -> bool:
-    return t.ok and all(_value(t, k) in allowed for k, allowed in claim.where.items())
+    return (
+        t.ok
+        and _in(t, claim.where)
+        and (claim.kind != "comparison" or _in(t, claim.faster) or _in(t, claim.slower))
+    )
 
 
 def _metric(claim: Claim) -> Callable[[Trial], float]:
@@ -225,19 +260,22 @@ def _comparison(claim: Claim, trials: list[Trial]) -> tuple[str, str]:
     value = _metric(claim)
     threshold = 1 + claim.by_at_least_pct / 100
     parts = []
-    for config, members in sorted(group(trials, lambda t: t.config).items()):
-        a = [t for t in members if t.framework == claim.faster]
-        b = [t for t in members if t.framework == claim.slower]
+    # The sides' keys may differ between paired runs; everything else must be equal.
+    sides = {"model.name" if k == "model" else k for k in (*claim.faster, *claim.slower)}
+    fast, slow = side_name(claim.faster), side_name(claim.slower)
+    for config, members in sorted(group(trials, lambda t: t.config_without(*sides)).items()):
+        a = [t for t in members if _in(t, claim.faster)]
+        b = [t for t in members if _in(t, claim.slower)]
         if not a or not b:
             continue
-        v = stats.compare(sample(claim.faster, a, value), sample(claim.slower, b, value))
+        v = stats.compare(sample(fast, a, value), sample(slow, b, value))
         measured = (
-            f"{claim.slower}/{claim.faster} {claim.metric} = {v.ratio:.3f} "
+            f"{slow}/{fast} {claim.metric} = {v.ratio:.3f} "
             f"[95% CI {v.ci_low:.3f}, {v.ci_high:.3f}], {len(a)} vs {len(b)} runs"
         )
         if v.kind in (stats.NOT_COMPARABLE, stats.NOT_TESTED):
             parts.append((INCONCLUSIVE, f"{measured}; {v.text}", _label(config, claim)))
-        elif v.ci_low > threshold and (v.kind == stats.FASTER and v.faster == claim.faster):
+        elif v.ci_low > threshold and (v.kind == stats.FASTER and v.faster == fast):
             parts.append((HOLDS, measured, _label(config, claim)))
         elif v.ci_high < threshold:
             parts.append((CONTRADICTED, measured, _label(config, claim)))

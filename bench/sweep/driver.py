@@ -37,6 +37,7 @@ from bench.sweep.jobs import (
     compose_all,
     expand,
     fail,
+    split_unavailable,
     to_bench_config,
     trial_label,
     varying,
@@ -62,18 +63,25 @@ def run_sweep(
     arguments: Sequence[Any],
     max_batch_size: int | None = None,
     slurm_partition: Callable[[str | None], tuple[str, int] | None] | None = None,
+    blocks: Sequence[Sequence[Any]] = (),
 ) -> None:
-    """Run a sweep: ``arguments`` are the parsed overrides (sweeper params first),
+    """Run a sweep: ``arguments`` are the parsed overrides (sweeper params first; ``blocks``
+    those of each block of the sweeper's grid, where it has one),
     ``compose`` composes one job's config, ``launch`` runs a batch of jobs (Hydra's
     launcher) and returns their JobReturns.  Always ends by raising :class:`BenchExit`."""
     repeats = int(config.get("repeats", 1))
     launcher = str(config.hydra.launcher.get("_target_", ""))
     try:
-        jobs = expand(arguments, repeats)
+        jobs = expand(arguments, repeats, blocks)
         if not jobs:
             raise ConfigError(["the sweep has no trials"])
         composed = compose_all(compose, jobs)
         slurm = "slurm" in launcher.lower()
+        composed, not_run = split_unavailable(composed, slurm)
+        jobs = [job for _, job, _ in composed]
+        _say_not_run(not_run)
+        if not jobs:
+            raise ConfigError(["the sweep has no trial this machine can run (see above)"])
         partition = None
         if slurm and slurm_partition is not None and any(c.nodes > 1 for _, _, c in composed):
             partition = slurm_partition(config.hydra.launcher.get("partition"))
@@ -83,6 +91,7 @@ def run_sweep(
     first = composed[0][2]
     with _no_crash():
         sweep = Sweep.open(first, len(jobs), sweep_name(), [str(a.input_line) for a in arguments])
+        sweep.not_run = not_run
     ref = SweepRef(sweep.sweep_id, len(jobs), varying(jobs))
     # Jobs that run in this process go one at a time, so that each row is kept as soon as
     # its trial ends (Ctrl-C in one trial keeps the rows before it); jobs sent elsewhere (a
@@ -112,6 +121,17 @@ def run_sweep(
     with _no_crash():
         code = sweep.finish(rows)
     raise BenchExit(code)
+
+
+def _say_not_run(not_run: Sequence[tuple[str, str]]) -> None:
+    if not_run:
+        print(
+            f"bench: {len(not_run)} cell(s) of the matrix cannot run on this machine and are "
+            "skipped (skip_unavailable=true):",
+            file=sys.stderr,
+        )
+        for label, why in not_run:
+            print(f"  {label}: {why}", file=sys.stderr)
 
 
 @contextlib.contextmanager

@@ -15,7 +15,7 @@ import difflib
 import itertools
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -101,11 +101,33 @@ def trial_label(cfg: BenchConfig, overrides: Sequence[str], keys: Sequence[str])
     return " ".join(shown)
 
 
-def expand(overrides: Sequence[Any], repeats: int) -> list[list[str]]:
+def expand(
+    overrides: Sequence[Any], repeats: int, blocks: Sequence[Sequence[Any]] = ()
+) -> list[list[str]]:
     """Every job's overrides in launch order, from a sweep's parsed overrides (Hydra's
-    ``Override`` objects).  ``repeats`` > 1 runs the product in rounds: ``repeat=0`` over
-    every configuration, then ``repeat=1`` over them in reverse order, and so on, so that a
-    drift of the machine during the sweep falls evenly on every configuration."""
+    ``Override`` objects).  ``blocks`` (the sweeper's ``grid``, each a list of parsed
+    overrides with the params before and the command line after it) make the matrix a union
+    of products: each block's product, in order, a job that two blocks share run once.
+    ``repeats`` > 1 runs the matrix in rounds: ``repeat=0`` over every configuration, then
+    ``repeat=1`` over them in reverse order, and so on, so that a drift of the machine
+    during the sweep falls evenly on every configuration."""
+    jobs: list[list[str]] = []
+    for block in blocks or [overrides]:
+        for job in _product(block, repeats):
+            if job not in jobs:
+                jobs.append(job)
+    if repeats <= 1:
+        return jobs
+    rounds = []
+    for r in range(repeats):
+        order = jobs if r % 2 == 0 else jobs[::-1]
+        rounds += [[f"repeat={r}", *job] for job in order]
+    return rounds
+
+
+def _product(overrides: Sequence[Any], repeats: int) -> list[list[str]]:
+    """The cartesian product of one list of parsed overrides, the first key varying
+    slowest; a key given twice takes its last value (the command line's)."""
     keys = {o.key_or_group.lstrip("+~"): o for o in overrides}
     if "repeats" in keys and keys["repeats"].is_sweep_override():
         raise ConfigError(["repeats: give one number of runs per configuration, not a sweep"])
@@ -124,26 +146,43 @@ def expand(overrides: Sequence[Any], repeats: int) -> list[list[str]]:
             raise ConfigError(
                 [f"{key}: bench sweeps lists of values (a,b,c) or range(); got {o.input_line}"]
             )
-    jobs = [list(job) for job in itertools.product(*choices.values())]
-    if repeats <= 1:
-        return jobs
-    rounds = []
-    for r in range(repeats):
-        order = jobs if r % 2 == 0 else jobs[::-1]
-        rounds += [[f"repeat={r}", *job] for job in order]
-    return rounds
+    return [list(job) for job in itertools.product(*choices.values())]
+
+
+def grid_blocks(
+    params: dict[str, Any], grid: Sequence[Any], arguments: Sequence[str]
+) -> list[list[str]]:
+    """The override lists of a sweep with a ``grid`` (the sweeper's list of blocks, each a
+    mapping of key: values): params, then the block, then the command line, so that the
+    command line wins over both (``model=lenet5`` narrows every block to LeNet-5)."""
+    out = []
+    for i, block in enumerate(grid, 1):
+        if not isinstance(block, Mapping) or not block:
+            raise ConfigError(
+                [f"hydra.sweeper.grid: block {i}: a mapping of key: values; got {block!r}"]
+            )
+        items = {**params, **block}
+        out.append([f"{k}={v}" for k, v in items.items()] + list(arguments))
+    return out
 
 
 def jobs_of(config: DictConfig) -> list[list[str]]:
     """Every job of the sweep a composed config (``return_hydra_config=True``) describes:
-    the sweeper's params and the command line's overrides, expanded as bench's sweeper does."""
+    the sweeper's params (and grid) and the command line's overrides, expanded as bench's
+    sweeper does."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    params = config.hydra.sweeper.get("params") or {}
-    task = OmegaConf.to_container(config.hydra.overrides.task, resolve=False)
-    args = [f"{k}={v}" for k, v in params.items()] + [str(o) for o in task or []]
-    parsed = OverridesParser.create().parse_overrides(args)
-    return expand(parsed, int(config.get("repeats", 1)))
+    sweeper = config.hydra.sweeper
+    given, blocks_given = sweeper.get("params"), sweeper.get("grid")
+    params = OmegaConf.to_container(given, resolve=False) if given else {}
+    grid = OmegaConf.to_container(blocks_given, resolve=False) if blocks_given else []
+    task = [str(o) for o in config.hydra.overrides.task or []]
+    assert isinstance(params, dict) and isinstance(grid, list)
+    params = {str(k): v for k, v in params.items()}
+    parser = OverridesParser.create()
+    args = [f"{k}={v}" for k, v in params.items()] + task
+    blocks = [parser.parse_overrides(b) for b in grid_blocks(params, grid, task)]
+    return expand(parser.parse_overrides(args), int(config.get("repeats", 1)), blocks)
 
 
 def _unknown_keys(node: Any, schema: type, prefix: str = "") -> list[str]:
@@ -209,6 +248,41 @@ def compose_all(
     if problems:
         raise ConfigError(list(dict.fromkeys(problems)))
     return out
+
+
+def not_here(cfg: BenchConfig, slurm: bool = False) -> str:
+    """Why this machine cannot run a trial it was not built for (a GPU trial on a host with
+    none, a multi-node trial outside an allocation), or "" where it can.  Only a sweep with
+    ``skip_unavailable=true`` (a study preset) skips such cells; anywhere else they are
+    refused as bad input, by :func:`check_all`."""
+    if cfg.nodes > 1 and not slurm:
+        from bench.distributed.nodes import allocation_problem
+
+        problem = allocation_problem(cfg)
+        if problem:
+            return f"needs {cfg.nodes} nodes (launcher=slurm, or inside an allocation)"
+    if cfg.device == "cuda" and not slurm:
+        from bench import device_preflight
+
+        seen = device_preflight.seen(cfg)
+        if seen.gpus == 0:
+            return f"needs a GPU; {cfg.framework.name} sees none ({seen.detail})"
+    return ""
+
+
+def split_unavailable(
+    composed: Sequence[tuple[str, list[str], BenchConfig]], slurm: bool = False
+) -> tuple[list[tuple[str, list[str], BenchConfig]], list[tuple[str, str]]]:
+    """The jobs this machine can run, and (label, why) of the cells it cannot, for the
+    jobs whose config says ``skip_unavailable=true``; a cell that repeats is named once."""
+    kept, skipped = [], []
+    for label, job, cfg in composed:
+        why = not_here(cfg, slurm) if cfg.skip_unavailable else ""
+        if not why:
+            kept.append((label, job, cfg))
+        elif (label, why) not in skipped:
+            skipped.append((label, why))
+    return kept, skipped
 
 
 def _claim_problems(configs: Sequence[BenchConfig]) -> list[str]:

@@ -125,6 +125,8 @@ class Sweep:
         self.claims = list(claims or [])
         self.report = report or bool(self.claims)  # claims are checked in the report
         self.host_env = host_environment()
+        # (label, why) of the matrix's cells this machine cannot run (skip_unavailable=true)
+        self.not_run: list[tuple[str, str]] = []
 
     @classmethod
     def open(cls, cfg: BenchConfig, total: int | None, name: str, overrides: list[str]) -> Sweep:
@@ -245,6 +247,10 @@ class Sweep:
             counts[row.status] = counts.get(row.status, 0) + 1
         tally = ", ".join(f"{n} {status}" for status, n in counts.items())
         print(f"\n{len(rows)} trials: {tally}. Results: {self._where()}")
+        if self.not_run:
+            print(f"Not run on this machine ({len(self.not_run)} cells of the matrix):")
+            for label, why in self.not_run:
+                print(f"  {label}: {why}")
         reported = killed or not self.report or self._write_report()
         return 130 if killed else int(failed or not reported)
 

@@ -9,7 +9,8 @@ reads):
 - ``optimizer.momentum`` with Adam (it has none);
 - ``data.root`` for data that is not read from files (synthetic, scikit-learn's digits);
 - ``telemetry.interval_s`` with ``telemetry.enabled=false``;
-- ``claims`` (the sweep's, checked in its report).
+- ``claims`` (the sweep's, checked in its report), ``skip_unavailable`` and ``scale`` (a
+  study preset's: what the scale sets is logged key by key).
 
 The report groups runs with the same rule applied to their params, so runs logged before
 it (with every key) and after it group together.  The config hash is unchanged: it hashes
@@ -29,7 +30,7 @@ def irrelevant(flat: Mapping[str, Any]) -> set[str]:
     """The keys of a flat config (or a run's params) that cannot matter for that run."""
     from bench.models import MODELS  # the registry only: imports no framework
 
-    out = {"claims"}
+    out = {"claims", "skip_unavailable", "scale"}
     if str(flat.get("launcher.name", "")) != "docker":
         out |= {k for k in flat if k.startswith("launcher.docker.")}
     spec = MODELS.get(str(flat.get("model.name", "")))

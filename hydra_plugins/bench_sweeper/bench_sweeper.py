@@ -25,6 +25,10 @@ class BenchSweeperConf:
     _target_: str = "hydra_plugins.bench_sweeper.bench_sweeper.BenchSweeper"
     max_batch_size: int | None = None
     params: dict[str, str] | None = None
+    # A matrix that is not one product (a study's model-dataset pairs, a strategy that only
+    # one framework has): a list of blocks, each a mapping of key: values crossed with
+    # params; the sweep runs the union of the blocks' products (bench.sweep.jobs.expand).
+    grid: list[dict[str, str]] | None = None
 
 
 ConfigStore.instance().store(
@@ -37,9 +41,11 @@ class BenchSweeper(Sweeper):
         self,
         max_batch_size: int | None = None,
         params: dict[str, str] | None = None,
+        grid: list[dict[str, str]] | None = None,
     ) -> None:
         self.max_batch_size = max_batch_size
         self.params = dict(params or {})
+        self.grid = [dict(block) for block in grid or []]
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
         self.launcher: Any = None
@@ -53,18 +59,25 @@ class BenchSweeper(Sweeper):
         )
 
     def sweep(self, arguments: list[str]) -> Any:
+        from bench.config import ConfigError
         from bench.slurm import partition_nodes
         from bench.sweep.driver import run_sweep
+        from bench.sweep.jobs import fail, grid_blocks
 
         assert self.config is not None and self.hydra_context is not None
         config, loader = self.config, self.hydra_context.config_loader
         given = [f"{k}={v}" for k, v in self.params.items()] + list(arguments)
-        parsed = OverridesParser.create(config_loader=loader).parse_overrides(given)
+        parser = OverridesParser.create(config_loader=loader)
+        try:
+            blocks = grid_blocks(self.params, self.grid, list(arguments)) if self.grid else []
+        except ConfigError as exc:
+            fail(exc.problems)
         run_sweep(
             config,
             lambda overrides: loader.load_sweep_config(config, overrides),
             lambda batch, start: self.launcher.launch(batch, initial_job_idx=start),
-            parsed,
+            parser.parse_overrides(given),
             self.max_batch_size,
             partition_nodes,
+            [parser.parse_overrides(block) for block in blocks],
         )
