@@ -174,11 +174,11 @@ def jobs_of(config: DictConfig) -> list[list[str]]:
 
     sweeper = config.hydra.sweeper
     given, blocks_given = sweeper.get("params"), sweeper.get("grid")
-    params = OmegaConf.to_container(given, resolve=False) if given else {}
+    raw = OmegaConf.to_container(given, resolve=False) if given else {}
     grid = OmegaConf.to_container(blocks_given, resolve=False) if blocks_given else []
     task = [str(o) for o in config.hydra.overrides.task or []]
-    assert isinstance(params, dict) and isinstance(grid, list)
-    params = {str(k): v for k, v in params.items()}
+    assert isinstance(raw, dict) and isinstance(grid, list)
+    params: dict[str, Any] = {str(k): v for k, v in raw.items()}
     parser = OverridesParser.create()
     args = [f"{k}={v}" for k, v in params.items()] + task
     blocks = [parser.parse_overrides(b) for b in grid_blocks(params, grid, task)]
