@@ -262,6 +262,8 @@ def _comparison(claim: Claim, trials: list[Trial]) -> tuple[str, str]:
     parts = []
     # The sides' keys may differ between paired runs; everything else must be equal.
     sides = {"model.name" if k == "model" else k for k in (*claim.faster, *claim.slower)}
+    if "distributed" in sides:  # parameter servers are a layout of some strategies only
+        sides.add("ps")
     fast, slow = side_name(claim.faster), side_name(claim.slower)
     for config, members in sorted(group(trials, lambda t: t.config_without(*sides)).items()):
         a = [t for t in members if _in(t, claim.faster)]
@@ -282,6 +284,18 @@ def _comparison(claim: Claim, trials: list[Trial]) -> tuple[str, str]:
         else:
             parts.append((INCONCLUSIVE, f"{measured}; the interval straddles "
                           f"{threshold:.2f}", _label(config, claim)))  # fmt: skip
+    if not parts:
+        n_fast = sum(_in(t, claim.faster) for t in trials)
+        n_slow = sum(_in(t, claim.slower) for t in trials)
+        missing = [f"{n} with {claim.metric}" for n, k in ((fast, n_fast), (slow, n_slow)) if not k]
+        why = (
+            f"no ok run of {' nor '.join(missing)}"
+            if missing
+            else (
+                f"{n_fast} run(s) of {fast} and {n_slow} of {slow}, but no configuration has both"
+            )
+        )
+        return NOT_MEASURED, why
     return _combine(parts)
 
 

@@ -149,20 +149,40 @@ def _product(overrides: Sequence[Any], repeats: int) -> list[list[str]]:
     return [list(job) for job in itertools.product(*choices.values())]
 
 
-def grid_blocks(
-    params: dict[str, Any], grid: Sequence[Any], arguments: Sequence[str]
-) -> list[list[str]]:
-    """The override lists of a sweep with a ``grid`` (the sweeper's list of blocks, each a
-    mapping of key: values): params, then the block, then the command line, so that the
-    command line wins over both (``model=lenet5`` narrows every block to LeNet-5)."""
+def grid_blocks(params: Mapping[str, Any], grid: Any, arguments: Sequence[str]) -> list[list[str]]:
+    """The override lists of a sweep with a ``grid`` (the sweeper's): params, then the
+    block, then the command line, so that the command line wins over both (``model=lenet5``
+    narrows every block to LeNet-5).  ``grid`` is a list of blocks (each a mapping of key:
+    values; the matrix is the union of their products), or a mapping of named axes, each a
+    list of such blocks: a block is then one alternative of every axis merged, and the
+    matrix crosses the axes (a study's model-dataset pairs by its framework-strategy
+    pairs)."""
+    if isinstance(grid, Mapping):
+        axes = [(str(name), _blocks(f"hydra.sweeper.grid.{name}", alternatives))
+                for name, alternatives in grid.items()]  # fmt: skip
+        if not axes:
+            raise ConfigError(["hydra.sweeper.grid: a list of blocks, or a mapping of axes"])
+        merged = [
+            {k: v for block in combo for k, v in block.items()}
+            for combo in itertools.product(*(blocks for _, blocks in axes))
+        ]
+    else:
+        merged = _blocks("hydra.sweeper.grid", grid)
+    return [
+        [f"{k}={v}" for k, v in {**params, **block}.items()] + list(arguments) for block in merged
+    ]
+
+
+def _blocks(where: str, items: Any) -> list[dict[str, Any]]:
+    if not isinstance(items, Sequence) or isinstance(items, str) or not items:
+        raise ConfigError([f"{where}: a list of blocks (mappings of key: values); got {items!r}"])
     out = []
-    for i, block in enumerate(grid, 1):
+    for i, block in enumerate(items, 1):
         if not isinstance(block, Mapping) or not block:
-            raise ConfigError(
-                [f"hydra.sweeper.grid: block {i}: a mapping of key: values; got {block!r}"]
-            )
-        items = {**params, **block}
-        out.append([f"{k}={v}" for k, v in items.items()] + list(arguments))
+            raise ConfigError([f"{where}: block {i}: a mapping of key: values; got {block!r}"])
+        # a YAML list of values is a sweep of them, as "a,b" is
+        out.append({str(k): ",".join(map(str, v)) if isinstance(v, list) else v
+                    for k, v in block.items()})  # fmt: skip
     return out
 
 
@@ -177,7 +197,7 @@ def jobs_of(config: DictConfig) -> list[list[str]]:
     raw = OmegaConf.to_container(given, resolve=False) if given else {}
     grid = OmegaConf.to_container(blocks_given, resolve=False) if blocks_given else []
     task = [str(o) for o in config.hydra.overrides.task or []]
-    assert isinstance(raw, dict) and isinstance(grid, list)
+    assert isinstance(raw, dict)
     params: dict[str, Any] = {str(k): v for k, v in raw.items()}
     parser = OverridesParser.create()
     args = [f"{k}={v}" for k, v in params.items()] + task

@@ -17,7 +17,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.plugins import Plugins
 from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 
 @dataclass
@@ -27,8 +27,9 @@ class BenchSweeperConf:
     params: dict[str, str] | None = None
     # A matrix that is not one product (a study's model-dataset pairs, a strategy that only
     # one framework has): a list of blocks, each a mapping of key: values crossed with
-    # params; the sweep runs the union of the blocks' products (bench.sweep.jobs.expand).
-    grid: list[dict[str, str]] | None = None
+    # params, whose products the sweep runs in turn; or a mapping of named axes, each such
+    # a list, crossed (bench.sweep.jobs.grid_blocks).
+    grid: Any = None
 
 
 ConfigStore.instance().store(
@@ -41,11 +42,11 @@ class BenchSweeper(Sweeper):
         self,
         max_batch_size: int | None = None,
         params: dict[str, str] | None = None,
-        grid: list[dict[str, str]] | None = None,
+        grid: Any = None,
     ) -> None:
         self.max_batch_size = max_batch_size
         self.params = dict(params or {})
-        self.grid = [dict(block) for block in grid or []]
+        self.grid = OmegaConf.to_container(grid) if isinstance(grid, DictConfig | ListConfig) else grid
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
         self.launcher: Any = None
