@@ -18,11 +18,16 @@ class StrategyInfo:
     # How the trial runs: "coordinator" (rank processes, .coordinator), "kvstore" (MXNet's
     # scheduler, servers and workers, .kvstore) or "local" (one process).
     runner: str = "coordinator"
+    # Frameworks whose implementation of it needs CUDA devices (at least 2): a cell that
+    # asks for it where there are fewer cannot run on that machine (bench.sweep.jobs).
+    gpu_only: tuple[str, ...] = ()
 
 
 STRATEGIES: dict[str, StrategyInfo] = {
     "none": StrategyInfo(("torch", "tf", "mxnet"), "", "one process, no distribution", "local"),
-    "dp": StrategyInfo(("torch",), "bench.distributed.dp", "torch.nn.DataParallel (GPUs)"),
+    "dp": StrategyInfo(
+        ("torch",), "bench.distributed.dp", "torch.nn.DataParallel (GPUs)", gpu_only=("torch",)
+    ),
     "ddp": StrategyInfo(("torch",), "bench.distributed.ddp", "DistributedDataParallel, torchrun"),
     "mirrored": StrategyInfo(("tf",), "bench.distributed.mirrored", "tf MirroredStrategy"),
     "multiworker": StrategyInfo(
@@ -33,7 +38,10 @@ STRATEGIES: dict[str, StrategyInfo] = {
     ),
     "horovod": StrategyInfo(("torch", "tf"), "bench.distributed.horovod", "Horovod, horovodrun"),
     "model_parallel": StrategyInfo(
-        ("torch", "tf"), "bench.distributed.model_parallel", "two model stages on two devices"
+        ("torch", "tf"),
+        "bench.distributed.model_parallel",
+        "two model stages on two devices",
+        gpu_only=("torch",),
     ),
     "kvstore_sync": StrategyInfo(
         ("mxnet",), "", "MXNet kvstore dist_sync: scheduler, ps servers, workers", "kvstore"

@@ -265,25 +265,32 @@ def _comparison(claim: Claim, trials: list[Trial]) -> tuple[str, str]:
     if "distributed" in sides:  # parameter servers are a layout of some strategies only
         sides.add("ps")
     fast, slow = side_name(claim.faster), side_name(claim.slower)
-    for config, members in sorted(group(trials, lambda t: t.config_without(*sides)).items()):
+    # Sides that do not name the framework compare runs of one framework with each other.
+    same = "framework" not in sides
+
+    def pairing(t: Trial) -> tuple[str, Any]:
+        return (t.framework if same else "", t.config_without(*sides))
+
+    for (fw, config), members in sorted(group(trials, pairing).items()):
         a = [t for t in members if _in(t, claim.faster)]
         b = [t for t in members if _in(t, claim.slower)]
         if not a or not b:
             continue
         v = stats.compare(sample(fast, a, value), sample(slow, b, value))
+        label = f"{fw} {_label(config, claim)}".strip()
         measured = (
             f"{slow}/{fast} {claim.metric} = {v.ratio:.3f} "
             f"[95% CI {v.ci_low:.3f}, {v.ci_high:.3f}], {len(a)} vs {len(b)} runs"
         )
         if v.kind in (stats.NOT_COMPARABLE, stats.NOT_TESTED):
-            parts.append((INCONCLUSIVE, f"{measured}; {v.text}", _label(config, claim)))
+            parts.append((INCONCLUSIVE, f"{measured}; {v.text}", label))
         elif v.ci_low > threshold and (v.kind == stats.FASTER and v.faster == fast):
-            parts.append((HOLDS, measured, _label(config, claim)))
+            parts.append((HOLDS, measured, label))
         elif v.ci_high < threshold:
-            parts.append((CONTRADICTED, measured, _label(config, claim)))
+            parts.append((CONTRADICTED, measured, label))
         else:
             parts.append((INCONCLUSIVE, f"{measured}; the interval straddles "
-                          f"{threshold:.2f}", _label(config, claim)))  # fmt: skip
+                          f"{threshold:.2f}", label))  # fmt: skip
     if not parts:
         n_fast = sum(_in(t, claim.faster) for t in trials)
         n_slow = sum(_in(t, claim.slower) for t in trials)

@@ -281,12 +281,23 @@ def not_here(cfg: BenchConfig, slurm: bool = False) -> str:
         problem = allocation_problem(cfg)
         if problem:
             return f"needs {cfg.nodes} nodes (launcher=slurm, or inside an allocation)"
-    if cfg.device == "cuda" and not slurm:
-        from bench import device_preflight
+    if slurm:
+        return ""
+    from bench import device_preflight
+    from bench.distributed.registry import STRATEGIES
 
+    info = STRATEGIES.get(cfg.distributed)
+    gpu_only = info is not None and cfg.framework.name in info.gpu_only
+    if cfg.device == "cuda" or gpu_only:
         seen = device_preflight.seen(cfg)
-        if seen.gpus == 0:
+        if cfg.device == "cuda" and seen.gpus == 0:
             return f"needs a GPU; {cfg.framework.name} sees none ({seen.detail})"
+        if gpu_only and (cfg.device == "cpu" or seen.gpus < 2):
+            where = "device=cpu" if cfg.device == "cpu" else f"{seen.gpus} seen: {seen.detail}"
+            return (
+                f"needs a GPU; {cfg.framework.name}'s distributed={cfg.distributed} runs on "
+                f"2 CUDA devices ({where})"
+            )
     return ""
 
 

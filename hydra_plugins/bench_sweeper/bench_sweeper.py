@@ -46,7 +46,9 @@ class BenchSweeper(Sweeper):
     ) -> None:
         self.max_batch_size = max_batch_size
         self.params = dict(params or {})
-        self.grid = OmegaConf.to_container(grid) if isinstance(grid, DictConfig | ListConfig) else grid
+        self.grid = (
+            OmegaConf.to_container(grid) if isinstance(grid, DictConfig | ListConfig) else grid
+        )
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
         self.launcher: Any = None

@@ -143,3 +143,57 @@ def test_a_sweeps_claims_are_checked_before_any_trial_and_imply_its_report() -> 
     with pytest.raises(ConfigError, match="one list of claims"):
         check_all([("a", base), ("b", dataclasses.replace(base, claims=[]))])
     assert Sweep(None, "sweep", 1, report=False, claims=[FASTER]).report  # type: ignore[arg-type]
+
+
+def strategy_runs(framework: str, strategy: str, rate: float, seed: int, **kw: Any) -> list[Any]:
+    ps = "1" if strategy in ("ps_async", "kvstore_sync", "kvstore_async") else "0"
+    return rates(framework, rate, 8, seed, params={"distributed": strategy, "ps": ps}, **kw)
+
+
+SIDES = {
+    "kind": "comparison",
+    "faster": {"framework": "mxnet", "distributed": "kvstore_sync"},
+    "slower": {"framework": "tf", "distributed": "multiworker"},
+}
+
+
+def test_comparison_sides_may_name_a_strategy_and_pair_across_ps_layouts() -> None:
+    runs = (
+        strategy_runs("mxnet", "kvstore_sync", 130.0, 1)
+        + strategy_runs("tf", "multiworker", 100.0, 2)
+        + strategy_runs("tf", "ps_async", 200.0, 3)  # neither side: left out
+    )
+    held = verdict(SIDES, runs)
+    assert held.verdict == claims.HOLDS and held.runs == 16
+    assert "tf distributed=multiworker/mxnet distributed=kvstore_sync" in held.effect
+    swapped = verdict({**SIDES, "faster": SIDES["slower"], "slower": SIDES["faster"]}, runs)
+    assert swapped.verdict == claims.CONTRADICTED
+
+
+def test_sides_without_a_framework_compare_each_framework_with_itself() -> None:
+    claim = {"kind": "comparison", "faster": {"distributed": "multiworker"},
+             "slower": {"distributed": "ps_async"}}  # fmt: skip
+    # tf: multiworker faster; torch (made up) the other way round: never paired across
+    runs = (
+        strategy_runs("tf", "multiworker", 150.0, 1)
+        + strategy_runs("tf", "ps_async", 100.0, 2)
+        + strategy_runs("torch", "multiworker", 100.0, 3)
+        + strategy_runs("torch", "ps_async", 150.0, 4)
+    )
+    found = verdict(claim, runs)
+    assert found.verdict == claims.CONTRADICTED
+    assert found.effect.startswith("torch ") and "tf " not in found.effect
+    held = verdict({**claim, "where": {"framework": "tf"}}, runs)
+    assert held.verdict == claims.HOLDS
+
+
+def test_a_side_with_no_runs_is_named() -> None:
+    found = verdict(SIDES, strategy_runs("tf", "multiworker", 100.0, 1))
+    assert found.verdict == claims.NOT_MEASURED
+    assert "no ok run of mxnet distributed=kvstore_sync" in found.effect
+
+
+@pytest.mark.parametrize("side", [[], None, {}, ["torch"]])
+def test_a_malformed_side_is_refused(side: Any) -> None:
+    with pytest.raises(claims.ClaimError, match="claim 1"):
+        claims.parse([{**SIDES, "faster": side}])

@@ -258,3 +258,26 @@ def test_a_store_that_fails_is_exit_1_not_bad_input(
     err = capsys.readouterr().err
     assert "cannot be written (the store refused); no trial was started" in err
     assert "Traceback" not in err
+
+
+def test_cells_this_machine_cannot_run_are_listed_not_refused(
+    store: FakeStore, hydra_conf: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    from bench.device_preflight import host_gpus
+
+    if host_gpus()[0]:
+        pytest.skip("this host has a GPU: the cuda cell runs")
+    args = ["framework=torch", "device=cpu,cuda", *TINY]
+    code, launched = sweep(args, tmp_path, monkeypatch)
+    assert code == 2 and not launched  # refused as bad input without skip_unavailable
+    assert "device=cuda" in capsys.readouterr().err
+    code, launched = sweep([*args, "skip_unavailable=true"], tmp_path, monkeypatch)
+    assert code == 0 and len(launched) == 1 and "device=cpu" in launched[0]
+    out = capsys.readouterr()
+    assert "1 cell(s) of the matrix cannot run on this machine" in out.err
+    assert "Not run on this machine (1 cells of the matrix):" in out.out
+    assert "framework=torch model=lenet5 device=cuda: needs a GPU" in out.out
+    code, launched = sweep(["framework=torch", "device=cuda", "skip_unavailable=true", *TINY],
+                           tmp_path, monkeypatch)  # fmt: skip
+    assert code == 2 and not launched
+    assert "no trial this machine can run" in capsys.readouterr().err

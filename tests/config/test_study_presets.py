@@ -1,0 +1,163 @@
+"""The study presets (conf/experiment/seed*.yaml): each composes and validates at every
+scale without running a trial, its cells this machine cannot run are listed with the reason,
+and its claims parse.  Also the sweeper's grid (the union of products) on its own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.override_parser.overrides_parser import OverridesParser
+
+from bench.cli import CONF_DIR
+from bench.config import ConfigError
+from bench.report import claims
+from bench.sweep.jobs import (
+    check_all,
+    compose_all,
+    expand,
+    grid_blocks,
+    jobs_of,
+    pairs,
+    split_unavailable,
+)
+from tests.cifar_fixture import write_cifar_archive
+
+PRESETS = sorted(p.stem for p in (Path(CONF_DIR) / "experiment").glob("seed*.yaml"))
+SCALES = ("paper", "machine", "smoke")
+
+
+def _compose(overrides: list[str], hydra: bool = False) -> Any:
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        return compose("config", overrides=overrides, return_hydra_config=hydra)
+
+
+def _check(preset: str, scale: str, tmp_path: Path) -> tuple[list[Any], list[tuple[str, str]]]:
+    """Every distinct job of the preset at ``scale`` composed and validated here (CIFAR
+    archives generated for the paper scale; one round of repeats); returns the runnable
+    jobs and the skipped cells."""
+    for name in ("cifar10", "cifar100"):
+        write_cifar_archive(tmp_path / "data", name, per_member=4)
+    fixed = [
+        f"+experiment={preset}",
+        f"scale={scale}",
+        f"data.root={tmp_path / 'data'}",
+        f"tracking.uri=sqlite:///{tmp_path}/m.db",
+    ]
+    jobs = [job[1:] if job[0].startswith("repeat=") else job
+            for job in jobs_of(_compose(fixed, hydra=True))]  # fmt: skip
+    jobs = [job for i, job in enumerate(jobs) if job not in jobs[:i]]
+    composed = compose_all(lambda job: _compose([*job, *fixed[2:]]), jobs)
+    kept, skipped = split_unavailable(composed)
+    check_all([(label, cfg) for label, _, cfg in kept])
+    return kept, skipped
+
+
+def test_every_study_has_a_preset() -> None:
+    assert PRESETS == [
+        "seed000_single_gpu",
+        "seed001_frameworks",
+        "seed003_distributed_cpu",
+        "seed004_cifar10_strategies",
+    ]
+
+
+@pytest.mark.parametrize("scale", SCALES)
+@pytest.mark.parametrize("preset", PRESETS)
+def test_preset_composes_and_validates(preset: str, scale: str, tmp_path: Path) -> None:
+    kept, skipped = _check(preset, scale, tmp_path)
+    cfgs = [cfg for _, _, cfg in kept]
+    print(f"{preset} scale={scale}: {len(kept)} runnable, {len(skipped)} not run here")
+    for label, why in skipped:
+        print(f"  {label}: {why}")
+        assert why.startswith(("needs a GPU", "needs 3 nodes"))
+    assert all(cfg.scale == scale and cfg.skip_unavailable for cfg in cfgs)
+    assert all(cfg.tracking.experiment == f"{preset}_{scale}" for cfg in cfgs)
+    claims.parse(cfgs[0].claims if cfgs else [])
+    if scale == "machine":
+        assert all(cfg.repeats >= 4 for cfg in cfgs)  # or every claim is inconclusive
+    if scale == "smoke":
+        assert all(cfg.repeats == 1 and cfg.steps_per_epoch <= 2 for cfg in cfgs)
+
+
+def test_seed003_matrix_is_the_studys(tmp_path: Path) -> None:
+    """Table III's six workloads by Table I's five systems; at paper scale, on one machine
+    outside an allocation, every cell needs 3 nodes and is listed, none is refused."""
+    kept, skipped = _check("seed003_distributed_cpu", "machine", tmp_path)
+    cells = {(c.framework.name, c.distributed, c.model.name, c.num_classes) for _, _, c in kept}
+    assert len(cells) == len(kept) == 6 * 5 and not skipped
+    systems = {(fw, d) for fw, d, _, _ in cells}
+    assert systems == {
+        ("tf", "multiworker"),
+        ("tf", "ps_async"),
+        ("torch", "ddp"),
+        ("mxnet", "kvstore_sync"),
+        ("mxnet", "kvstore_async"),
+    }
+    assert {c.image_size for _, _, c in kept if c.model.name == "alexnet"} == {64}
+    kept, skipped = _check("seed003_distributed_cpu", "paper", tmp_path)
+    assert not kept and len(skipped) == 30
+
+
+def test_seed001_lists_its_gpu_cells_on_a_cpu_machine(tmp_path: Path) -> None:
+    from bench.device_preflight import host_gpus
+
+    if host_gpus()[0]:
+        pytest.skip("this host has a GPU: nothing is skipped")
+    kept, skipped = _check("seed001_frameworks", "smoke", tmp_path)
+    assert kept and skipped
+    assert all(c.device in ("cpu", "auto") for _, _, c in kept)
+    assert all("needs a GPU" in why for _, why in skipped)
+
+
+def test_an_unknown_scale_is_refused() -> None:
+    with pytest.raises(
+        Exception, match="Could not find 'scale/huge'(.|\n)*Available options in 'scale'"
+    ):
+        _compose(["+experiment=seed003_distributed_cpu", "scale=huge"])
+
+
+def _parse(items: list[str]) -> list[Any]:
+    return OverridesParser.create().parse_overrides(items)
+
+
+def test_a_grid_is_the_union_of_its_blocks_products() -> None:
+    blocks = grid_blocks(
+        {"batch_size": "8"},
+        [{"framework": "tf", "distributed": "multiworker,ps_async"}, {"framework": "torch"}],
+        ["model=lenet5"],
+    )
+    jobs = expand(_parse(["batch_size=8"]), 1, [_parse(b) for b in blocks])
+    assert [pairs(j) for j in jobs] == [
+        {"batch_size": "8", "framework": "tf", "distributed": "multiworker", "model": "lenet5"},
+        {"batch_size": "8", "framework": "tf", "distributed": "ps_async", "model": "lenet5"},
+        {"batch_size": "8", "framework": "torch", "model": "lenet5"},
+    ]
+
+
+def test_grid_axes_cross_and_the_command_line_wins() -> None:
+    grid = {
+        "workload": [{"model": "lenet5"}, {"model": "alexnet", "image_size": 64}],
+        "system": [{"framework": "tf,torch"}, {"framework": "mxnet"}],
+    }
+    blocks = grid_blocks({}, grid, ["framework=torch"])
+    jobs = expand([], 2, [_parse(b) for b in blocks])
+    first_round = [pairs(j) for j in jobs if "repeat=0" in j]
+    # the command line narrows every block; blocks that became equal run once
+    assert first_round == [
+        {"repeat": "0", "model": "lenet5", "framework": "torch"},
+        {"repeat": "0", "model": "alexnet", "image_size": "64", "framework": "torch"},
+    ]
+    assert len(jobs) == 4  # two rounds, the second reversed
+    assert pairs(jobs[2])["model"] == "alexnet"
+
+
+@pytest.mark.parametrize(
+    "grid",
+    [[], [{}], ["model=lenet5"], {"axis": []}, {"axis": [{"model": "lenet5"}, "x"]}, {}],
+)
+def test_a_malformed_grid_names_the_field(grid: Any) -> None:
+    with pytest.raises(ConfigError, match="hydra.sweeper.grid"):
+        grid_blocks({}, grid, [])
