@@ -39,6 +39,9 @@ DEFAULT_MIN_WINDOW_S = 2.0  # scripts/bench_window_cv.py: every side under 5% CV
 @dataclass
 class FrameworkConfig:
     name: str = "torch"
+    # The framework's version: "" is the one the host's environment pins; any other runs in
+    # an environment of its own, made on first use (bench.versions, bench.environments).
+    version: str = ""
 
 
 @dataclass
@@ -368,12 +371,19 @@ def measured(flat: dict[str, Any]) -> dict[str, Any]:
     :func:`config_hash` hashes and the report groups runs by (logged params are strings,
     hence the comparison as text)."""
     auto = str(flat.get("steps_per_epoch")) == str(AUTO)
-    return {k: v for k, v in flat.items() if _decides(k, auto)}
+    pinned = not str(flat.get("framework.version") or "")
+    return {
+        k: v
+        for k, v in flat.items()
+        if _decides(k, auto) and not (pinned and k == "framework.version")
+    }
 
 
 def config_hash(cfg: BenchConfig) -> str:
     """A stable hash of everything that decides what a trial measures (:func:`measured`)."""
     auto = cfg.steps_per_epoch == AUTO
     data = {k: v for k, v in to_dict(cfg).items() if _decides(k, auto)}
+    if not cfg.framework.version:  # the pinned version: hashes as before versions existed
+        data["framework"] = {k: v for k, v in data["framework"].items() if k != "version"}
     blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

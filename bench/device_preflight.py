@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.config import BenchConfig
+from bench.paths import cache_dir
 
 
 @dataclass(frozen=True)
@@ -53,11 +54,6 @@ FIXES = {
     "tf": "install TensorFlow's GPU build (tensorflow[and-cuda])",
     "mxnet": "install MXNet's CUDA build in .venv-mxnet",
 }
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(os.environ.get("BENCH_CACHE") or Path(base) / "bench")
 
 
 def host_gpus() -> tuple[int, str]:
@@ -79,14 +75,15 @@ def seen(cfg: BenchConfig) -> Seen:
     count, driver = host_gpus()
     if count == 0:
         return Seen(0, "no NVIDIA GPU on this host (NVML finds none)", host_has_gpu=False)
-    return ask(cfg.framework.name, driver)
+    return ask(cfg.framework.name, driver, cfg.framework.version)
 
 
-def ask(framework: str, driver: str = "") -> Seen:
-    """The framework's own answer, from its interpreter; cached per environment."""
+def ask(framework: str, driver: str = "", version: str = "") -> Seen:
+    """The framework's own answer, from its interpreter (that of ``version``'s environment
+    for a non-pinned one); cached per environment."""
     from bench import interpreters
 
-    python = interpreters.python_for(framework)
+    python = interpreters.python_for(framework, version)
     venv = Path(python).parent.parent
     stamps = sorted(p.name for p in venv.glob(".bench-*")) if venv.is_dir() else []
     key = json.dumps(
@@ -102,7 +99,8 @@ def ask(framework: str, driver: str = "") -> Seen:
     if cached_at.is_file():
         cached = json.loads(cached_at.read_text())
         return Seen(int(cached["gpus"]), str(cached["detail"]))
-    problem = interpreters.problem(framework) if framework in interpreters.OWN_ENVIRONMENTS else ""
+    own = framework in interpreters.OWN_ENVIRONMENTS and not version
+    problem = interpreters.problem(framework) if own else ""
     if problem:
         return Seen(0, problem)
     done = subprocess.run(

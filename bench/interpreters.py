@@ -18,8 +18,14 @@ OWN_ENVIRONMENTS = {"mxnet": ("BENCH_MXNET_PYTHON", REPO / ".venv-mxnet" / "bin"
 SETUP = {"mxnet": "bash scripts/setup_mxnet.sh"}
 
 
-def python_for(framework: str) -> str:
-    """The interpreter that runs ``python -m bench.worker`` for a trial of ``framework``."""
+def python_for(framework: str, version: str = "") -> str:
+    """The interpreter that runs ``python -m bench.worker`` for a trial of ``framework`` (at
+    ``version``: "" is the pinned one; any other has an environment of its own, made by
+    :func:`bench.environments.ensure` before the sweep's first trial)."""
+    if version:
+        from bench.environments import env_for
+
+        return str(env_for(framework, version).python)
     if framework not in OWN_ENVIRONMENTS:
         return sys.executable
     variable, default = OWN_ENVIRONMENTS[framework]

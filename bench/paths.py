@@ -5,6 +5,7 @@ from any directory."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
@@ -18,3 +19,10 @@ def data(name: str) -> Path:
     if (beside / _MARKERS[name]).is_file():
         return beside
     return PACKAGE / "_data" / name
+
+
+def cache_dir() -> Path:
+    """bench's per-user cache: device answers, the package index's answers, the
+    environments of framework versions (``BENCH_CACHE``, else ``$XDG_CACHE_HOME/bench``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(os.environ.get("BENCH_CACHE") or Path(base) / "bench")

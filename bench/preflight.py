@@ -27,14 +27,14 @@ from bench.config import (
 def _check_precision(problems: list[str], cfg: BenchConfig) -> None:
     if cfg.precision != "fp16":
         return
-    if cfg.device == "cpu" or (cfg.device == "auto" and not _gpu_visible()):
+    if cfg.device == "cpu" or (cfg.device == "auto" and not gpu_visible()):
         problems.append(
             "precision: fp16 mixed precision needs a CUDA device and this trial runs on the "
             "CPU; use bf16 or fp32"
         )
 
 
-def _gpu_visible() -> bool:
+def gpu_visible() -> bool:
     from bench.sysinfo import gpu_environment
 
     return int(gpu_environment().get("gpu_count", "0")) > 0
@@ -95,6 +95,34 @@ def _check_framework(problems: list[str], cfg: BenchConfig) -> None:
         problem = interpreters.problem("mxnet")
         if problem:
             problems.append(f"framework: {problem}")
+
+
+def _check_version(problems: list[str], cfg: BenchConfig) -> None:
+    """framework.version: a release in the supported range with a wheel here, run where an
+    environment of its own can be made for it (bench.versions)."""
+    version = cfg.framework.version
+    if not version or cfg.framework.name not in FRAMEWORKS:
+        return
+    from bench import environments, versions
+
+    field = "framework.version"
+    if cfg.launcher.name != "process":
+        why = {
+            "inline": "runs the trial in bench's own process, which has the pinned version",
+            "docker": "has one image per framework, at its pinned version (per-version images "
+            "are not built yet)",
+        }.get(cfg.launcher.name, "cannot run it")
+        problems.append(
+            f"{field}: {cfg.framework.name} {version} runs in an environment of its own, "
+            f"under launcher=process (or Slurm); launcher={cfg.launcher.name} {why}"
+        )
+    if cfg.distributed == "horovod":
+        problems.append(
+            f"{field}: Horovod is built for the pinned {cfg.framework.name} "
+            f"({versions.pinned(cfg.framework.name)}); distributed=horovod runs only that version"
+        )
+    cached = environments.env_for(cfg.framework.name, version).ready
+    problems += versions.problems(cfg.framework.name, version, gpu=gpu_visible(), cached=cached)
 
 
 def _check_tracking(problems: list[str], t: TrackingConfig) -> None:
@@ -162,6 +190,7 @@ def validate(cfg: BenchConfig) -> None:
             )
     _check_model_source(problems, cfg)
     _check_framework(problems, cfg)
+    _check_version(problems, cfg)
     _check_tracking(problems, cfg.tracking)
     if cfg.launcher.name == "docker":
         from bench.launchers import docker_host  # imports the Docker SDK

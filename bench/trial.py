@@ -235,6 +235,7 @@ def run_trial(
         t0 = time.perf_counter()
         adapter = frameworks.load(cfg.framework.name)
         result.phases["import_time_s"] = time.perf_counter() - t0
+        _check_version(cfg)
         adapter.configure(cfg, result.threads)
 
         t0 = time.perf_counter()
@@ -309,6 +310,26 @@ def run_trial(
         _add(result, telemetry.stop(workdir))  # stops the samplers if the trial failed
     result.summary["peak_host_rss_mb"] = _peak_rss_mb()
     return result
+
+
+# The module whose __version__ a trial of each framework checks (as bench.versions.MODULES).
+_VERSION_OF = {"torch": "torch", "tf": "tensorflow", "mxnet": "mxnet"}
+
+
+def _check_version(cfg: BenchConfig) -> None:
+    """A trial asked for a framework version runs on that version or not at all."""
+    import sys
+
+    asked = cfg.framework.version
+    module = sys.modules.get(_VERSION_OF.get(cfg.framework.name, ""))
+    if not asked or module is None:
+        return
+    got = str(getattr(module, "__version__", "?")).split("+", 1)[0]
+    if got != asked:
+        raise RuntimeError(
+            f"framework.version: {cfg.framework.name} {asked} was asked for, but this "
+            f"environment ({sys.executable}) imported {got}; the trial did not run"
+        )
 
 
 def _add(result: TrialResult, report: Findings) -> None:

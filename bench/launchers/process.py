@@ -81,7 +81,12 @@ class _Process(Child):
         self.launched = time.time()
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
-                [python_for(cfg.framework.name), "-m", "bench.worker", str(workdir)],
+                [
+                    python_for(cfg.framework.name, cfg.framework.version),
+                    "-m",
+                    "bench.worker",
+                    str(workdir),
+                ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

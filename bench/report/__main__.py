@@ -4,6 +4,8 @@ python -m bench.report                      # the latest sweep in mlruns/mlflow.
 python -m bench.report --experiment NAME    # every run of an experiment
 python -m bench.report --sweep RUN_ID       # one sweep (its parent run's id)
 python -m bench.report --claims FILE        # ... with the claims in FILE checked first
+python -m bench.report --baseline SWEEP_OR_EXPERIMENT [--fail-on-regression PCT]
+                                            # ... against the same configurations there
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ import sys
 from pathlib import Path
 
 from bench import tracking
-from bench.report import HISTORY_KEYS, build, claims, write
+from bench.report import HISTORY_KEYS, baseline, build, claims, write
+from bench.report.trials import to_trial
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,7 +40,21 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="a YAML list of claims to check against the runs (see docs/report.md, 'Claims')",
     )
+    parser.add_argument(
+        "--baseline",
+        help="compare each configuration with the same one in this sweep (its parent run's "
+        "id) or experiment (its name), in the same store",
+    )
+    parser.add_argument(
+        "--fail-on-regression",
+        type=float,
+        metavar="PCT",
+        help="with --baseline: exit 1 if any significant regression exceeds PCT percent",
+    )
     args = parser.parse_args(argv)
+    if args.fail_on_regression is not None and not args.baseline:
+        print("bench.report: --fail-on-regression needs --baseline", file=sys.stderr)
+        return 2
     checked: list[claims.Claim] = []
     if args.claims is not None:
         try:
@@ -52,12 +69,46 @@ def main(argv: list[str] | None = None) -> int:
     except LookupError as exc:
         print(f"bench.report: {exc}", file=sys.stderr)
         return 2
-    page = write(build(runs, claims=checked), args.out)
+    report = build(runs, claims=checked)
+    changes: list[baseline.Change] = []
+    if args.baseline:
+        try:
+            old = _baseline_runs(args.uri, args.baseline)
+        except LookupError as exc:
+            print(f"bench.report: --baseline: {exc}", file=sys.stderr)
+            return 2
+        changes = baseline.compare([to_trial(r) for r in runs.records],
+                                   [to_trial(r) for r in old.records])  # fmt: skip
+        name = f"sweep {old.sweep_name or old.sweep_id}" if old.sweep_id else (
+            f"experiment {old.experiment!r}")  # fmt: skip
+        report.sections.insert(1, baseline.section(changes, name))
+        for c in changes:
+            if c.kind in (baseline.REGRESSION, baseline.IMPROVEMENT):
+                print(f"{c.framework} {c.label}: {c.text}")
+    page = write(report, args.out)
     print(f"{page}  ({args.out / 'report.md'})")
     if runs.sweep_id and not args.no_log:
         where = tracking.log_report(args.uri, runs.sweep_id, args.out)
         print(f"logged to run {runs.sweep_id}: {where}")
+    if args.fail_on_regression is not None:
+        worse = baseline.failing(changes, args.fail_on_regression)
+        if worse:
+            print(
+                f"bench.report: {len(worse)} significant regression(s) above "
+                f"{args.fail_on_regression:g}% against the baseline",
+                file=sys.stderr,
+            )
+            return 1
     return 0
+
+
+def _baseline_runs(uri: str, name: str) -> tracking.RunSet:
+    """A sweep by its parent run's id, else an experiment by its name."""
+    import re
+
+    if re.fullmatch(r"[0-9a-f]{32}", name):
+        return tracking.load_runs(uri, sweep=name)
+    return tracking.load_runs(uri, experiment=name)
 
 
 if __name__ == "__main__":

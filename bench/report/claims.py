@@ -49,7 +49,7 @@ from typing import Any
 
 from bench.analysis import stats
 from bench.report.sections.common import sample
-from bench.report.trials import Trial, group
+from bench.report.trials import Trial, base_framework, group
 
 HOLDS, CONTRADICTED = "holds here", "contradicted here"
 INCONCLUSIVE, NOT_MEASURED = "inconclusive", "not measured here"
@@ -194,6 +194,8 @@ _SHORT = ("framework", "model", "mode", "device", "batch_size")
 
 
 def _value(t: Trial, key: str) -> str:
+    if key == "framework":  # any version of it (framework.version names one)
+        return base_framework(t.framework)
     return str(getattr(t, key)) if key in _SHORT else t.param(key)
 
 

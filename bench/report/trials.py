@@ -123,9 +123,11 @@ def to_trial(record: RunRecord) -> Trial:
     environment = {k: tags[f"bench.{k}"] for k in ENVIRONMENT_TAGS if f"bench.{k}" in tags}
     if DOCKER_IMAGE_TAG in tags:
         environment["image"] = tags[DOCKER_IMAGE_TAG]
+    name = tags.get("bench.framework") or params.get("framework.name", "?")
+    version = params.get("framework.version", "")  # a run without it ran the pinned version
     return Trial(
         record=record,
-        framework=tags.get("bench.framework") or params.get("framework.name", "?"),
+        framework=f"{name}=={version}" if version else name,
         model=tags.get("bench.model") or params.get("model.name", "?"),
         mode=tags.get("bench.mode") or params.get("mode", "?"),
         device=device,
@@ -176,10 +178,33 @@ def group(trials: Iterable[Trial], key: Callable[[Trial], K]) -> dict[K, list[Tr
     return out
 
 
+def base_framework(name: str) -> str:
+    """``tf`` of ``tf==2.20.0``: a trial's framework name is its framework, with ``==VERSION``
+    for a version other than the pinned one."""
+    return name.split("==", 1)[0]
+
+
 def framework_pairs(frameworks: Iterable[str]) -> list[tuple[str, str]]:
-    """Every pair of frameworks, the baseline (torch where present) first."""
-    names = sorted(set(frameworks), key=lambda f: (f != PREFERRED_BASELINE, f))
-    return [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
+    """Every pair of different frameworks, the baseline (torch where present) first; two
+    versions of one framework are the version section's pairs (:func:`version_pairs`)."""
+    names = sorted(set(frameworks), key=lambda f: (base_framework(f) != PREFERRED_BASELINE, f))
+    return [
+        (a, b)
+        for i, a in enumerate(names)
+        for b in names[i + 1 :]
+        if base_framework(a) != base_framework(b)
+    ]
+
+
+def version_pairs(frameworks: Iterable[str]) -> list[tuple[str, str]]:
+    """Every pair of versions of one framework, the pinned one (no ``==``) first."""
+    names = sorted(set(frameworks), key=lambda f: (base_framework(f), "==" in f, f))
+    return [
+        (a, b)
+        for i, a in enumerate(names)
+        for b in names[i + 1 :]
+        if base_framework(a) == base_framework(b)
+    ]
 
 
 def finite(values: Iterable[float]) -> list[float]:

@@ -96,8 +96,10 @@ def varying(jobs: Sequence[Sequence[str]]) -> tuple[str, ...]:
 def trial_label(cfg: BenchConfig, overrides: Sequence[str], keys: Sequence[str]) -> str:
     """A short name for a trial: framework, model and whatever the sweep varies."""
     given = pairs(overrides)
-    shown = [f"framework={cfg.framework.name}", f"model={cfg.model.name}"]
-    shown += [f"{k}={given[k]}" for k in keys if k in given and k not in ("framework", "model")]
+    version = f"=={cfg.framework.version}" if cfg.framework.version else ""
+    shown = [f"framework={cfg.framework.name}{version}", f"model={cfg.model.name}"]
+    own = ("framework", "model", "framework.version")
+    shown += [f"{k}={given[k]}" for k in keys if k in given and k not in own]
     return " ".join(shown)
 
 
@@ -241,6 +243,10 @@ def to_bench_config(config: DictConfig) -> BenchConfig:
     assert isinstance(obj, BenchConfig)
     from bench.distributed.registry import resolve
 
+    if obj.framework.version and obj.framework.name in ("torch", "tf", "mxnet"):
+        from bench.versions import normalize
+
+        obj.framework.version = normalize(obj.framework.name, obj.framework.version)
     return resolve(obj)
 
 
@@ -330,6 +336,26 @@ def _claim_problems(configs: Sequence[BenchConfig]) -> list[str]:
     return []
 
 
+def _make_environments(configs: Sequence[BenchConfig]) -> list[str]:
+    """Make (or find cached) the environment of every non-pinned framework version the sweep
+    runs (bench.environments); a version that cannot get one is a problem of the sweep."""
+    wanted = dict.fromkeys(
+        (c.framework.name, c.framework.version) for c in configs if c.framework.version
+    )
+    if not wanted:
+        return []
+    from bench import environments
+    from bench.preflight import gpu_visible
+
+    problems = []
+    for framework, version in wanted:
+        try:
+            environments.ensure(framework, version, gpu=gpu_visible())
+        except environments.EnvironmentError_ as exc:
+            problems.append(str(exc))
+    return problems
+
+
 def check_all(
     configs: Sequence[tuple[str, BenchConfig]],
     slurm: bool = False,
@@ -354,6 +380,8 @@ def check_all(
                 f"{prefix}nodes: {cfg.nodes} nodes asked for; Slurm partition "
                 f"{partition[0]} has {partition[1]}"
             )
+    if not problems:  # a valid sweep's framework versions get their environments now
+        problems += _make_environments([cfg for _, cfg in configs])
     if not slurm:  # a Slurm sweep's trials run on other hosts, which answer for themselves
         from bench import device_preflight
 

@@ -11,6 +11,7 @@ line per trial; the summary table to stdout.
 from __future__ import annotations
 
 import functools
+import hashlib
 import sys
 import time
 import traceback
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from bench import sysinfo, tracking
+from bench import environments, sysinfo, tracking
 from bench.config import BenchConfig
 from bench.launchers import TrialInterrupted
 from bench.launchers import get as get_launcher
@@ -187,6 +188,9 @@ class Sweep:
                 tracking.note_reused_run(self.store, self.sweep_id, done["run_id"])
                 return row
         tags = {"bench.sweep_index": str(index), **(tags or {})}
+        lock = environments.lock_of(cfg.framework.name, cfg.framework.version)
+        if lock is not None:  # the lock the trial's environment was installed from
+            tags["bench.lock_sha"] = hashlib.sha256(lock.read_bytes()).hexdigest()[:16]
         tags.update({f"bench.{k}": v for k, v in sysinfo.slurm_environment().items()})
         run = self.store.start_trial(self.sweep_id, cfg, label, tags)
 
@@ -194,11 +198,12 @@ class Sweep:
             run.log_epoch(record)
             progress.epoch(record)
 
+        extra = [lock] if lock is not None else []
         try:
             result = get_launcher(cfg.launcher.name).launch(cfg, workdir, on_epoch)
         except TrialInterrupted as stop:
             with shielded():  # the stopped trial is recorded whole, whatever else arrives
-                row = self._record(run, stop.result, workdir, label, started, progress)
+                row = self._record(run, stop.result, workdir, label, started, progress, extra)
             if stop.result.status == TIMEOUT:  # the scheduler's time limit: a result
                 return row
             raise TrialStopped(row) from stop
@@ -210,7 +215,7 @@ class Sweep:
                 mode=cfg.mode,
                 error="the launcher failed:\n" + "".join(traceback.format_exception(exc)),
             )
-        return self._record(run, result, workdir, label, started, progress)
+        return self._record(run, result, workdir, label, started, progress, extra)
 
     def _record(
         self,
@@ -220,13 +225,14 @@ class Sweep:
         label: str,
         started: float,
         progress: Progress,
+        extra: list[Path] | None = None,
     ) -> Row:
         for key, value in self.host_env.items():
             result.environment.setdefault(key, value)
         # A file in a sub-folder (rank1/events.jsonl, nodes/node1/torchrun.log) is logged with
         # its whole top folder, so that the ranks' and nodes' same-named files stay apart.
         tops = dict.fromkeys(Path(name).parts[0] for name in result.files)
-        files = [workdir / "worker.log"] + [workdir / top for top in tops]
+        files = [workdir / "worker.log"] + [workdir / top for top in tops] + (extra or [])
         run.finish(result, files)
         result.marks["logged"] = time.time()
         rate = result.summary.get("trial_samples_per_s")

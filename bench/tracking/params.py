@@ -9,6 +9,8 @@ reads):
 - ``optimizer.momentum`` with Adam (it has none);
 - ``data.root`` for data that is not read from files (synthetic, scikit-learn's digits);
 - ``telemetry.interval_s`` with ``telemetry.enabled=false``;
+- ``framework.version`` when it is the pinned one (empty): a run without it ran the pinned
+  version;
 - ``claims`` (the sweep's, checked in its report), ``skip_unavailable`` and ``scale`` (a
   study preset's: what the scale sets is logged key by key).
 
@@ -40,6 +42,8 @@ def irrelevant(flat: Mapping[str, Any]) -> set[str]:
         out.add("optimizer.momentum")
     if str(flat.get("data.name", "")) in _NOT_FROM_FILES:
         out.add("data.root")
+    if not str(flat.get("framework.version", "")):  # the pinned version: no param
+        out.add("framework.version")
     if str(flat.get("telemetry.enabled", "")).lower() == "false":
         out.add("telemetry.interval_s")
     return out & set(flat)

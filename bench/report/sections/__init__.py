@@ -9,6 +9,7 @@ from bench.report.sections.training import (
     epochs_and_utilization,
     oom_frontier,
 )
+from bench.report.sections.versions import versions
 
 __all__ = [
     "HISTORY_KEYS",
@@ -21,4 +22,5 @@ __all__ = [
     "oom_frontier",
     "power",
     "relative_time",
+    "versions",
 ]

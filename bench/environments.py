@@ -1,0 +1,234 @@
+"""The environment of a non-pinned framework version (``framework.version``), made on first
+use and cached: a lock generated for that version (``uv pip compile --generate-hashes``:
+the framework at that version, the packages a trial needs beside it at the host's pins
+where they fit), a virtual environment installed from it with hashes required, and bench's
+sources on its path (a ``.pth`` file, as ``.venv-mxnet``).  The host environment is never
+touched.
+
+Layout, under ``~/.cache/bench/envs`` (``BENCH_CACHE``): ``<framework>-<version>/lock.txt``
+and ``venv/``; the stamp ``venv/.bench-<hash of the lock>`` marks a finished install, so a
+second sweep reuses it without asking the index, and a new lock rebuilds it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench import versions
+from bench.paths import PACKAGE
+
+REPO = PACKAGE.parent  # a source checkout: requirements.lock is here
+
+# What a trial needs beside its framework (bench.worker's imports), pinned at the host's
+# versions where the framework's own requirements allow.
+TRIAL_SIDE = ("numpy", "psutil", "nvidia-ml-py", "scikit-learn", "matplotlib", "packaging")
+# Kept at the host's pins whatever happens (they decide nothing a trial measures).
+ALWAYS_PINNED = ("psutil", "nvidia-ml-py")
+COMPANIONS = {"tf": ("keras",), "torch": (), "mxnet": ()}
+
+
+class EnvironmentError_(RuntimeError):
+    """The environment of a version cannot be made; the message says why."""
+
+
+@dataclass(frozen=True)
+class Env:
+    framework: str
+    version: str
+    root: Path
+
+    @property
+    def lock(self) -> Path:
+        return self.root / "lock.txt"
+
+    @property
+    def python(self) -> Path:
+        return self.root / "venv" / "bin" / "python"
+
+    def lock_hash(self) -> str:
+        return hashlib.sha256(self.lock.read_bytes()).hexdigest()[:16]
+
+    @property
+    def ready(self) -> bool:
+        return self.lock.exists() and (self.root / "venv" / f".bench-{self.lock_hash()}").exists()
+
+
+def cache_root() -> Path:
+    from bench.paths import cache_dir
+
+    return cache_dir() / "envs"
+
+
+def env_for(framework: str, version: str) -> Env:
+    return Env(framework, version, cache_root() / f"{framework}-{version}")
+
+
+def host_pins() -> dict[str, str]:
+    """``name: version`` of the host's lock (names lower-case, ``_`` as ``-``); installed
+    from a wheel (no lock beside the package), the host environment's own versions."""
+    lock = REPO / "requirements.lock"
+    pins = {}
+    if lock.exists():
+        for line in lock.read_text().splitlines():
+            name, sep, version = line.partition("==")
+            if sep:
+                pins[name.strip().lower().replace("_", "-")] = version.split()[0]
+        return pins
+    from importlib import metadata
+
+    for name in (*TRIAL_SIDE, *(n for names in COMPANIONS.values() for n in names)):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            pins[name] = metadata.version(name)
+    return pins
+
+
+def _uv(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run uv's own binary (``python -m uv`` would aim its pip commands at the interpreter
+    that started it: bench's own environment), never inside bench's environment."""
+    from uv import find_uv_bin
+
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
+    env = {k: v for k, v in env.items() if not k.startswith("UV_INTERNAL")}
+    ca = Path("/etc/ssl/certs/ca-certificates.crt")
+    if "SSL_CERT_FILE" not in env and ca.exists():
+        env["SSL_CERT_FILE"] = str(ca)  # uv does not read pip's configuration
+    return subprocess.run(
+        [find_uv_bin(), *args], capture_output=True, text=True, env=env, timeout=1800
+    )
+
+
+def _platform() -> str:
+    return f"{platform.machine()}-manylinux_2_28" if sys.platform.startswith("linux") else ""
+
+
+def requirements(framework: str, version: str, gpu: bool, pinned: bool) -> list[str]:
+    pins = host_pins()
+    wanted = [f"{versions.package(framework, gpu)}=={version}"]
+    for name in (*TRIAL_SIDE, *COMPANIONS[framework]):
+        keep = pinned or name in ALWAYS_PINNED
+        wanted.append(f"{name}=={pins[name]}" if keep and name in pins else name)
+    return wanted
+
+
+def generate_lock(env: Env, gpu: bool) -> None:
+    """Write the version's hashed lock: first with the host's pins beside the framework, then,
+    if that does not resolve, with only the framework and the pins that decide nothing."""
+    env.root.mkdir(parents=True, exist_ok=True)
+    source = env.root / "requirements.in"
+    why = ""
+    for pinned in (True, False):
+        source.write_text("\n".join(requirements(env.framework, env.version, gpu, pinned)) + "\n")
+        py = f"{sys.version_info.major}.{sys.version_info.minor}"
+        args = ["pip", "compile", "--quiet", "--generate-hashes", "--python-version", py]
+        if _platform():
+            args += ["--python-platform", _platform()]
+        done = _uv(*args, str(source), "-o", str(env.lock))
+        if done.returncode == 0:
+            return
+        why = done.stderr.strip()
+    lines = [line for line in why.splitlines() if line.strip()][-6:]
+    raise EnvironmentError_(
+        f"framework.version: {env.framework} {env.version} conflicts with bench's own "
+        f"requirements ({', '.join(ALWAYS_PINNED)} at the host's pins); uv says: "
+        + " / ".join(line.strip() for line in lines)
+    )
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def ensure(framework: str, version: str, gpu: bool = False, say: bool = True) -> Env:
+    """The environment of ``framework`` at ``version``, made if it is not cached (seconds
+    with uv's cache warm, a download of the framework otherwise)."""
+    env = env_for(framework, version)
+    with _locked(env.root.with_suffix(".lock")):
+        if env.ready:
+            return env
+        t0 = time.perf_counter()
+        if say:
+            print(
+                f"bench: making the environment of {framework} {version} (first use; "
+                f"cached in {env.root})",
+                file=sys.stderr,
+            )
+        if not env.lock.exists():
+            generate_lock(env, gpu)
+        venv = env.root / "venv"
+        if not env.python.exists():
+            base = getattr(sys, "_base_executable", sys.executable)
+            done = _uv("venv", "--quiet", "--python", base, str(venv))
+            if done.returncode != 0:
+                raise EnvironmentError_(f"uv venv failed: {done.stderr.strip()[-500:]}")
+        for stale in venv.glob(".bench-*"):
+            stale.unlink()
+        if Path(sys.prefix).resolve() == venv.resolve():
+            raise EnvironmentError_(f"refusing to install into bench's own environment {venv}")
+        done = _uv(
+            "pip",
+            "sync",
+            "--quiet",
+            "--require-hashes",
+            "--compile-bytecode",
+            "--python",
+            str(env.python),
+            str(env.lock),
+        )
+        if done.returncode != 0:
+            raise EnvironmentError_(
+                f"installing {framework} {version} from {env.lock} failed: "
+                f"{done.stderr.strip()[-800:]}"
+            )
+        site = subprocess.run(
+            [str(env.python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+        Path(site, "bench-source.pth").write_text(str(REPO) + "\n")
+        module = versions.MODULES[framework]
+        check = subprocess.run(
+            [str(env.python), "-c", f"import {module}, bench.worker; print({module}.__version__)"],
+            capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        )  # fmt: skip
+        got = check.stdout.strip().splitlines()[-1:] if check.returncode == 0 else []
+        if not got or versions.base(got[0]) != version:
+            raise EnvironmentError_(
+                f"the environment of {framework} {version} does not import it: "
+                f"{(check.stderr or check.stdout).strip()[-500:]}"
+            )
+        (venv / f".bench-{env.lock_hash()}").touch()
+        if say:
+            print(
+                f"bench: {framework} {version} ready in {time.perf_counter() - t0:.0f} s",
+                file=sys.stderr,
+            )
+        return env
+
+
+def lock_of(framework: str, version: str) -> Path | None:
+    """The lock a trial's environment was installed from: the version's own, or the host's
+    ``requirements.lock`` for the pinned version (None where there is none: a wheel install,
+    or MXNet's environment, whose constraints file is not a full lock)."""
+    if version:
+        lock = env_for(framework, version).lock
+        return lock if lock.exists() else None
+    if framework == "mxnet":
+        return None
+    lock = REPO / "requirements.lock"
+    return lock if lock.exists() else None
