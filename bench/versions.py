@@ -32,7 +32,7 @@ REPO = PACKAGE.parent  # a source checkout: requirements.lock is here
 SUPPORTED = {"torch": ("2.13", "2.14", "2.15"), "tf": ("2.19", "2.20", "2.21"), "mxnet": ("1.9",)}
 # The module whose __version__ a trial checks, per framework.
 MODULES = {"torch": "torch", "tf": "tensorflow", "mxnet": "mxnet"}
-INDEX = os.environ.get("BENCH_PACKAGE_INDEX", "https://pypi.org/pypi")
+DEFAULT_INDEX = "https://pypi.org/pypi"  # BENCH_PACKAGE_INDEX points elsewhere
 _DAY_S = 86400.0
 
 
@@ -95,7 +95,7 @@ def releases(pkg: str) -> dict[str, Release]:
     if path.exists() and time.time() - path.stat().st_mtime < _DAY_S:
         data = json.loads(path.read_text())
     else:
-        url = f"{INDEX}/{pkg}/json"
+        url = f"{os.environ.get('BENCH_PACKAGE_INDEX') or DEFAULT_INDEX}/{pkg}/json"
         try:
             with urllib.request.urlopen(url, timeout=30) as answer:
                 raw = json.load(answer)

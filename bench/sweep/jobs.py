@@ -203,7 +203,8 @@ def jobs_of(config: DictConfig) -> list[list[str]]:
     params: dict[str, Any] = {str(k): v for k, v in raw.items()}
     parser = OverridesParser.create()
     args = [f"{k}={v}" for k, v in params.items()] + task
-    blocks = [parser.parse_overrides(b) for b in grid_blocks(params, grid, task)]
+    given_blocks = grid_blocks(params, grid, task) if grid else []
+    blocks = [parser.parse_overrides(b) for b in given_blocks]
     return expand(parser.parse_overrides(args), int(config.get("repeats", 1)), blocks)
 
 

@@ -1,0 +1,208 @@
+"""Framework versions as an axis, below the CLI: which versions are refused and why (with a
+package index answered from a cache the test writes), the lock a version's environment is
+generated from, the trial's check of the version it imported, the report's version section
+and the comparison with a baseline."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import environments, versions
+from bench.config import BenchConfig, ConfigError, FrameworkConfig, config_hash
+from bench.report import baseline, build
+from bench.report.trials import to_trial
+from tests.report_data import record, runset
+
+WHEEL = "tensorflow_cpu-{v}-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
+
+
+@pytest.fixture
+def index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A package index answer for tensorflow-cpu, cached as bench caches the real one."""
+    monkeypatch.setenv("BENCH_CACHE", str(tmp_path))
+    monkeypatch.setenv("BENCH_PACKAGE_INDEX", "http://127.0.0.1:9")  # nothing answers there
+    answer = {v: [WHEEL.format(v=v)] for v in ("2.18.0", "2.19.0", "2.20.0", "2.21.0")}
+    answer["2.19.1"] = ["tensorflow_cpu-2.19.1-cp312-cp312-manylinux_2_17_x86_64.whl"]
+    answer["2.22.0rc0"] = [WHEEL.format(v="2.22.0rc0")]
+    path = tmp_path / "index" / "tensorflow-cpu.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(answer))
+    return path
+
+
+needs_cp311_linux = pytest.mark.skipif(
+    sys.version_info[:2] != (3, 11) or not sys.platform.startswith("linux"),
+    reason="the test index has wheels for CPython 3.11 on Linux",
+)
+
+
+@needs_cp311_linux
+@pytest.mark.parametrize(
+    ("version", "message"),
+    [
+        ("2.20.7", "tensorflow-cpu has no release '2.20.7'; the nearest: 2.19.0, 2.20.0, 2.21.0"),
+        ("2.18.0", "tf 2.18.0 is outside the supported range (2.19.x, 2.20.x, 2.21.x"),
+        ("2.19.1", "tensorflow-cpu 2.19.1 has no wheel for Python 3.11"),
+        ("2.22.0rc0", "has no release '2.22.0rc0'"),  # pre-releases are not offered
+    ],
+)
+def test_a_version_bench_cannot_run_is_refused_naming_why(
+    index: Path, version: str, message: str
+) -> None:
+    (problem,) = versions.problems("tf", version, gpu=False, cached=False)
+    assert problem.startswith("framework.version: ") and message in problem
+
+
+@needs_cp311_linux
+def test_a_supported_release_passes(index: Path) -> None:
+    assert versions.problems("tf", "2.20.0", gpu=False, cached=False) == []
+    assert versions.problems("tf", "", gpu=False, cached=False) == []
+
+
+def test_mxnet_has_one_release(index: Path) -> None:
+    (problem,) = versions.problems("mxnet", "1.8.0", gpu=False, cached=False)
+    assert "MXNet has one release bench runs, 1.9.1" in problem
+
+
+def test_an_unreachable_index_refuses_an_uncached_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BENCH_CACHE", str(tmp_path))
+    monkeypatch.setenv("BENCH_PACKAGE_INDEX", "http://127.0.0.1:9")
+    (problem,) = versions.problems("tf", "2.20.0", gpu=False, cached=False)
+    assert "has no environment here yet and the package index" in problem
+    assert "cannot be reached" in problem
+    assert versions.problems("tf", "2.20.0", gpu=False, cached=True) == []
+
+
+def test_the_pinned_version_is_the_empty_one_and_hashes_as_before() -> None:
+    pinned = versions.pinned("tf")
+    assert pinned == "2.21.0"  # requirements.lock
+    assert versions.normalize("tf", pinned) == "" and versions.normalize("tf", "2.20.0") == "2.20.0"
+    plain = BenchConfig(framework=FrameworkConfig("tf"))
+    assert config_hash(plain) == config_hash(BenchConfig(framework=FrameworkConfig("tf", "")))
+    assert config_hash(plain) != config_hash(BenchConfig(framework=FrameworkConfig("tf", "2.20.0")))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"launcher": "docker"}, "launcher=docker has one image per framework"),
+        ({"launcher": "inline"}, "launcher=inline runs the trial in bench's own process"),
+        ({"distributed": "horovod"}, "Horovod is built for the pinned tf"),
+    ],
+)
+@needs_cp311_linux
+def test_versions_run_only_under_the_process_launcher_and_not_with_horovod(
+    index: Path, overrides: dict[str, str], message: str
+) -> None:
+    from bench.preflight import validate
+
+    cfg = BenchConfig(framework=FrameworkConfig("tf", "2.20.0"), model=_model("lenet5"))
+    if "launcher" in overrides:
+        cfg.launcher.name = overrides["launcher"]
+    if "distributed" in overrides:
+        cfg.distributed, cfg.workers = overrides["distributed"], 2
+    with pytest.raises(ConfigError) as refused:
+        validate(cfg)
+    assert any(p.startswith("framework.version:") and message in p for p in refused.value.problems)
+
+
+def _model(name: str) -> Any:
+    from bench.config import ModelConfig
+
+    return ModelConfig(name=name)
+
+
+def test_the_lock_pins_the_trial_side_at_the_hosts_versions() -> None:
+    pins = environments.host_pins()
+    wanted = environments.requirements("tf", "2.20.0", gpu=False, pinned=True)
+    assert wanted[0] == "tensorflow-cpu==2.20.0"
+    assert f"numpy=={pins['numpy']}" in wanted and f"keras=={pins['keras']}" in wanted
+    loose = environments.requirements("torch", "2.14.1", gpu=True, pinned=False)
+    assert loose[0] == "torch==2.14.1" and "numpy" in loose
+    assert f"psutil=={pins['psutil']}" in loose  # always at the host's pin
+
+
+def test_uv_never_aims_at_benchs_own_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``python -m uv pip ...`` installs into the interpreter that started it; bench runs uv's
+    own binary, without VIRTUAL_ENV, and names the target interpreter."""
+    seen: dict[str, Any] = {}
+
+    def fake_run(args: list[str], **kw: Any) -> Any:
+        seen["args"], seen["env"] = args, kw["env"]
+        return types.SimpleNamespace(returncode=0, stdout="", stderr="")
+
+    monkeypatch.setenv("VIRTUAL_ENV", sys.prefix)
+    monkeypatch.setattr(environments.subprocess, "run", fake_run)
+    environments._uv("pip", "sync", "--python", "/x/venv/bin/python", "lock.txt")
+    assert Path(seen["args"][0]).name == "uv" and seen["args"][1:3] == ["pip", "sync"]
+    assert "VIRTUAL_ENV" not in seen["env"]
+    assert not any(k.startswith("UV_INTERNAL") for k in seen["env"])
+
+
+def test_a_trial_on_the_wrong_version_does_not_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.trial import _check_version
+
+    monkeypatch.setitem(sys.modules, "tensorflow", types.SimpleNamespace(__version__="2.21.0"))
+    _check_version(BenchConfig(framework=FrameworkConfig("tf", "")))  # the pinned one
+    _check_version(BenchConfig(framework=FrameworkConfig("tf", "2.21.0")))
+    with pytest.raises(RuntimeError, match="tf 2.20.0 was asked for, but .* imported 2.21.0"):
+        _check_version(BenchConfig(framework=FrameworkConfig("tf", "2.20.0")))
+
+
+def _runs(
+    rate: float, n: int, seed: int, version: str = "", framework: str = "tf", **kw: Any
+) -> list[Any]:
+    rng = random.Random(seed)
+    params = {"framework.version": version} if version else {}
+    return [
+        record(
+            framework, "resnet50", rate=rng.gauss(rate, rate * 0.01), repeat=i, params=params, **kw
+        )
+        for i in range(n)
+    ]
+
+
+def test_the_report_compares_versions_of_a_framework() -> None:
+    runs = _runs(100.0, 6, 1) + _runs(125.0, 6, 2, "2.20.0") + _runs(90.0, 6, 3, framework="torch")
+    report = build(runset(runs))
+    (section,) = [s for s in report.sections if s.anchor == "versions"]
+    text = str(section.blocks)
+    assert "tf 2.20.0 against tf 2.0 (pinned)" in text
+    assert "tf 2.20.0 faster than tf 2.0 (pinned)" in text
+    relative = [s for s in report.sections if s.anchor == "relative-training"]
+    assert relative and "tf==2.20.0 vs tf" not in str(relative[0].blocks)
+
+
+def _trials(records: list[Any]) -> list[Any]:
+    return [to_trial(r) for r in records]
+
+
+def test_a_baseline_says_regression_improvement_no_change_or_not_comparable() -> None:
+    before = _trials(
+        _runs(100.0, 8, 1) + _runs(100.0, 8, 2, batch=64) + _runs(100.0, 8, 3, batch=16)
+    )
+    now = _trials(
+        _runs(80.0, 8, 4)  # 25% more time per sample: a regression
+        + _runs(100.0, 8, 5, batch=64)  # unchanged
+        + _runs(100.0, 8, 6, batch=16, tags={"bench.cpu_model": "Other CPU"})
+        + _runs(100.0, 8, 7, batch=128)  # a configuration the baseline has not
+    )
+    changes = baseline.compare(now, before)
+    kinds = [c.kind for c in changes]
+    assert kinds[0] == baseline.REGRESSION and "regression of 2" in changes[0].text
+    assert 20 < changes[0].pct < 30
+    assert baseline.NO_CHANGE in kinds and baseline.MISSING in kinds
+    (other,) = [c for c in changes if c.kind == baseline.NOT_COMPARABLE]
+    assert "cpu_model differs" in other.text
+    assert baseline.failing(changes, 5) == [changes[0]] and baseline.failing(changes, 30) == []
+    faster = baseline.compare(_trials(_runs(125.0, 8, 8)), before)
+    assert faster[0].kind == baseline.IMPROVEMENT and "improvement of " in faster[0].text
