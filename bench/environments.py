@@ -159,7 +159,7 @@ def ensure(framework: str, version: str, gpu: bool = False, say: bool = True) ->
     """The environment of ``framework`` at ``version``, made if it is not cached (seconds
     with uv's cache warm, a download of the framework otherwise)."""
     env = env_for(framework, version)
-    with _locked(env.root.with_suffix(".lock")):
+    with _locked(env.root.parent / f"{env.root.name}.lock"):
         if env.ready:
             return env
         t0 = time.perf_counter()
