@@ -56,7 +56,7 @@ class Env:
         return self.root / "venv" / "bin" / "python"
 
     def lock_hash(self) -> str:
-        return hashlib.sha256(self.lock.read_bytes()).hexdigest()[:16]
+        return lock_hash_of(self.lock)
 
     @property
     def ready(self) -> bool:
@@ -232,3 +232,8 @@ def lock_of(framework: str, version: str) -> Path | None:
         return None
     lock = REPO / "requirements.lock"
     return lock if lock.exists() else None
+
+
+def lock_hash_of(path: Path) -> str:
+    """The short hash a run logs as ``bench.lock_sha``."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]

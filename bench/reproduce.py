@@ -1,9 +1,17 @@
-"""``python -m bench.reproduce RUN_ID``: run a logged containerized trial again, exactly.
+"""``python -m bench.reproduce RUN_ID``: run a logged trial again, in the software it ran in.
 
-Reads the trial's resolved config (its ``config.json`` artifact) and the image it ran in
-(``mlflow.docker.image.id``), runs that config again in that very image (``launcher=docker``
-with ``launcher.docker.image`` pinned to the id, ``force=true``) as a new run in the same
-experiment tagged ``bench.reproduces=RUN_ID``, and prints the two results side by side.
+Reads the trial's resolved config (its ``config.json`` artifact) and what pinned its
+software, and runs that config again as a new run in the same experiment tagged
+``bench.reproduces=RUN_ID`` (``force=true``), then prints the two results side by side:
+
+- a containerized run: in the very image it ran in (``mlflow.docker.image.id``:
+  ``launcher=docker`` with ``launcher.docker.image`` pinned to the id);
+- a run of a non-pinned framework version (``framework.version``): in that version's
+  environment, re-created from the lock the run logged where the cached one differs
+  (``bench.lock_sha``); the configuration, and so its hash, is the original's;
+- a run of the pinned version under the process launcher: in bench's own environment,
+  which must still be installed from the lock the run logged (else it is refused, naming
+  both hashes: set up bench at the run's commit, or rerun in its image).
 
     python -m bench.reproduce RUN_ID [--tracking-uri URI]
 """
@@ -35,7 +43,15 @@ COMPARED = (
     "compile_time_s",
     "epochs_completed",
 )
-TAGS = ("bench.status", "mlflow.docker.image.id", "bench.base_image.digest", "bench.config_hash")
+TAGS = (
+    "bench.status",
+    "mlflow.docker.image.id",
+    "bench.base_image.digest",
+    "bench.lock_sha",
+    "bench.torch_version",
+    "bench.tensorflow_version",
+    "bench.config_hash",
+)
 
 
 def pinned_config(
@@ -50,6 +66,51 @@ def pinned_config(
     cfg.force = True
     cfg.tracking = TrackingConfig(uri=uri, experiment=experiment)
     return cfg
+
+
+def same_config(config: dict[str, object], uri: str, experiment: str) -> BenchConfig:
+    """The logged config, to run again as it was (``force``: even though an ok run exists)."""
+    cfg = from_dict(BenchConfig, config)
+    cfg.force = True
+    cfg.tracking = TrackingConfig(uri=uri, experiment=experiment)
+    return cfg
+
+
+def _same_software(original: tracking.RunRecord, cfg: BenchConfig, uri: str) -> str:
+    """Make the software of a run that did not run in a container what it was: a framework
+    version's environment from the logged lock; or why it cannot be ('' when it is)."""
+    from bench import environments
+
+    launcher = original.tags.get("bench.launcher", "?")
+    logged = original.tags.get("bench.lock_sha", "")
+    if not logged or launcher not in ("process", "slurm"):
+        return (
+            f"run {original.run_id} (launcher={launcher}) logged no lock that pins its "
+            "software; containerized runs and runs since bench.lock_sha can be reproduced"
+        )
+    fw, version = cfg.framework.name, cfg.framework.version
+    if version:
+        env = environments.env_for(fw, version)
+        if not env.lock.exists() or env.lock_hash() != logged:
+            import tempfile
+
+            with tempfile.TemporaryDirectory() as tmp:
+                got = tracking.download_artifact(uri, original.run_id, "lock.txt", Path(tmp))
+                env.root.mkdir(parents=True, exist_ok=True)
+                env.lock.write_bytes(got.read_bytes())
+        try:
+            environments.ensure(fw, version)
+        except environments.EnvironmentError_ as exc:
+            return str(exc)
+        return ""
+    lock = environments.lock_of(fw, "")
+    now = environments.lock_hash_of(lock) if lock is not None else "none"
+    if now != logged:
+        return (
+            f"run {original.run_id} ran the pinned {fw} from a lock with hash {logged}; bench's "
+            f"environment here has {now}: set up bench at the run's commit, or rerun in its image"
+        )
+    return ""
 
 
 def _fmt(value: float | str | None) -> str:
@@ -106,14 +167,14 @@ def main(argv: list[str] | None = None) -> int:
     except LookupError as exc:
         return fail(str(exc))
     image_id = original.tags.get("mlflow.docker.image.id", "")
-    if not image_id:
-        launcher = original.tags.get("bench.launcher", "?")
-        return fail(
-            f"run {args.run_id} did not run in a container (launcher={launcher}), so nothing "
-            "pins its software; only launcher=docker runs can be reproduced"
-        )
     try:
-        cfg = pinned_config(config, image_id, args.tracking_uri, experiment)
+        if image_id:
+            cfg = pinned_config(config, image_id, args.tracking_uri, experiment)
+        else:
+            cfg = same_config(config, args.tracking_uri, experiment)
+            problem = _same_software(original, cfg, args.tracking_uri)
+            if problem:
+                return fail(problem)
         validate(cfg)
     except ConfigError as exc:
         return fail(f"cannot rerun {args.run_id}:\n  " + "\n  ".join(exc.problems))

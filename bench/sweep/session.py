@@ -11,7 +11,6 @@ line per trial; the summary table to stdout.
 from __future__ import annotations
 
 import functools
-import hashlib
 import sys
 import time
 import traceback
@@ -190,7 +189,7 @@ class Sweep:
         tags = {"bench.sweep_index": str(index), **(tags or {})}
         lock = environments.lock_of(cfg.framework.name, cfg.framework.version)
         if lock is not None:  # the lock the trial's environment was installed from
-            tags["bench.lock_sha"] = hashlib.sha256(lock.read_bytes()).hexdigest()[:16]
+            tags["bench.lock_sha"] = environments.lock_hash_of(lock)
         tags.update({f"bench.{k}": v for k, v in sysinfo.slurm_environment().items()})
         run = self.store.start_trial(self.sweep_id, cfg, label, tags)
 

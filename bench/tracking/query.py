@@ -196,3 +196,12 @@ def load_trial(uri: str, run_id: str) -> tuple[RunRecord, dict[str, Any], str]:
         except Exception as exc:  # noqa: BLE001 - as above
             raise LookupError(f"run {run_id} has no config.json artifact to rerun") from exc
     return _record(run), config, str(client.get_experiment(run.info.experiment_id).name)
+
+
+def download_artifact(uri: str, run_id: str, name: str, directory: Path) -> Path:
+    """One artifact of a run, copied into ``directory``; LookupError if it has none."""
+    client = _read_client(uri)
+    try:
+        return Path(client.download_artifacts(run_id, name, str(directory)))
+    except Exception as exc:  # noqa: BLE001 - MLflow raises its own exception types
+        raise LookupError(f"run {run_id} has no artifact {name!r}") from exc

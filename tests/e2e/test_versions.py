@@ -51,6 +51,18 @@ def test_two_tensorflow_versions_in_one_sweep(bench) -> None:  # noqa: ANN001
     row = next(line for line in section.splitlines() if line.startswith("| lenet5"))
     assert re.search(r"faster than|slower than|no significant difference|not comparable", row)
 
+    # a run of a non-pinned version reproduces in its environment, with the original's hash
+    original = next(r for r in children if r.data.params.get("framework.version") == "2.20.0")
+    again = subprocess.run(
+        [sys.executable, "-m", "bench.reproduce", original.info.run_id, "--tracking-uri", bench.uri],
+        capture_output=True, text=True, cwd=bench.root, env=bench.env, timeout=900,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stdout + again.stderr
+    (copy,) = [r for r in bench.children() if r.data.tags.get("bench.reproduces")]
+    for tag in ("bench.config_hash", "bench.lock_sha", "bench.tensorflow_version"):
+        assert copy.data.tags[tag] == original.data.tags[tag], tag
+    assert "bench.lock_sha" in again.stdout and "same" in again.stdout
+
 
 def _burn(stop: float) -> None:  # a busy core
     import time
