@@ -121,27 +121,44 @@ def requirements(framework: str, version: str, gpu: bool, pinned: bool) -> list[
 
 
 def generate_lock(env: Env, gpu: bool) -> None:
-    """Write the version's hashed lock: first with the host's pins beside the framework, then,
-    if that does not resolve, with only the framework and the pins that decide nothing."""
-    env.root.mkdir(parents=True, exist_ok=True)
-    source = env.root / "requirements.in"
+    """Write the version's hashed lock (for this host's Python and platform)."""
+    _compile(env.framework, env.version, gpu, env.lock, _platform())
+
+
+def _compile(framework: str, version: str, gpu: bool, lock: Path, target: str) -> None:
+    """Write a hashed lock for ``framework`` at ``version``: first with the host's pins beside
+    the framework, then, if that does not resolve, with only the framework and the pins that
+    decide nothing; ``target``: uv's --python-platform ("" for this host's)."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    source = lock.with_name(lock.name + ".in")
     why = ""
     for pinned in (True, False):
-        source.write_text("\n".join(requirements(env.framework, env.version, gpu, pinned)) + "\n")
+        source.write_text("\n".join(requirements(framework, version, gpu, pinned)) + "\n")
         py = f"{sys.version_info.major}.{sys.version_info.minor}"
         args = ["pip", "compile", "--quiet", "--generate-hashes", "--python-version", py]
-        if _platform():
-            args += ["--python-platform", _platform()]
-        done = _uv(*args, str(source), "-o", str(env.lock))
+        if target:
+            args += ["--python-platform", target]
+        done = _uv(*args, str(source), "-o", str(lock))
         if done.returncode == 0:
             return
         why = done.stderr.strip()
     lines = [line for line in why.splitlines() if line.strip()][-6:]
     raise EnvironmentError_(
-        f"framework.version: {env.framework} {env.version} conflicts with bench's own "
+        f"framework.version: {framework} {version} conflicts with bench's own "
         f"requirements ({', '.join(ALWAYS_PINNED)} at the host's pins); uv says: "
         + " / ".join(line.strip() for line in lines)
     )
+
+
+def image_lock(framework: str, version: str, variant: str) -> Path:
+    """The hashed lock a framework version's image installs (``launcher=docker``): Python
+    3.11 on Linux x86_64 (bench's images), TensorFlow's CPU package for the cpu variant;
+    generated once and cached under ``~/.cache/bench/locks``."""
+    lock = cache_root().parent / "locks" / f"{framework}-{version}-{variant}.txt"
+    with _locked(lock.with_name(lock.name + ".mutex")):
+        if not lock.exists():
+            _compile(framework, version, variant == "cuda", lock, "x86_64-manylinux_2_28")
+    return lock
 
 
 @contextlib.contextmanager
@@ -221,10 +238,16 @@ def ensure(framework: str, version: str, gpu: bool = False, say: bool = True) ->
         return env
 
 
-def lock_of(framework: str, version: str) -> Path | None:
-    """The lock a trial's environment was installed from: the version's own, or the host's
-    ``requirements.lock`` for the pinned version (None where there is none: a wheel install,
-    or MXNet's environment, whose constraints file is not a full lock)."""
+def lock_of(framework: str, version: str, variant: str = "") -> Path | None:
+    """The lock a trial's environment was installed from: the version's own (its image's,
+    for ``variant`` cpu or cuda: launcher=docker), or the host's ``requirements.lock`` for
+    the pinned version (None where there is none: a wheel install, MXNet's environment, a
+    pinned image, whose constraints files are not full locks)."""
+    if version and variant:
+        lock = cache_root().parent / "locks" / f"{framework}-{version}-{variant}.txt"
+        return lock if lock.exists() else None
+    if variant:
+        return None
     if version:
         lock = env_for(framework, version).lock
         return lock if lock.exists() else None

@@ -69,11 +69,21 @@ class BuildSpec:
     base_image: str = ""
     ca_bundle: str = ""
     wheelhouse: str = ""
+    # A framework version other than the pinned one (framework.version): the image installs
+    # it from its generated, hashed lock (bench.environments.image_lock) instead.
+    version: str = ""
 
     @classmethod
     def from_config(cls, cfg: BenchConfig) -> BuildSpec:
         d = cfg.launcher.docker
-        return cls(cfg.framework.name, resolved_variant(d), d.base_image, d.ca_bundle, d.wheelhouse)
+        return cls(
+            cfg.framework.name,
+            resolved_variant(d),
+            d.base_image,
+            d.ca_bundle,
+            d.wheelhouse,
+            cfg.framework.version,
+        )
 
     @property
     def base(self) -> str:
@@ -188,6 +198,10 @@ def context_files(spec: BuildSpec) -> dict[str, Path]:
             # A CPU-only build (a +cpu local version) must not stand in for the CUDA one.
             if _norm(name) in pinned and not (spec.variant == "cuda" and "+cpu" in version):
                 files[f"docker/wheelhouse/{wheel.name}"] = wheel
+    if spec.version:
+        from bench.environments import image_lock
+
+        files["docker/version.lock"] = image_lock(fw, spec.version, spec.variant)
     for path in sorted(paths.PACKAGE.rglob("*")) if fw != "mlflow" else []:
         inside = path.relative_to(paths.PACKAGE)
         if path.is_file() and not {"__pycache__", "_data"} & set(inside.parts):

@@ -106,23 +106,27 @@ def _check_version(problems: list[str], cfg: BenchConfig) -> None:
     from bench import environments, versions
 
     field = "framework.version"
-    if cfg.launcher.name != "process":
-        why = {
-            "inline": "runs the trial in bench's own process, which has the pinned version",
-            "docker": "has one image per framework, at its pinned version (per-version images "
-            "are not built yet)",
-        }.get(cfg.launcher.name, "cannot run it")
+    if cfg.launcher.name == "inline":
         problems.append(
-            f"{field}: {cfg.framework.name} {version} runs in an environment of its own, "
-            f"under launcher=process (or Slurm); launcher={cfg.launcher.name} {why}"
+            f"{field}: {cfg.framework.name} {version} runs in an environment (or image) of its "
+            "own, under launcher=process, docker or Slurm; launcher=inline runs the trial in "
+            "bench's own process, which has the pinned version"
         )
     if cfg.distributed == "horovod":
         problems.append(
             f"{field}: Horovod is built for the pinned {cfg.framework.name} "
             f"({versions.pinned(cfg.framework.name)}); distributed=horovod runs only that version"
         )
-    cached = environments.env_for(cfg.framework.name, version).ready
-    problems += versions.problems(cfg.framework.name, version, gpu=gpu_visible(), cached=cached)
+    if cfg.launcher.name == "docker":
+        from bench.images import resolved_variant
+
+        variant = resolved_variant(cfg.launcher.docker)
+        gpu = variant == "cuda"
+        cached = environments.lock_of(cfg.framework.name, version, variant) is not None
+    else:
+        gpu = gpu_visible()
+        cached = environments.env_for(cfg.framework.name, version).ready
+    problems += versions.problems(cfg.framework.name, version, gpu=gpu, cached=cached)
 
 
 def _check_tracking(problems: list[str], t: TrackingConfig) -> None:

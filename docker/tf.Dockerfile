@@ -8,14 +8,16 @@
 #   VARIANT      cuda (default): `tensorflow` (the official GPU image's own when it matches
 #                the pin); cpu: `tensorflow-cpu`.
 #   BENCH_UID    uid of the image's `bench` user (the launcher runs trials as a non-root uid).
-# Optional files in docker/: ca-bundle.pem (a CA bundle for pip, used in the build stage
-# only and never part of the image) and wheelhouse/*.whl (wheels pip may install).
+# Optional files in docker/: version.lock (a framework version other than the pinned one:
+# bench.environments.image_lock's hashed lock, installed instead of the pins),
+# ca-bundle.pem (a CA bundle for pip, used in the build stage only and never part of the
+# image) and wheelhouse/*.whl (wheels pip may install).
 ARG BASE_IMAGE=tensorflow/tensorflow:2.21.0-gpu
 
 FROM ${BASE_IMAGE} AS build
 ARG VARIANT=cuda
 # The bracketed names are optional: a pattern that matches nothing copies nothing.
-COPY docker/constraints-tf.txt docker/ca-bundle.pe[m] docker/wheelhous[e] /ctx/
+COPY docker/constraints-tf.txt docker/ca-bundle.pe[m] docker/wheelhous[e] docker/version.loc[k] /ctx/
 RUN set -eu; \
     if [ -s /ctx/ca-bundle.pem ]; then export PIP_CERT=/ctx/ca-bundle.pem; fi; \
     case "$VARIANT" in \
@@ -26,8 +28,12 @@ RUN set -eu; \
     python3 -m venv --system-site-packages /opt/venv; \
     pip="/opt/venv/bin/python -m pip --no-cache-dir --disable-pip-version-check --no-input -q"; \
     $pip install --constraint /ctx/constraints-tf.txt pip; \
-    $pip install --constraint /ctx/constraints-tf.txt --find-links /ctx \
-      "$framework" keras numpy psutil nvidia-ml-py scikit-learn matplotlib; \
+    if [ -s /ctx/version.lock ]; then \
+      $pip install --require-hashes --no-deps -r /ctx/version.lock; \
+    else \
+      $pip install --constraint /ctx/constraints-tf.txt --find-links /ctx \
+        "$framework" keras numpy psutil nvidia-ml-py scikit-learn matplotlib; \
+    fi; \
     /opt/venv/bin/python -c "import tensorflow as tf; print('tensorflow', tf.__version__)"
 
 FROM ${BASE_IMAGE}

@@ -9,15 +9,17 @@
 #                own torch when it matches the pin); cpu: the CPU-only build, from
 #                docker/wheelhouse/ if a torch wheel is there, else from TORCH_CPU_INDEX_URL.
 #   BENCH_UID    uid of the image's `bench` user (the launcher runs trials as a non-root uid).
-# Optional files in docker/: ca-bundle.pem (a CA bundle for pip, used in the build stage
-# only and never part of the image) and wheelhouse/*.whl (wheels pip may install).
+# Optional files in docker/: version.lock (a framework version other than the pinned one:
+# bench.environments.image_lock's hashed lock, installed instead of the pins),
+# ca-bundle.pem (a CA bundle for pip, used in the build stage only and never part of the
+# image) and wheelhouse/*.whl (wheels pip may install).
 ARG BASE_IMAGE=pytorch/pytorch:2.13.0-cuda12.8-cudnn9-runtime
 
 FROM ${BASE_IMAGE} AS build
 ARG VARIANT=cuda
 ARG TORCH_CPU_INDEX_URL=https://download.pytorch.org/whl/cpu
 # The bracketed names are optional: a pattern that matches nothing copies nothing.
-COPY docker/constraints-torch.txt docker/ca-bundle.pe[m] docker/wheelhous[e] /ctx/
+COPY docker/constraints-torch.txt docker/ca-bundle.pe[m] docker/wheelhous[e] docker/version.loc[k] /ctx/
 RUN set -eu; \
     if [ -s /ctx/ca-bundle.pem ]; then export PIP_CERT=/ctx/ca-bundle.pem; fi; \
     case "$VARIANT" in \
@@ -29,8 +31,12 @@ RUN set -eu; \
     python3 -m venv --system-site-packages /opt/venv; \
     pip="/opt/venv/bin/python -m pip --no-cache-dir --disable-pip-version-check --no-input -q"; \
     $pip install --constraint /ctx/constraints-torch.txt pip; \
-    $pip install --constraint /ctx/constraints-torch.txt --find-links /ctx $index \
-      torch numpy psutil nvidia-ml-py scikit-learn matplotlib; \
+    if [ -s /ctx/version.lock ]; then \
+      $pip install --require-hashes --no-deps -r /ctx/version.lock; \
+    else \
+      $pip install --constraint /ctx/constraints-torch.txt --find-links /ctx $index \
+        torch numpy psutil nvidia-ml-py scikit-learn matplotlib; \
+    fi; \
     /opt/venv/bin/python -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
 
 FROM ${BASE_IMAGE}

@@ -339,9 +339,10 @@ def _claim_problems(configs: Sequence[BenchConfig]) -> list[str]:
 
 def _make_environments(configs: Sequence[BenchConfig]) -> list[str]:
     """Make (or find cached) the environment of every non-pinned framework version the sweep
-    runs (bench.environments); a version that cannot get one is a problem of the sweep."""
+    runs (bench.environments), or, under launcher=docker, the lock its image installs (the
+    image itself is built on first use); a version that cannot get one is a problem."""
     wanted = dict.fromkeys(
-        (c.framework.name, c.framework.version) for c in configs if c.framework.version
+        (c.framework.name, c.framework.version, _variant(c)) for c in configs if c.framework.version
     )
     if not wanted:
         return []
@@ -349,12 +350,24 @@ def _make_environments(configs: Sequence[BenchConfig]) -> list[str]:
     from bench.preflight import gpu_visible
 
     problems = []
-    for framework, version in wanted:
+    for framework, version, variant in wanted:
         try:
-            environments.ensure(framework, version, gpu=gpu_visible())
+            if variant:
+                environments.image_lock(framework, version, variant)
+            else:
+                environments.ensure(framework, version, gpu=gpu_visible())
         except environments.EnvironmentError_ as exc:
             problems.append(str(exc))
     return problems
+
+
+def _variant(cfg: BenchConfig) -> str:
+    """The image variant of a launcher=docker trial; "" for any other launcher."""
+    if cfg.launcher.name != "docker":
+        return ""
+    from bench.images import resolved_variant
+
+    return resolved_variant(cfg.launcher.docker)
 
 
 def check_all(

@@ -361,3 +361,26 @@ def test_a_slurm_job_runs_its_trial_in_the_frameworks_image(bench: Bench, engine
     assert tags["bench.slurm_job_id"].isdigit()
     assert tags["bench.image.tag"].startswith("bench/torch:cpu-") and tags["bench.container.id"]
     assert trial_containers(engine, bench.root) == []
+
+
+def test_two_tensorflow_versions_each_in_its_own_image(bench: Bench, built: Any) -> None:
+    """framework.version under launcher=docker: the pinned version in bench's TF image, 2.20.0
+    in an image built from its generated, hashed lock; each run ran the version it asked for
+    and logged its image and lock."""
+    run = bench.run(
+        "-m", "framework=tf", "framework.version=2.20.0,2.21.0", "repeats=2", "model=lenet5",
+        *TINY, *DOCKER,
+        timeout=1800,
+    )  # fmt: skip
+    assert run.returncode == 0, run.output[-3000:]
+    children = bench.children()
+    assert len(children) == 4
+    images_of: dict[str, set[str]] = {}
+    for child in children:
+        asked = child.data.params.get("framework.version", "")
+        assert child.data.tags["bench.tensorflow_version"] == (asked or "2.21.0")
+        images_of.setdefault(asked, set()).add(child.data.tags["mlflow.docker.image.id"])
+    assert len(images_of["2.20.0"]) == len(images_of[""]) == 1
+    assert images_of["2.20.0"] != images_of[""]
+    versioned = [c for c in children if c.data.params.get("framework.version")]
+    assert all(len(c.data.tags["bench.lock_sha"]) == 16 for c in versioned)

@@ -94,13 +94,12 @@ def test_the_pinned_version_is_the_empty_one_and_hashes_as_before() -> None:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"launcher": "docker"}, "launcher=docker has one image per framework"),
         ({"launcher": "inline"}, "launcher=inline runs the trial in bench's own process"),
         ({"distributed": "horovod"}, "Horovod is built for the pinned tf"),
     ],
 )
 @needs_cp311_linux
-def test_versions_run_only_under_the_process_launcher_and_not_with_horovod(
+def test_versions_do_not_run_inline_nor_with_horovod(
     index: Path, overrides: dict[str, str], message: str
 ) -> None:
     from bench.preflight import validate
@@ -206,3 +205,27 @@ def test_a_baseline_says_regression_improvement_no_change_or_not_comparable() ->
     assert baseline.failing(changes, 5) == [changes[0]] and baseline.failing(changes, 30) == []
     faster = baseline.compare(_trials(_runs(125.0, 8, 8)), before)
     assert faster[0].kind == baseline.IMPROVEMENT and "improvement of " in faster[0].text
+
+
+def test_a_versions_image_installs_its_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """launcher=docker: the version's hashed lock is part of the image's build context (and
+    so of its content-hash tag); the pinned image has none."""
+    from bench import images
+
+    lock = tmp_path / "tf-2.20.0-cpu.txt"
+    lock.write_text("tensorflow-cpu==2.20.0 --hash=sha256:00\n")
+    monkeypatch.setattr(environments, "image_lock", lambda fw, version, variant: lock)
+    cfg = BenchConfig(framework=FrameworkConfig("tf", "2.20.0"))
+    cfg.launcher.name = "docker"
+    spec = images.BuildSpec.from_config(cfg)
+    assert spec.version == "2.20.0"
+    files = images.context_files(spec)
+    assert files["docker/version.lock"] == lock
+    pinned = images.context_files(images.BuildSpec("tf", "cpu"))
+    assert "docker/version.lock" not in pinned
+    args = {"BASE_IMAGE": "x", "VARIANT": "cpu"}
+    assert images.content_hash(files, args) != images.content_hash(pinned, args)
+    dockerfile = (images.DOCKER / "tf.Dockerfile").read_text()
+    assert "docker/version.loc[k]" in dockerfile and "--require-hashes" in dockerfile
