@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import bench.report.figures as figures
@@ -101,3 +101,16 @@ def sorted_configs(lab: Labeller, configs: Sequence[Config]) -> list[Config]:
         )
 
     return sorted(configs, key=key)
+
+
+def both_sides(
+    lab: Labeller, by_config: dict[Config, list[Trial]], a: str, b: str
+) -> Iterator[tuple[Config, list[Trial], list[Trial]]]:
+    """(configuration, runs of ``a``, runs of ``b``) for every configuration both ran, in the
+    report's order of configurations."""
+    for config in sorted_configs(lab, list(by_config)):
+        members = by_config[config]
+        side_a = [t for t in members if t.framework == a]
+        side_b = [t for t in members if t.framework == b]
+        if side_a and side_b:
+            yield config, side_a, side_b

@@ -12,10 +12,10 @@ from bench.analysis import stats
 from bench.report.document import Cell, Figure, Section, Table, num
 from bench.report.sections.common import (
     Context,
+    both_sides,
     legend,
     ratio_text,
     sample,
-    sorted_configs,
     verdict_bar,
     verdict_cell,
 )
@@ -47,12 +47,7 @@ def relative_time(ctx: Context, mode: str) -> Section | None:
     for a, b in framework_pairs(t.framework for t in trials):
         rows: list[list[Cell]] = []
         bars: dict[str, list[figures.Bar]] = {}
-        for config in sorted_configs(lab, list(by_config)):
-            members = by_config[config]
-            side_a = [t for t in members if t.framework == a]
-            side_b = [t for t in members if t.framework == b]
-            if not side_a or not side_b:
-                continue
+        for config, side_a, side_b in both_sides(lab, by_config, a, b):
             verdict = stats.compare(
                 sample(a, side_a, lambda t: t.ms_per_sample),
                 sample(b, side_b, lambda t: t.ms_per_sample),

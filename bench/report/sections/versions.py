@@ -9,7 +9,7 @@ import math
 
 from bench.analysis import stats
 from bench.report.document import Cell, Section, Table, num
-from bench.report.sections.common import Context, ratio_text, sample, sorted_configs
+from bench.report.sections.common import Context, both_sides, ratio_text, sample
 from bench.report.trials import Labeller, Trial, fmt_mean_sd, group, version_pairs
 
 VERSION_TAGS = {"torch": "torch_version", "tf": "tensorflow_version", "mxnet": "mxnet_version"}
@@ -49,12 +49,7 @@ def versions(ctx: Context) -> Section | None:
     for a, b in pairs:
         rows: list[list[Cell]] = []
         names = (a, b)
-        for config in sorted_configs(lab, list(by_config)):
-            members = by_config[config]
-            side_a = [t for t in members if t.framework == a]
-            side_b = [t for t in members if t.framework == b]
-            if not side_a or not side_b:
-                continue
+        for config, side_a, side_b in both_sides(lab, by_config, a, b):
             names = (side_name(a, side_a), side_name(b, side_b))
             verdict = stats.compare(
                 sample(names[0], side_a, lambda t: t.ms_per_sample),
