@@ -68,12 +68,18 @@ def test_two_tensorflow_versions_in_one_sweep(bench) -> None:  # noqa: ANN001
 def _burn(stop: float) -> None:  # a busy core
     import time
 
+    os.setsid()  # a session (and so a scheduler autogroup) of its own, as a real load has
     while time.time() < stop:
         pass
 
 
+# Timed windows of at least 1 s (steps_per_epoch=-1), so that runs are stable enough (CV
+# below 10%) for the verdict rules to call a change at all.
+STEADY = ["model=lenet5", "epochs=1", "steps_per_epoch=-1", "min_window_s=1.0", "batch_size=16"]
+
+
 def test_a_baseline_finds_a_regression_that_a_cpu_load_causes(bench) -> None:  # noqa: ANN001
-    args = ["-m", "framework=torch", "repeats=4", "force=true", *TINY]
+    args = ["-m", "framework=torch", "repeats=4", "force=true", "threads=1", *STEADY]
     for _ in range(2):
         assert bench.run(*args).returncode == 0
     import time
@@ -91,8 +97,11 @@ def test_a_baseline_finds_a_regression_that_a_cpu_load_causes(bench) -> None:  #
             p.kill()
     assert slowed.returncode == 0, slowed.output[-2000:]
     first, second, third = sorted(bench.parents(), key=lambda r: r.info.start_time)
+    # Two sweeps of one configuration on an idle machine: no change, or one within what this
+    # machine drifts between sweeps (up to about 7% seen here, significant with CVs of 2-4%),
+    # so the gate here is 20%; the CPU load below slows the trials far more than that.
     same = _report(bench, "--sweep", second.info.run_id, "--baseline", first.info.run_id,
-                   "--fail-on-regression", "5", "--out", str(bench.root / "r1"))  # fmt: skip
+                   "--fail-on-regression", "20", "--out", str(bench.root / "r1"))  # fmt: skip
     assert same.returncode == 0, same.stdout + same.stderr
     md = (bench.root / "r1" / "report.md").read_text()
     assert "## Against the baseline" in md
