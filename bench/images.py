@@ -116,6 +116,11 @@ def resolved_variant(d: DockerConfig) -> str:
     return "cuda" if d.gpus.strip() else "cpu"
 
 
+def image_variant(cfg: BenchConfig) -> str:
+    """The image variant a trial runs in under launcher=docker; "" for any other launcher."""
+    return resolved_variant(cfg.launcher.docker) if cfg.launcher.name == "docker" else ""
+
+
 _clients: list[DockerClient] = []
 
 

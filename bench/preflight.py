@@ -117,10 +117,10 @@ def _check_version(problems: list[str], cfg: BenchConfig) -> None:
             f"{field}: Horovod is built for the pinned {cfg.framework.name} "
             f"({versions.pinned(cfg.framework.name)}); distributed=horovod runs only that version"
         )
-    if cfg.launcher.name == "docker":
-        from bench.images import resolved_variant
+    from bench.images import image_variant
 
-        variant = resolved_variant(cfg.launcher.docker)
+    variant = image_variant(cfg)
+    if variant:
         gpu = variant == "cuda"
         cached = environments.lock_of(cfg.framework.name, version, variant) is not None
     else:

@@ -312,19 +312,17 @@ def run_trial(
     return result
 
 
-# The module whose __version__ a trial of each framework checks (as bench.versions.MODULES).
-_VERSION_OF = {"torch": "torch", "tf": "tensorflow", "mxnet": "mxnet"}
-
-
 def _check_version(cfg: BenchConfig) -> None:
     """A trial asked for a framework version runs on that version or not at all."""
     import sys
 
+    from bench import versions
+
     asked = cfg.framework.version
-    module = sys.modules.get(_VERSION_OF.get(cfg.framework.name, ""))
+    module = sys.modules.get(versions.MODULES.get(cfg.framework.name, ""))
     if not asked or module is None:
         return
-    got = str(getattr(module, "__version__", "?")).split("+", 1)[0]
+    got = versions.base(str(getattr(module, "__version__", "?")))
     if got != asked:
         raise RuntimeError(
             f"framework.version: {cfg.framework.name} {asked} was asked for, but this "

@@ -10,6 +10,7 @@ pipeline can gate on it."""
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -80,9 +81,7 @@ def failing(changes: Sequence[Change], pct: float) -> list[Change]:
 
 def section(changes: Sequence[Change], baseline_name: str) -> Section:
     section = Section("Against the baseline", "baseline")
-    counts: dict[str, int] = {}
-    for c in changes:
-        counts[c.kind] = counts.get(c.kind, 0) + 1
+    counts = Counter(c.kind for c in changes)
     section.blocks.append(
         f"Each configuration of these runs against the same configuration in {baseline_name}: "
         "timed wall time per sample (ms), its change with a 95% bootstrap interval, and the "

@@ -22,7 +22,7 @@ from typing import Any, NoReturn
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from bench.config import BenchConfig, ConfigError
+from bench.config import FRAMEWORKS, BenchConfig, ConfigError
 from bench.preflight import validate
 
 # The job's environment (hydra.job.env_set) that ties it to its sweep's parent run.
@@ -244,7 +244,7 @@ def to_bench_config(config: DictConfig) -> BenchConfig:
     assert isinstance(obj, BenchConfig)
     from bench.distributed.registry import resolve
 
-    if obj.framework.version and obj.framework.name in ("torch", "tf", "mxnet"):
+    if obj.framework.version and obj.framework.name in FRAMEWORKS:
         from bench.versions import normalize
 
         obj.framework.version = normalize(obj.framework.name, obj.framework.version)
@@ -341,8 +341,12 @@ def _make_environments(configs: Sequence[BenchConfig]) -> list[str]:
     """Make (or find cached) the environment of every non-pinned framework version the sweep
     runs (bench.environments), or, under launcher=docker, the lock its image installs (the
     image itself is built on first use); a version that cannot get one is a problem."""
+    from bench.images import image_variant
+
     wanted = dict.fromkeys(
-        (c.framework.name, c.framework.version, _variant(c)) for c in configs if c.framework.version
+        (c.framework.name, c.framework.version, image_variant(c))
+        for c in configs
+        if c.framework.version
     )
     if not wanted:
         return []
@@ -359,15 +363,6 @@ def _make_environments(configs: Sequence[BenchConfig]) -> list[str]:
         except environments.EnvironmentError_ as exc:
             problems.append(str(exc))
     return problems
-
-
-def _variant(cfg: BenchConfig) -> str:
-    """The image variant of a launcher=docker trial; "" for any other launcher."""
-    if cfg.launcher.name != "docker":
-        return ""
-    from bench.images import resolved_variant
-
-    return resolved_variant(cfg.launcher.docker)
 
 
 def check_all(

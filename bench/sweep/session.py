@@ -187,12 +187,9 @@ class Sweep:
                 tracking.note_reused_run(self.store, self.sweep_id, done["run_id"])
                 return row
         tags = {"bench.sweep_index": str(index), **(tags or {})}
-        variant = ""
-        if cfg.launcher.name == "docker":
-            from bench.images import resolved_variant
+        from bench.images import image_variant
 
-            variant = resolved_variant(cfg.launcher.docker)
-        lock = environments.lock_of(cfg.framework.name, cfg.framework.version, variant)
+        lock = environments.lock_of(cfg.framework.name, cfg.framework.version, image_variant(cfg))
         if lock is not None:  # the lock the trial's environment was installed from
             tags["bench.lock_sha"] = environments.lock_hash_of(lock)
         tags.update({f"bench.{k}": v for k, v in sysinfo.slurm_environment().items()})
