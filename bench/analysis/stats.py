@@ -4,7 +4,8 @@ A comparison takes two samples of per-run times (one value per run, lower is fas
 says which side is faster, and by how much, only when the data support it:
 
 - ``not comparable`` when the runs differ in what they ran on (environment), in what they
-  ran (parameter counts), or a side is unstable (coefficient of variation >= 10%);
+  ran (parameter counts; within each side only when two architectures are compared on
+  purpose), or a side is unstable (coefficient of variation >= 10%);
 - otherwise the ratio of mean times gets a 95% percentile-bootstrap confidence interval
   (seeded, so a report is reproducible).  With at least ``BOOTSTRAP_MIN_RUNS`` runs a side,
   the difference is significant when that interval excludes 1; with fewer, a two-sided
@@ -140,13 +141,18 @@ def _environment_problems(a: Sample, b: Sample) -> list[str]:
     return problems
 
 
-def _comparability(a: Sample, b: Sample) -> list[str]:
+def _comparability(a: Sample, b: Sample, across_architectures: bool = False) -> list[str]:
     reasons = _environment_problems(a, b)
-    counts = sorted({int(n) for n in [*a.num_parameters, *b.num_parameters] if n})
-    if len(counts) > 1:
-        reasons.append(
-            "architectures differ: parameter counts " + ", ".join(f"{n:,}" for n in counts)
-        )
+    # Each side is one architecture; the two sides must be the same one unless the
+    # comparison is between architectures by design (a claim whose sides name two models).
+    groups = [a.num_parameters, b.num_parameters] if across_architectures else [
+        [*a.num_parameters, *b.num_parameters]]  # fmt: skip
+    for numbers in groups:
+        counts = sorted({int(n) for n in numbers if n})
+        if len(counts) > 1:
+            reasons.append(
+                "architectures differ: parameter counts " + ", ".join(f"{n:,}" for n in counts)
+            )
     failed = [s.name for s in (a, b) if any(e.get("parity") == "failed" for e in s.environments)]
     if failed:
         reasons.append(
@@ -185,11 +191,13 @@ def _interval_text(ratio: float, low: float, high: float) -> str:
     return f"[95% CI {lo:.1f}%, {hi:.1f}%]"
 
 
-def compare(a: Sample, b: Sample) -> Verdict:
+def compare(a: Sample, b: Sample, *, across_architectures: bool = False) -> Verdict:
     """Which of ``a`` and ``b`` is faster, if the runs say so (see the module's docstring).
 
     The ratio and its interval are filled in whatever the verdict, so that a figure can
-    still show them (marked) for pairs that are not comparable.
+    still show them (marked) for pairs that are not comparable.  ``across_architectures``
+    compares two architectures on purpose (VGG-16 against ResNet-50): the parameter counts
+    must then agree within each side only.
     """
     na, nb = len(a.values), len(b.values)
     if na == 0 or nb == 0:
@@ -199,7 +207,7 @@ def compare(a: Sample, b: Sample) -> Verdict:
     small = min(na, nb) < BOOTSTRAP_MIN_RUNS
     if small:
         verdict.p_value = mann_whitney(a.values, b.values)
-    verdict.reasons = _comparability(a, b)
+    verdict.reasons = _comparability(a, b, across_architectures)
     if verdict.reasons:
         verdict.kind = NOT_COMPARABLE
         verdict.text = f"{NOT_COMPARABLE}: " + "; ".join(verdict.reasons)

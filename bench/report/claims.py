@@ -36,7 +36,10 @@ effect and interval), ``inconclusive`` (and why: too few runs, an unstable or no
 comparable side, an interval that straddles the claim), or ``not measured here`` (no run
 matches, or none has the metric: a GPU metric on CPU runs).  A comparison or a trend is
 checked per configuration (everything else equal) and holds only where it holds in every
-one; it is contradicted where any one contradicts it.
+one; it is contradicted where any one contradicts it.  Paired runs must have equal
+parameter counts (the same architecture), except in a comparison whose sides name the model
+(VGG-16 against ResNet-50): each side must then be one architecture, and the effect names
+both counts.
 """
 
 from __future__ import annotations
@@ -269,6 +272,9 @@ def _comparison(claim: Claim, trials: list[Trial]) -> tuple[str, str]:
     fast, slow = side_name(claim.faster), side_name(claim.slower)
     # Sides that do not name the framework compare runs of one framework with each other.
     same = "framework" not in sides
+    # Sides naming the model compare two architectures on purpose: their parameter counts
+    # differ by design (each side must still be one architecture).
+    across = "model.name" in sides
 
     def pairing(t: Trial) -> tuple[str, Any]:
         return (t.framework if same else "", t.config_without(*sides))
@@ -278,12 +284,16 @@ def _comparison(claim: Claim, trials: list[Trial]) -> tuple[str, str]:
         b = [t for t in members if _in(t, claim.slower)]
         if not a or not b:
             continue
-        v = stats.compare(sample(fast, a, value), sample(slow, b, value))
+        v = stats.compare(
+            sample(fast, a, value), sample(slow, b, value), across_architectures=across
+        )
         label = f"{fw} {_label(config, claim)}".strip()
         measured = (
             f"{slow}/{fast} {claim.metric} = {v.ratio:.3f} "
             f"[95% CI {v.ci_low:.3f}, {v.ci_high:.3f}], {len(a)} vs {len(b)} runs"
         )
+        if across:
+            measured += f" ({_parameters(a)} vs {_parameters(b)} parameters)"
         if v.kind in (stats.NOT_COMPARABLE, stats.NOT_TESTED):
             parts.append((INCONCLUSIVE, f"{measured}; {v.text}", label))
         elif v.ci_low > threshold and (v.kind == stats.FASTER and v.faster == fast):
@@ -306,6 +316,11 @@ def _comparison(claim: Claim, trials: list[Trial]) -> tuple[str, str]:
         )
         return NOT_MEASURED, why
     return _combine(parts)
+
+
+def _parameters(trials: list[Trial]) -> str:
+    counts = sorted({t.num_parameters for t in trials if t.num_parameters})
+    return "/".join(f"{n / 1e6:.1f}M" for n in counts) or "?"
 
 
 def _x(t: Trial, claim: Claim) -> float:

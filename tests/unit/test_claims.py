@@ -187,6 +187,33 @@ def test_sides_without_a_framework_compare_each_framework_with_itself() -> None:
     assert held.verdict == claims.HOLDS
 
 
+def model_runs(model: str, rate: float, seed: int, n: int = 8, **kw: Any) -> list[Any]:
+    rng = random.Random(seed)
+    return [record("tf", model, rate=rng.gauss(rate, rate * 0.01), repeat=i, **kw)
+            for i in range(n)]  # fmt: skip
+
+
+def test_sides_naming_the_model_compare_two_architectures_on_purpose() -> None:
+    claim = {"kind": "comparison", "faster": {"model": "vgg16"},
+             "slower": {"model": "resnet50"}}  # fmt: skip
+    runs = model_runs("vgg16", 130.0, 1) + model_runs("resnet50", 100.0, 2)
+    held = verdict(claim, runs)
+    assert held.verdict == claims.HOLDS, held.effect
+    assert "(14.7M vs 23.5M parameters)" in held.effect
+    swapped = verdict({**claim, "faster": claim["slower"], "slower": claim["faster"]}, runs)
+    assert swapped.verdict == claims.CONTRADICTED
+    # Each side must still be one architecture: a vgg16 of another size is not comparable.
+    mixed = runs + model_runs("vgg16", 130.0, 3, num_parameters=15_000_000, batch=32)
+    found = verdict(claim, mixed)
+    assert found.verdict == claims.INCONCLUSIVE
+    assert "architectures differ: parameter counts 14,728,266, 15,000,000" in found.effect
+    # A framework comparison still needs equal counts on both sides.
+    framework = verdict(FASTER, rates("torch", 110.0, 8, 4) + rates(
+        "tf", 100.0, 8, 5, num_parameters=23_000_000))  # fmt: skip
+    assert framework.verdict == claims.INCONCLUSIVE
+    assert "architectures differ" in framework.effect
+
+
 def test_a_side_with_no_runs_is_named() -> None:
     found = verdict(SIDES, strategy_runs("tf", "multiworker", 100.0, 1))
     assert found.verdict == claims.NOT_MEASURED
