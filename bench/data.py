@@ -245,6 +245,20 @@ def _check_archive(path: Path, mtime: float, spec: CifarSpec) -> str:
     return ""
 
 
+def cifar_present(num_classes: int, root: str) -> str:
+    """The CIFAR set of ``num_classes`` classes if its archive is under ``root`` and readable,
+    else '' (a study preset's smaller scales then train on synthetic batches of its shape)."""
+    name = {10: "cifar10", 100: "cifar100"}.get(num_classes, "")
+    if not name:
+        return ""
+    path = _archive_path(root, CIFAR[name])
+    return (
+        name
+        if path.is_file() and not _check_archive(path, path.stat().st_mtime, CIFAR[name])
+        else ""
+    )
+
+
 def check(cfg: BenchConfig) -> list[str]:
     """Problems with the configured data set, found without loading it."""
     name = cfg.data.name

@@ -13,19 +13,17 @@ second sweep reuses it without asking the index, and a new lock rebuilds it.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import platform
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from bench import versions
-from bench.paths import PACKAGE
+from bench.paths import PACKAGE, locked
 
 REPO = PACKAGE.parent  # a source checkout: requirements.lock is here
 
@@ -155,28 +153,17 @@ def image_lock(framework: str, version: str, variant: str) -> Path:
     3.11 on Linux x86_64 (bench's images), TensorFlow's CPU package for the cpu variant;
     generated once and cached under ``~/.cache/bench/locks``."""
     lock = cache_root().parent / "locks" / f"{framework}-{version}-{variant}.txt"
-    with _locked(lock.with_name(lock.name + ".mutex")):
+    with locked(lock.with_name(lock.name + ".mutex")):
         if not lock.exists():
             _compile(framework, version, variant == "cuda", lock, "x86_64-manylinux_2_28")
     return lock
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def ensure(framework: str, version: str, gpu: bool = False, say: bool = True) -> Env:
     """The environment of ``framework`` at ``version``, made if it is not cached (seconds
     with uv's cache warm, a download of the framework otherwise)."""
     env = env_for(framework, version)
-    with _locked(env.root.parent / f"{env.root.name}.lock"):
+    with locked(env.root.parent / f"{env.root.name}.lock"):
         if env.ready:
             return env
         t0 = time.perf_counter()

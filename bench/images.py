@@ -8,8 +8,9 @@ rebuilt and a changed one always is.
 
 The base is pinned by digest: a base named by tag is resolved to ``repo@sha256:...`` (pulled
 first if it is missing) or, for a base built here that no registry knows
-(scripts/build_base_image.sh), to its image id.  A CA bundle for pip is used in the build
-stage only; it is neither in the image nor in its hash.
+(scripts/build_base_image.sh), to a tag named after its image id.  Images are built with
+BuildKit through the Docker CLI (:mod:`bench.buildkit`); a CA bundle for pip goes in as a
+build secret: it is neither in a layer, nor in the build context, nor in the hash.
 
     python -m bench.images build torch --variant cpu --base-image bench-base:bookworm
 """
@@ -21,6 +22,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import sys
 import tempfile
@@ -148,9 +150,19 @@ def _digest_of(img: Any) -> str:
     return str(repo_digests[0].split("@", 1)[1]) if repo_digests else str(img.id)
 
 
+# A base that no registry knows (built here) is pinned by a tag named after its image id:
+# BuildKit reads a local image by name, and takes a bare ``sha256:<id>`` for a registry's
+# ``library/sha256`` repository.
+LOCAL_BASE_REPO = "bench/base-id"
+
+
 def _pinned_ref(img: Any) -> str:
     repo_digests = img.attrs.get("RepoDigests") or []
-    return str(repo_digests[0]) if repo_digests else str(img.id)
+    if repo_digests:
+        return str(repo_digests[0])
+    name = str(img.id).removeprefix("sha256:")
+    img.tag(LOCAL_BASE_REPO, name)  # re-pointed at this id on every build
+    return f"{LOCAL_BASE_REPO}:{name}"
 
 
 def resolve_base(c: DockerClient, ref: str) -> tuple[str, str]:
@@ -329,6 +341,7 @@ def existing(ref: str, c: DockerClient | None = None) -> Image:
 
 
 def _stage(p: Plan, where: Path) -> None:
+    """The build context: exactly the hashed files, hard-linked where the file system allows."""
     for rel, src in p.files.items():
         dst = where / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
@@ -336,63 +349,86 @@ def _stage(p: Plan, where: Path) -> None:
             os.link(src, dst)
         except OSError:
             shutil.copyfile(src, dst)
-    if p.spec.ca_bundle:
-        shutil.copyfile(p.spec.ca_bundle, where / "docker" / "ca-bundle.pem")
 
 
 def _build(c: DockerClient, p: Plan) -> None:
-    import docker
+    """Build with BuildKit (:mod:`bench.buildkit`); the CA bundle goes in as a build secret,
+    never into the context or a layer."""
+    from bench import buildkit
 
-    log: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bench-build-") as tmp:
         _stage(p, Path(tmp))
         try:
-            for chunk in c.api.build(
-                path=tmp,
-                dockerfile=f"docker/{p.spec.name}.Dockerfile",
-                tag=p.tag,
-                buildargs=p.buildargs,
-                labels=p.labels,
-                rm=True,
-                forcerm=True,
-                decode=True,
-            ):
-                log.append(str(chunk.get("stream", "")))
-                if "error" in chunk:
-                    log.append(str(chunk["error"]))
-                    raise ImageError(_build_failure(p, log))
-        except docker.errors.APIError as exc:
-            log.append(str(exc.explanation or exc))
-            raise ImageError(_build_failure(p, log)) from exc
+            buildkit.build(
+                Path(tmp),
+                f"docker/{p.spec.name}.Dockerfile",
+                p.tag,
+                p.buildargs,
+                p.labels,
+                ca_bundle=str(Path(p.spec.ca_bundle).resolve()) if p.spec.ca_bundle else "",
+            )
+        except buildkit.BuildKitError as exc:
+            raise ImageError(_build_failure(p, str(exc))) from exc
 
 
-def _build_failure(p: Plan, log: list[str]) -> str:
-    lines = "".join(log).splitlines()
-    tail = "\n".join(line for line in lines[-25:] if line.strip())
+def _build_failure(p: Plan, tail: str) -> str:
     hint = ""
     if "CERTIFICATE_VERIFY_FAILED" in tail:
         hint = "\n(pip could not verify TLS: pass a CA bundle with launcher.docker.ca_bundle)"
     return f"building {p.tag} on {p.spec.base} failed:\n{tail}{hint}"
 
 
+COMPOSE_SERVICES = ("torch", "tf", "mxnet", "mlflow")
+
+
+def compose_env(
+    variant: str, base_image: str = "", wheelhouse: str = "", c: DockerClient | None = None
+) -> dict[str, str]:
+    """What compose.yaml needs to build the images bench would build, under bench's tags:
+    per service its content-hash tag and pinned base, and the shared build arguments."""
+    c = c or client()
+    env = {
+        "BENCH_VARIANT": variant,
+        "BENCH_UID": str(BENCH_UID),
+        "DOCKER_BUILDKIT": "1",  # compose v1 builds through the docker CLI with BuildKit
+        "COMPOSE_DOCKER_CLI_BUILD": "1",
+    }
+    for name in COMPOSE_SERVICES:
+        v = "cpu" if name == "mlflow" else variant
+        p = plan(BuildSpec(name, v, base_image, "", wheelhouse if name != "mlflow" else ""), c)
+        env[f"BENCH_{name.upper()}_IMAGE"] = p.tag
+        env[f"BENCH_{name.upper()}_BASE"] = p.buildargs["BASE_IMAGE"]
+    return env
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m bench.images", description="Build bench's image for a framework."
+        prog="bench images", description="Build bench's image for a framework."
     )
     sub = parser.add_subparsers(dest="command", required=True)
     build = sub.add_parser("build", help="build the image if its content-hash tag is missing")
-    build.add_argument("name", choices=("torch", "tf", "mxnet", "mlflow"))
-    build.add_argument("--variant", choices=VARIANTS, default="cpu")
-    build.add_argument("--base-image", default="", help="default: the framework's official one")
-    build.add_argument("--ca-bundle", default=os.environ.get("PIP_CERT", ""))
+    build.add_argument("name", choices=COMPOSE_SERVICES)
+    env = sub.add_parser(
+        "env",
+        help="shell assignments for compose.yaml: bench's tags, pinned bases and build "
+        'arguments (eval "$(bench images env)"; docker compose build)',
+    )
     wheelhouse = os.environ.get("PIP_FIND_LINKS", "")
-    build.add_argument("--wheelhouse", default=wheelhouse if os.path.isdir(wheelhouse) else "")
+    for p in (build, env):
+        p.add_argument("--variant", choices=VARIANTS, default="cpu")
+        p.add_argument("--base-image", default="", help="default: the framework's official one")
+        p.add_argument("--wheelhouse", default=wheelhouse if os.path.isdir(wheelhouse) else "")
+    build.add_argument("--ca-bundle", default=os.environ.get("PIP_CERT", ""))
     args = parser.parse_args(argv)
-    spec = BuildSpec(args.name, args.variant, args.base_image, args.ca_bundle, args.wheelhouse)
     try:
+        if args.command == "env":
+            for key, value in compose_env(args.variant, args.base_image, args.wheelhouse).items():
+                print(f"export {key}={shlex.quote(value)}")
+            return 0
+        spec = BuildSpec(args.name, args.variant, args.base_image, args.ca_bundle, args.wheelhouse)
         image = ensure(spec)
     except ImageError as exc:
-        print(f"bench.images: {exc}", file=sys.stderr)
+        print(f"bench images: {exc}", file=sys.stderr)
         return 1
     how = f"built in {image.build_s:.0f} s" if image.build_s else "already built"
     print(f"{image.tag}  {image.id}  {image.size_bytes / 2**20:,.0f} MiB  ({how})")

@@ -5,7 +5,10 @@ from any directory."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
@@ -26,3 +29,25 @@ def cache_dir() -> Path:
     environments of framework versions (``BENCH_CACHE``, else ``$XDG_CACHE_HOME/bench``)."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(os.environ.get("BENCH_CACHE") or Path(base) / "bench")
+
+
+@contextlib.contextmanager
+def locked(path: Path, *, best_effort: bool = False) -> Iterator[None]:
+    """Hold an exclusive advisory lock on ``path`` (created, with its folder, if missing)
+    for the block: the one file lock of bench's shared stores and caches.  With
+    ``best_effort``, go ahead without it where the file cannot be created (a read-only
+    store)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path, "a")  # noqa: SIM115 - closed below
+    except OSError:
+        if not best_effort:
+            raise
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

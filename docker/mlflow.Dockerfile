@@ -2,16 +2,19 @@
 # its database (sqlite) on the volume at /mlflow/db and the run artifacts it serves on the
 # volume at /mlflow/artifacts.  Runs as a non-root user.
 # Build arguments: BASE_IMAGE (any image with python3 and its venv module).
-# Optional: docker/ca-bundle.pem, a CA bundle for pip (build stage only).
+# Needs BuildKit (bench builds with it; compose: see compose.yaml): pip's downloads are kept
+# in a cache mount between builds, and a CA bundle for pip comes in as the build secret
+# `ca` (`--secret id=ca,src=FILE`), never part of a layer.
 ARG BASE_IMAGE=python:3.11-slim-bookworm
 
 FROM ${BASE_IMAGE} AS build
-# The bracketed name is optional: a pattern that matches nothing copies nothing.
-COPY docker/constraints-mlflow.txt docker/ca-bundle.pe[m] /ctx/
-RUN set -eu; \
-    if [ -s /ctx/ca-bundle.pem ]; then export PIP_CERT=/ctx/ca-bundle.pem; fi; \
+COPY docker/constraints-mlflow.txt /ctx/
+RUN --mount=type=cache,target=/var/cache/bench-pip --mount=type=secret,id=ca \
+    set -eu; \
+    export PIP_CACHE_DIR=/var/cache/bench-pip; \
+    if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi; \
     python3 -m venv /opt/venv; \
-    pip="/opt/venv/bin/python -m pip --no-cache-dir --disable-pip-version-check --no-input -q"; \
+    pip="/opt/venv/bin/python -m pip --disable-pip-version-check --no-input -q"; \
     $pip install --constraint /ctx/constraints-mlflow.txt pip; \
     $pip install --constraint /ctx/constraints-mlflow.txt mlflow; \
     /opt/venv/bin/mlflow --version

@@ -13,8 +13,10 @@
 #   VARIANT      cuda (default): mxnet-cu117 (CUDA 11.7 build; a driver >= 515); cpu: mxnet
 #                (OpenBLAS + oneDNN).  Both with the parameter-server kvstore built in.
 #   BENCH_UID    uid of the image's `bench` user (the launcher runs trials as a non-root uid).
-# Optional files in docker/: ca-bundle.pem (a CA bundle for pip, used in the build stage
-# only and never part of the image) and wheelhouse/*.whl (wheels pip may install).
+# Optional files in docker/: wheelhouse/*.whl (wheels pip may install).
+# Needs BuildKit (bench builds with it; compose: see compose.yaml): pip's downloads are kept
+# in a cache mount between builds, and a CA bundle for pip comes in as the build secret
+# `ca` (`--secret id=ca,src=FILE`), never part of a layer.
 ARG BASE_IMAGE=nvidia/cuda:11.7.1-cudnn8-runtime-ubuntu22.04
 
 FROM ${BASE_IMAGE} AS runtime
@@ -33,16 +35,18 @@ RUN set -eu; \
 FROM runtime AS build
 ARG VARIANT=cuda
 # The bracketed names are optional: a pattern that matches nothing copies nothing.
-COPY docker/constraints-mxnet.txt docker/ca-bundle.pe[m] docker/wheelhous[e] /ctx/
-RUN set -eu; \
-    if [ -s /ctx/ca-bundle.pem ]; then export PIP_CERT=/ctx/ca-bundle.pem; fi; \
+COPY docker/constraints-mxnet.txt docker/wheelhous[e] /ctx/
+RUN --mount=type=cache,target=/var/cache/bench-pip --mount=type=secret,id=ca \
+    set -eu; \
+    export PIP_CACHE_DIR=/var/cache/bench-pip; \
+    if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi; \
     case "$VARIANT" in \
       cpu) framework=mxnet ;; \
       cuda) framework=mxnet-cu117 ;; \
       *) echo "VARIANT must be cpu or cuda, got '$VARIANT'" >&2; exit 1 ;; \
     esac; \
     python3.11 -m venv /opt/venv; \
-    pip="/opt/venv/bin/python -m pip --no-cache-dir --disable-pip-version-check --no-input -q"; \
+    pip="/opt/venv/bin/python -m pip --disable-pip-version-check --no-input -q"; \
     $pip install --constraint /ctx/constraints-mxnet.txt pip; \
     $pip install --constraint /ctx/constraints-mxnet.txt --find-links /ctx \
       "$framework" numpy psutil nvidia-ml-py scikit-learn matplotlib; \

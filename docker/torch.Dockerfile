@@ -10,18 +10,22 @@
 #                docker/wheelhouse/ if a torch wheel is there, else from TORCH_CPU_INDEX_URL.
 #   BENCH_UID    uid of the image's `bench` user (the launcher runs trials as a non-root uid).
 # Optional files in docker/: version.lock (a framework version other than the pinned one:
-# bench.environments.image_lock's hashed lock, installed instead of the pins),
-# ca-bundle.pem (a CA bundle for pip, used in the build stage only and never part of the
-# image) and wheelhouse/*.whl (wheels pip may install).
+# bench.environments.image_lock's hashed lock, installed instead of the pins) and
+# wheelhouse/*.whl (wheels pip may install).
+# Needs BuildKit (bench builds with it; compose: see compose.yaml): pip's downloads are kept
+# in a cache mount between builds, and a CA bundle for pip comes in as the build secret
+# `ca` (`--secret id=ca,src=FILE`), never part of a layer.
 ARG BASE_IMAGE=pytorch/pytorch:2.13.0-cuda12.8-cudnn9-runtime
 
 FROM ${BASE_IMAGE} AS build
 ARG VARIANT=cuda
 ARG TORCH_CPU_INDEX_URL=https://download.pytorch.org/whl/cpu
 # The bracketed names are optional: a pattern that matches nothing copies nothing.
-COPY docker/constraints-torch.txt docker/ca-bundle.pe[m] docker/wheelhous[e] docker/version.loc[k] /ctx/
-RUN set -eu; \
-    if [ -s /ctx/ca-bundle.pem ]; then export PIP_CERT=/ctx/ca-bundle.pem; fi; \
+COPY docker/constraints-torch.txt docker/wheelhous[e] docker/version.loc[k] /ctx/
+RUN --mount=type=cache,target=/var/cache/bench-pip --mount=type=secret,id=ca \
+    set -eu; \
+    export PIP_CACHE_DIR=/var/cache/bench-pip; \
+    if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi; \
     case "$VARIANT" in \
       cpu) if ls /ctx/torch-*.whl >/dev/null 2>&1; then index=""; \
            else index="--extra-index-url $TORCH_CPU_INDEX_URL"; fi ;; \
@@ -29,7 +33,7 @@ RUN set -eu; \
       *) echo "VARIANT must be cpu or cuda, got '$VARIANT'" >&2; exit 1 ;; \
     esac; \
     python3 -m venv --system-site-packages /opt/venv; \
-    pip="/opt/venv/bin/python -m pip --no-cache-dir --disable-pip-version-check --no-input -q"; \
+    pip="/opt/venv/bin/python -m pip --disable-pip-version-check --no-input -q"; \
     $pip install --constraint /ctx/constraints-torch.txt pip; \
     if [ -s /ctx/version.lock ]; then \
       $pip install --require-hashes --no-deps -r /ctx/version.lock; \

@@ -64,7 +64,10 @@ _FIELDS = {
 }
 _COMMON = {"claim", "source", "kind", "where", "metric"}
 # The configuration keys a per-configuration result is labelled with.
-_LABEL_KEYS = ("model.name", "mode", "batch_size", "image_size", "distributed", "workers")
+_LABEL_KEYS = (
+    "model.name", "mode", "batch_size", "image_size", "num_classes", "data.name", "distributed",
+    "workers",
+)  # fmt: skip
 
 
 class ClaimError(ValueError):

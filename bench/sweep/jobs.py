@@ -227,6 +227,19 @@ def _unknown_keys(node: Any, schema: type, prefix: str = "") -> list[str]:
     return problems
 
 
+def _cifar_if_present(*, _root_: DictConfig) -> str:
+    """``data.name: ${bench_cifar_if_present:}``: CIFAR-10 or -100 (by the job's
+    num_classes) where its archive is under data.root, else synthetic batches of its shape;
+    resolved per job, so the run logs what it trained on."""
+    from bench.data import cifar_present
+
+    return cifar_present(int(_root_.num_classes), str(_root_.data.root)) or "synthetic"
+
+
+if not OmegaConf.has_resolver("bench_cifar_if_present"):
+    OmegaConf.register_new_resolver("bench_cifar_if_present", _cifar_if_present)
+
+
 def to_bench_config(config: DictConfig) -> BenchConfig:
     """The typed config of one job (Hydra's own ``hydra`` node dropped); a key the schema
     does not know, or a value that cannot be resolved, is a :class:`ConfigError`."""

@@ -150,7 +150,7 @@ class Sweep:
                 "marked KILLED (their trials run again)",
                 file=sys.stderr,
             )
-        tags = {f"bench.{k}": v for k, v in host_environment().items()}
+        tags = tracking.environment_tags(host_environment())
         tags["bench.overrides"] = " ".join(overrides)[:4000]
         if total is not None:
             tags["bench.total_trials"] = str(total)

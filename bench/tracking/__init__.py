@@ -1,7 +1,9 @@
 """Everything that touches MLflow lives in this package.
 
-- :mod:`.store`: the write side (the parent run of a sweep, one child run per trial, the
-  store protocol the sweep writes through, the owner of every run);
+- :mod:`.protocol`: the store protocol the sweep writes through, and a trial run's tags
+  and summary metrics; :mod:`.store`: MLflow's write side (the parent run of a sweep, one
+  child run per trial, the owner of every run); :mod:`.reach`: whether a store can be
+  reached and written;
 - :mod:`.spool`: complete trial records kept on local disk while the server is out of
   reach; :mod:`.sync`: logging them later;
 - :mod:`.query`: runs read back as plain records (the report, ``bench.reproduce``).
@@ -9,6 +11,15 @@
 The names most callers use are re-exported here.
 """
 
+from bench.tracking.protocol import (
+    OWNER_TAG,
+    REUSED_RUN_TAG,
+    Store,
+    TrialRun,
+    environment_tags,
+    trial_metrics,
+    trial_tags,
+)
 from bench.tracking.query import (
     REPORT_ARTIFACT_DIR,
     RunRecord,
@@ -18,6 +29,7 @@ from bench.tracking.query import (
     load_trial,
     log_report,
 )
+from bench.tracking.reach import why_unavailable
 from bench.tracking.spool import (
     Spool,
     SpooledTrial,
@@ -27,19 +39,7 @@ from bench.tracking.spool import (
     spooled_ends,
     state_dir,
 )
-from bench.tracking.store import (
-    OWNER_TAG,
-    REUSED_RUN_TAG,
-    MlflowStore,
-    MlflowTrialRun,
-    Store,
-    TrialRun,
-    note_reused_run,
-    open_store,
-    trial_metrics,
-    trial_tags,
-    why_unavailable,
-)
+from bench.tracking.store import MlflowStore, MlflowTrialRun, note_reused_run, open_store
 from bench.tracking.sync import sync_spool
 
 __all__ = [
@@ -56,6 +56,7 @@ __all__ = [
     "TrialRun",
     "load_runs",
     "download_artifact",
+    "environment_tags",
     "load_trial",
     "log_report",
     "note_reused_run",

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.tracking.store import REUSED_RUN_TAG, quiet_mlflow
+from bench.tracking.protocol import REUSED_RUN_TAG, quiet_mlflow
 
 # Reading runs back, for the comparison report (bench.report).  The report itself works on
 # the plain RunRecords returned here and never sees MLflow.

@@ -9,100 +9,36 @@ to one (:meth:`MlflowStore.fallback`).
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import logging
 import os
-import shutil
 import sys
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from bench.analysis.scaling import scaling_efficiency
 from bench.config import BenchConfig, config_hash, flatten, to_dict
+from bench.paths import locked
 from bench.result import KILLED, OK, EpochRecord, TrialResult
 from bench.runtime.processes import owner_alive, owner_label
 from bench.tracking.native import dataset_input, native_tags
 from bench.tracking.params import relevant
+from bench.tracking.protocol import (
+    OWNER_TAG,
+    REUSED_RUN_TAG,
+    Store,
+    TrialRun,
+    quiet_mlflow,
+    trial_metrics,
+    trial_tags,
+)
+from bench.tracking.reach import one_line, reachable
 from bench.tracking.spool import Spool, SpooledTrial
 from bench.tracking.system_metrics import points as system_points
 
-# host/pid/start time of the bench process that opened a run (bench.runtime.processes).
-OWNER_TAG = "bench.owner"
-# On a sweep's parent run, one tag per earlier ok run that the sweep reused (skipped).
-REUSED_RUN_TAG = "bench.reused."
 _MAX_PARAM_LEN = 6000
-
-
-def quiet_mlflow() -> None:
-    for name in ("mlflow", "alembic", "alembic.runtime.migration", "sqlalchemy", "urllib3"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    # It logs a failed write with its whole traceback before raising; bench says it in a line.
-    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
-
-
-def trial_tags(cfg: BenchConfig, result: TrialResult | None = None) -> dict[str, str]:
-    tags = {
-        "bench.framework": cfg.framework.name,
-        "bench.model": cfg.model.name,
-        "bench.mode": cfg.mode,
-        "bench.config_hash": config_hash(cfg),
-        "bench.launcher": cfg.launcher.name,
-        "bench.repeat": str(cfg.repeat),
-    }
-    if result is not None:
-        tags["bench.status"] = result.status
-        if result.device:
-            tags["bench.device"] = result.device
-        for key, value in result.environment.items():
-            tags[f"bench.{key}"] = value
-        if "image.id" in result.environment:  # launcher=docker: MLflow's own image tags
-            tags["mlflow.docker.image.id"] = result.environment["image.id"]
-            tags["mlflow.docker.image.name"] = result.environment.get("image.tag", "")
-        if result.error:
-            tags["bench.error"] = result.error[-4000:]
-    return tags
-
-
-def trial_metrics(result: TrialResult) -> dict[str, float]:
-    out: dict[str, float] = {}
-    out.update(result.summary)
-    out.update(result.phases)
-    out["epochs_completed"] = float(len(result.epochs))
-    return out
-
-
-class TrialRun(Protocol):
-    def log_epoch(self, record: EpochRecord) -> None: ...
-
-    def finish(self, result: TrialResult, files: list[Path]) -> None: ...
-
-
-class Store(Protocol):
-    where: str
-
-    def start_sweep(self, name: str, tags: dict[str, str]) -> str: ...
-
-    def end_sweep(self, sweep_id: str, ok: bool, killed: bool, summary: str) -> None: ...
-
-    def find_ok_run(self, cfg: BenchConfig) -> dict[str, Any] | None: ...
-
-    def note_parity(self, sweep_id: str, group: str, text: str, verdict: str) -> None: ...
-
-    def start_trial(
-        self, sweep_id: str, cfg: BenchConfig, name: str, tags: dict[str, str]
-    ) -> TrialRun: ...
-
-    def sweep_trials(self, sweep_id: str) -> list[dict[str, Any]]: ...
-
-    def reap_orphans(self) -> int: ...
-
-    def close_trial(self, run_id: str, status: str, error: str) -> None: ...
 
 
 def _artifact_root(uri: str) -> str | None:
@@ -139,7 +75,7 @@ class MlflowStore:
         # Slurm job and its submitter) corrupt each other's migrations ("duplicate column").
         # Processes on this machine take turns through a lock file beside the store; the
         # retry covers file systems where the lock is not shared (other nodes).
-        with _locked(db.with_name(db.name + ".lock")):
+        with locked(db.with_name(db.name + ".lock"), best_effort=True):
             self.client = MlflowClient(tracking_uri=uri)
             for attempt in range(6):
                 try:
@@ -370,9 +306,6 @@ class MlflowTrialRun:
         if scaling is not None:
             metrics.append(Metric("scaling_efficiency", scaling[0], now, 0))
             tags.append(RunTag("bench.scaling_baseline_run", scaling[1]))
-        commit = result.environment.get("git_commit")
-        if commit:
-            tags.append(RunTag("mlflow.source.git.commit", commit))
         start_s = result.marks.get("trial_start", time.time())
         for key, value, at, step in system_points(files, start_s):
             metrics.append(Metric(key, value, at, step))
@@ -393,76 +326,9 @@ class MlflowTrialRun:
         self.client.set_terminated(self.run_id, status)
 
 
-def _reachable(uri: str, timeout_s: float = 5.0) -> str | None:
-    """None if an http(s) tracking server answers, else why not."""
-    url = uri.rstrip("/") + "/health"
-    try:
-        with urllib.request.urlopen(url, timeout=timeout_s):
-            return None
-    except urllib.error.HTTPError:
-        return None  # it answered; an older server may lack /health
-    except (urllib.error.URLError, OSError) as exc:
-        return str(getattr(exc, "reason", exc))
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive advisory lock on ``path`` (created if missing) for the block; where
-    it cannot be created (a read-only store), go ahead without it."""
-    try:
-        f = open(path, "a")  # noqa: SIM115 - closed below
-    except OSError:
-        yield
-        return
-    with f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
-def one_line(exc: BaseException) -> str:
-    """An exception in one line: the database's own words where MLflow wraps SQLAlchemy
-    wraps sqlite3 (their messages carry the SQL and a link on further lines)."""
-    cause: BaseException | None = exc
-    while cause is not None:
-        lines = [line.strip() for line in str(cause).strip().splitlines() if line.strip()]
-        if lines:
-            named = [line for line in lines if "Error)" in line or "rror:" in line]
-            return (named or lines)[0][:300]
-        cause = cause.__cause__
-    return type(exc).__name__
-
-
-def why_unavailable(uri: str, exc: BaseException) -> str:
-    """One line on why ``uri`` failed: the database's own words, with the free space where
-    the store is a local file on a full disk."""
-    words = one_line(exc)
-    line = f"the tracking store {uri} cannot be written ({words})"
-    local = _local_path(uri)
-    if local is not None and ("disk is full" in words or "No space left" in words):
-        try:
-            free = f"{shutil.disk_usage(local).free // 1024} KiB free in {local}"
-        except OSError:
-            free = f"{local} is full"
-        line += f"; {free}: free some space or pick another tracking.uri"
-    return line
-
-
-def _local_path(uri: str) -> Path | None:
-    """The directory of a local store (a sqlite file's folder, a ``file:`` store)."""
-    parsed = urllib.parse.urlparse(uri)
-    if uri.startswith("sqlite:///"):
-        return Path(uri[len("sqlite:///") :]).resolve().parent
-    if parsed.scheme in ("", "file"):
-        return Path(parsed.path).resolve()
-    return None
-
-
 def open_store(uri: str, experiment: str) -> Store:
     if urllib.parse.urlparse(uri).scheme in ("http", "https"):
-        problem = _reachable(uri)
+        problem = reachable(uri)
         if problem is not None:
             return Spool(uri, experiment, problem)
     return MlflowStore(uri, experiment)

@@ -161,3 +161,22 @@ def test_grid_axes_cross_and_the_command_line_wins() -> None:
 def test_a_malformed_grid_names_the_field(grid: Any) -> None:
     with pytest.raises(ConfigError, match="hydra.sweeper.grid"):
         grid_blocks({}, grid, [])
+
+
+@pytest.mark.parametrize("preset", ["seed003_distributed_cpu", "seed004_cifar10_strategies"])
+def test_smaller_scales_take_the_cifar_archives_where_they_are(preset: str, tmp_path: Path) -> None:
+    """machine and smoke train on CIFAR where its archive is under data.root, else on
+    synthetic batches of its shape; the job's config says which (it is what the run logs)."""
+    from bench.sweep.jobs import to_bench_config
+
+    root = tmp_path / "data"
+    root.mkdir()
+    fixed = [f"+experiment={preset}", "scale=smoke", f"data.root={root}"]
+    assert to_bench_config(_compose(fixed)).data.name == "synthetic"
+    write_cifar_archive(root, "cifar10", per_member=4)
+    cfg = to_bench_config(_compose(fixed))
+    assert (cfg.data.name, cfg.num_classes, cfg.data.evaluate) == ("cifar10", 10, False)
+    (root / "cifar-10-python.tar.gz").write_bytes(b"not an archive")  # unreadable: synthetic
+    assert to_bench_config(_compose(fixed)).data.name == "synthetic"
+    hundred = to_bench_config(_compose([*fixed, "num_classes=100"]))
+    assert hundred.data.name == "synthetic"  # no CIFAR-100 archive here

@@ -8,6 +8,7 @@ image that scripts/build_base_image.sh makes, since no registry can be reached.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -291,25 +292,35 @@ def _compose() -> list[str]:
     return ["docker-compose"]
 
 
-def test_compose_file_is_valid_and_its_mlflow_service_takes_a_run(
+def test_compose_builds_benchs_images_under_benchs_tags_and_its_mlflow_service_takes_a_run(
     built: dict[str, images.Image],
 ) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    mlflow_image = built["mlflow"]
-    env = dict(
-        os.environ,
-        BENCH_BASE_IMAGE=BASE,
-        BENCH_MLFLOW_IMAGE=mlflow_image.tag,
-        BENCH_MLFLOW_PORT=str(port),
+    # `eval "$(bench images env ...)"`, as the compose file's header says
+    printed = subprocess.run(
+        [sys.executable, "-m", "bench", "images", "env", "--variant", "cpu", "--base-image", BASE,
+         "--wheelhouse", _wheelhouse()],
+        capture_output=True, text=True, cwd=REPO,
+    )  # fmt: skip
+    assert printed.returncode == 0, printed.stderr
+    exported = dict(
+        shlex.split(line.removeprefix("export "))[0].split("=", 1)
+        for line in printed.stdout.splitlines()
     )
+    for name, image in built.items():  # the tags bench gave the images it built
+        assert exported[f"BENCH_{name.upper()}_IMAGE"] == image.tag
+    env = dict(os.environ, **exported, BENCH_MLFLOW_PORT=str(port))
     project = ["-p", f"bench-test-{os.getpid()}", "-f", str(REPO / "compose.yaml")]
     compose = [*_compose(), *project]
     config = subprocess.run([*compose, "config"], capture_output=True, text=True, env=env)
     assert config.returncode == 0, config.stderr
     assert f"127.0.0.1:{port}:5000" in config.stdout
     assert "driver: nvidia" in config.stdout and "- gpu" in config.stdout
+    for name in ("torch", "tf", "mxnet"):
+        assert f"image: {exported[f'BENCH_{name.upper()}_IMAGE']}" in config.stdout
+        assert exported[f"BENCH_{name.upper()}_BASE"] in config.stdout
     try:
         up = subprocess.run(
             [*compose, "up", "-d", "--no-build", "mlflow"],

@@ -60,10 +60,11 @@ def test_two_by_two_matrix_then_rerun_skips(bench) -> None:  # noqa: ANN001
             "bench.python_version",
             "bench.os",
             "bench.cpu_model",
-            "bench.git_commit",
+            "mlflow.source.git.commit",  # MLflow's own tag, not a bench.git_commit copy
             "bench.git_dirty",
         ):
             assert child.data.tags.get(tag), tag
+        assert "bench.git_commit" not in child.data.tags
         version_tag = (
             "bench.torch_version"
             if child.data.tags["bench.framework"] == "torch"

@@ -1,12 +1,10 @@
 """Versions as an axis end to end: a sweep over two TensorFlow versions (2.20.0 in an
 environment bench makes on first use, 2.21.0 the pinned one) whose runs each ran the version
-asked for and whose report compares them; and ``bench report --baseline`` over sweeps of one
-configuration, one of them slowed down on purpose by a background CPU load."""
+asked for and whose report compares them; and ``bench report --baseline`` over two sweeps
+of one configuration."""
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 import re
 import subprocess
 import sys
@@ -65,51 +63,20 @@ def test_two_tensorflow_versions_in_one_sweep(bench) -> None:  # noqa: ANN001
     assert "bench.lock_sha" in again.stdout and "same" in again.stdout
 
 
-def _burn(stop: float) -> None:  # a busy core
-    import time
-
-    os.setsid()  # a session (and so a scheduler autogroup) of its own, as a real load has
-    while time.time() < stop:
-        pass
-
-
-# Timed windows of at least 1 s (steps_per_epoch=-1), so that runs are stable enough (CV
-# below 10%) for the verdict rules to call a change at all.
-STEADY = ["model=lenet5", "epochs=1", "steps_per_epoch=-1", "min_window_s=1.0", "batch_size=16"]
-
-
-def test_a_baseline_finds_a_regression_that_a_cpu_load_causes(bench) -> None:  # noqa: ANN001
-    args = ["-m", "framework=torch", "repeats=4", "force=true", "threads=1", *STEADY]
+def test_a_sweep_is_compared_with_a_baseline_sweep_of_its_configuration(bench) -> None:  # noqa: ANN001
+    """The command on real runs: matched by configuration, the section in the report, exit 0
+    with no significant regression (2 runs a side can show none).  That a real slowdown is
+    caught is measured by scripts/bench_baseline_regression.py (a timed check), and the
+    exit status on a regression is tested on constructed runs (tests/unit/test_versions.py)."""
+    args = ["-m", "framework=torch", "repeats=2", "force=true", *TINY]
     for _ in range(2):
-        assert bench.run(*args).returncode == 0
-    import time
-
-    load = [
-        multiprocessing.get_context("spawn").Process(target=_burn, args=(time.time() + 600,))
-        for _ in range(2 * (os.cpu_count() or 1))
-    ]
-    for p in load:
-        p.start()
-    try:
-        slowed = bench.run(*args)
-    finally:
-        for p in load:
-            p.kill()
-    assert slowed.returncode == 0, slowed.output[-2000:]
-    first, second, third = sorted(bench.parents(), key=lambda r: r.info.start_time)
-    # Two sweeps of one configuration on an idle machine: no change, or one within what this
-    # machine drifts between sweeps (up to about 7% seen here, significant with CVs of 2-4%),
-    # so the gate here is 20%; the CPU load below slows the trials far more than that.
-    same = _report(bench, "--sweep", second.info.run_id, "--baseline", first.info.run_id,
-                   "--fail-on-regression", "20", "--out", str(bench.root / "r1"))  # fmt: skip
-    assert same.returncode == 0, same.stdout + same.stderr
-    md = (bench.root / "r1" / "report.md").read_text()
-    assert "## Against the baseline" in md
-    worse = _report(bench, "--sweep", third.info.run_id, "--baseline", first.info.run_id,
-                    "--fail-on-regression", "5", "--out", str(bench.root / "r2"))  # fmt: skip
-    assert worse.returncode == 1, worse.stdout + worse.stderr
-    assert "regression of" in worse.stdout
-    assert "significant regression(s) above 5%" in worse.stderr
-    md = (bench.root / "r2" / "report.md").read_text()
+        done = bench.run(*args)
+        assert done.returncode == 0, done.output[-2000:]
+    first, second = sorted(bench.parents(), key=lambda r: r.info.start_time)
+    found = _report(bench, "--sweep", second.info.run_id, "--baseline", first.info.run_id,
+                    "--fail-on-regression", "5", "--out", str(bench.root / "r"))  # fmt: skip
+    assert found.returncode == 0, found.stdout + found.stderr
+    md = (bench.root / "r" / "report.md").read_text()
     table = md[md.index("## Against the baseline") :]
-    assert "regression of" in table
+    row = next(line for line in table.splitlines() if line.startswith("| torch"))
+    assert "lenet5" in row and "not in the baseline" not in row, row

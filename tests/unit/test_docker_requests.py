@@ -201,9 +201,12 @@ def test_default_bases_agree_across_dockerfiles_compose_and_bench() -> None:
         arg = re.search(r"^ARG BASE_IMAGE=(\S+)$", dockerfile, re.M)
         assert arg is not None
         assert arg.group(1) == images.DEFAULT_BASES[(name, "cuda")]
-        compose_arg = compose[name]["build"]["args"]["BASE_IMAGE"]
+        args = compose[name]["build"]["args"]
         default = images.DEFAULT_BASES[(name, "cuda")]
-        assert compose_arg == "${BENCH_BASE_IMAGE:-" + default + "}"
+        assert args["BASE_IMAGE"] == f"${{BENCH_{name.upper()}_BASE:-{default}}}"
+        # the build arguments of bench's own builds (bench.images.plan), and its tag
+        assert set(args) == {"BASE_IMAGE", "VARIANT", "BENCH_UID"}
+        assert compose[name]["image"] == f"${{BENCH_{name.upper()}_IMAGE:-bench/{name}:compose}}"
 
 
 def test_a_worker_without_heartbeat_stops_itself(tmp_path: Path) -> None:

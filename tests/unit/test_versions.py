@@ -207,6 +207,36 @@ def test_a_baseline_says_regression_improvement_no_change_or_not_comparable() ->
     assert faster[0].kind == baseline.IMPROVEMENT and "improvement of " in faster[0].text
 
 
+def test_the_report_command_fails_on_a_regression_above_the_gate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``bench report --baseline B --fail-on-regression PCT`` over a fake store: exit 1 on a
+    significant regression above PCT, 0 below it and with no regression."""
+    from bench import tracking
+    from bench.report.__main__ import main as report_main
+    from tests.report_data import runset
+
+    sweeps = {
+        "a" * 32: runset(_runs(100.0, 8, 1)),  # the baseline
+        "b" * 32: runset(_runs(80.0, 8, 2)),  # 25% more time per sample
+        "c" * 32: runset(_runs(100.0, 8, 3)),  # unchanged
+    }
+    monkeypatch.setattr(tracking, "load_runs", lambda uri, experiment=None, sweep=None,
+                        history_keys=(): sweeps[sweep])  # fmt: skip
+
+    def report(sweep: str, gate: str) -> int:
+        argv = ["--uri", "sqlite:///x.db", "--no-log", "--out", str(tmp_path / sweep[:1])]
+        return report_main([*argv, "--sweep", sweep, "--baseline", "a" * 32,
+                            "--fail-on-regression", gate])  # fmt: skip
+
+    assert report("b" * 32, "5") == 1
+    out = capsys.readouterr()
+    assert "regression of 2" in out.out and "regression(s) above 5%" in out.err
+    assert "## Against the baseline" in (tmp_path / "b" / "report.md").read_text()
+    assert report("b" * 32, "30") == 0
+    assert report("c" * 32, "5") == 0
+
+
 def test_a_versions_image_installs_its_lock(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,0 +1,91 @@
+"""What the sweep writes through (:class:`Store`, :class:`TrialRun`), met by the MLflow store
+(:mod:`.store`) and the local spool (:mod:`.spool`), and what a trial's run carries whatever
+the store: its tags and its summary metrics."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Protocol
+
+from bench.config import BenchConfig, config_hash
+from bench.result import EpochRecord, TrialResult
+
+# host/pid/start time of the bench process that opened a run (bench.runtime.processes).
+OWNER_TAG = "bench.owner"
+# On a sweep's parent run, one tag per earlier ok run that the sweep reused (skipped).
+REUSED_RUN_TAG = "bench.reused."
+
+
+def quiet_mlflow() -> None:
+    for name in ("mlflow", "alembic", "alembic.runtime.migration", "sqlalchemy", "urllib3"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    # It logs a failed write with its whole traceback before raising; bench says it in a line.
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
+
+
+def environment_tags(environment: dict[str, str]) -> dict[str, str]:
+    """What a run ran on, as tags: ``bench.<key>``, except the source revision, which goes in
+    MLflow's own ``mlflow.source.git.commit`` (its UI links it) and nowhere else."""
+    tags = {f"bench.{k}": v for k, v in environment.items() if k != "git_commit"}
+    if environment.get("git_commit"):
+        tags["mlflow.source.git.commit"] = environment["git_commit"]
+    return tags
+
+
+def trial_tags(cfg: BenchConfig, result: TrialResult | None = None) -> dict[str, str]:
+    tags = {
+        "bench.framework": cfg.framework.name,
+        "bench.model": cfg.model.name,
+        "bench.mode": cfg.mode,
+        "bench.config_hash": config_hash(cfg),
+        "bench.launcher": cfg.launcher.name,
+        "bench.repeat": str(cfg.repeat),
+    }
+    if result is not None:
+        tags["bench.status"] = result.status
+        if result.device:
+            tags["bench.device"] = result.device
+        tags.update(environment_tags(result.environment))
+        if "image.id" in result.environment:  # launcher=docker: MLflow's own image tags
+            tags["mlflow.docker.image.id"] = result.environment["image.id"]
+            tags["mlflow.docker.image.name"] = result.environment.get("image.tag", "")
+        if result.error:
+            tags["bench.error"] = result.error[-4000:]
+    return tags
+
+
+def trial_metrics(result: TrialResult) -> dict[str, float]:
+    out: dict[str, float] = {}
+    out.update(result.summary)
+    out.update(result.phases)
+    out["epochs_completed"] = float(len(result.epochs))
+    return out
+
+
+class TrialRun(Protocol):
+    def log_epoch(self, record: EpochRecord) -> None: ...
+
+    def finish(self, result: TrialResult, files: list[Path]) -> None: ...
+
+
+class Store(Protocol):
+    where: str
+
+    def start_sweep(self, name: str, tags: dict[str, str]) -> str: ...
+
+    def end_sweep(self, sweep_id: str, ok: bool, killed: bool, summary: str) -> None: ...
+
+    def find_ok_run(self, cfg: BenchConfig) -> dict[str, Any] | None: ...
+
+    def note_parity(self, sweep_id: str, group: str, text: str, verdict: str) -> None: ...
+
+    def start_trial(
+        self, sweep_id: str, cfg: BenchConfig, name: str, tags: dict[str, str]
+    ) -> TrialRun: ...
+
+    def sweep_trials(self, sweep_id: str) -> list[dict[str, Any]]: ...
+
+    def reap_orphans(self) -> int: ...
+
+    def close_trial(self, run_id: str, status: str, error: str) -> None: ...
