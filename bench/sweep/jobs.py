@@ -329,10 +329,11 @@ def split_unavailable(
     kept, skipped = [], []
     for label, job, cfg in composed:
         why = not_here(cfg, slurm) if cfg.skip_unavailable else ""
+        cell = " ".join(word for word in label.split() if not word.startswith("repeat="))
         if not why:
             kept.append((label, job, cfg))
-        elif (label, why) not in skipped:
-            skipped.append((label, why))
+        elif (cell, why) not in skipped:
+            skipped.append((cell, why))
     return kept, skipped
 
 

@@ -180,3 +180,15 @@ def test_smaller_scales_take_the_cifar_archives_where_they_are(preset: str, tmp_
     assert to_bench_config(_compose(fixed)).data.name == "synthetic"
     hundred = to_bench_config(_compose([*fixed, "num_classes=100"]))
     assert hundred.data.name == "synthetic"  # no CIFAR-100 archive here
+
+
+def test_a_cell_that_cannot_run_is_named_once_whatever_its_repeats() -> None:
+    from bench.config import BenchConfig
+
+    cfg = BenchConfig(device="cuda", skip_unavailable=True)
+    composed = [(f"framework=torch model=resnet18 repeat={i} device=cuda", [], cfg)
+                for i in range(4)]  # fmt: skip
+    kept, skipped = split_unavailable(composed)
+    if kept:
+        pytest.skip("this machine has a GPU")
+    assert [label for label, _ in skipped] == ["framework=torch model=resnet18 device=cuda"]
