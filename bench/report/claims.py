@@ -36,7 +36,8 @@ effect and interval), ``inconclusive`` (and why: too few runs, an unstable or no
 comparable side, an interval that straddles the claim), or ``not measured here`` (no run
 matches, or none has the metric: a GPU metric on CPU runs).  A comparison or a trend is
 checked per configuration (everything else equal) and holds only where it holds in every
-one; it is contradicted where any one contradicts it.  Paired runs must have equal
+one; it is contradicted where any one contradicts it (a trend only in configurations with
+3 or more values of ``against``: the others can show none).  Paired runs must have equal
 parameter counts (the same architecture), except in a comparison whose sides name the model
 (VGG-16 against ResNet-50): each side must then be one architecture, and the effect names
 both counts.
@@ -343,7 +344,11 @@ def _series(claim: Claim, trials: list[Trial]) -> dict[Any, list[Trial]]:
 def _trend(claim: Claim, trials: list[Trial]) -> tuple[str, str]:
     value = _metric(claim)
     parts = []
+    short = 0  # lines with fewer than 3 values of `against`: no evidence either way
     for (framework, config), members in sorted(_series(claim, trials).items()):
+        if len({_x(t, claim) for t in members}) < 3:
+            short += 1
+            continue
         label = f"{framework} {_label(config, claim, claim.against)}".strip()
         found = stats.trend([_x(t, claim) for t in members], [value(t) for t in members],
                             claim.metric, claim.against)  # fmt: skip
@@ -353,6 +358,9 @@ def _trend(claim: Claim, trials: list[Trial]) -> tuple[str, str]:
             parts.append((CONTRADICTED, found.text, label))
         else:
             parts.append((INCONCLUSIVE, found.text, label))
+    if not parts:
+        why = f"no configuration has 3 or more values of {claim.against} (of {short})"
+        return INCONCLUSIVE, why
     return _combine(parts)
 
 
