@@ -147,12 +147,3 @@ def build(
 def _tail(output: str, lines: int = 25) -> str:
     kept = [line for line in output.splitlines() if line.strip()]
     return "\n".join(kept[-lines:])
-
-
-def available() -> str:
-    """'' when BuildKit can build here, else why not (for preflight messages and tests)."""
-    try:
-        builder()
-    except BuildKitError as exc:
-        return str(exc)
-    return ""

@@ -298,7 +298,7 @@ def ensure(spec: BuildSpec, c: DockerClient | None = None, log: TextIO = sys.std
     except docker.errors.ImageNotFound:
         print(f"bench: building image {p.tag} on {spec.base} (once)", file=log, flush=True)
         started = time.monotonic()
-        _build(c, p)
+        _build(p)
         build_s = time.monotonic() - started
         img = c.images.get(p.tag)
         mib = img.attrs["Size"] / 2**20
@@ -351,7 +351,7 @@ def _stage(p: Plan, where: Path) -> None:
             shutil.copyfile(src, dst)
 
 
-def _build(c: DockerClient, p: Plan) -> None:
+def _build(p: Plan) -> None:
     """Build with BuildKit (:mod:`bench.buildkit`); the CA bundle goes in as a build secret,
     never into the context or a layer."""
     from bench import buildkit

@@ -12,9 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from pathlib import Path
 from typing import Any
 

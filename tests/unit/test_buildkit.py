@@ -59,11 +59,14 @@ def test_no_cli_that_can_use_buildkit_is_named_with_what_to_install(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", str(fake_docker(tmp_path / "local", "28.2.2", buildx=False)))
-    why = buildkit.available()
+    with pytest.raises(buildkit.BuildKitError) as found:
+        buildkit.builder()
+    why = str(found.value)
     assert "client 28.x, no buildx plugin" in why and "docker-buildx" in why
     buildkit._found.clear()
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    assert "no docker command on PATH" in buildkit.available()
+    with pytest.raises(buildkit.BuildKitError, match="no docker command on PATH"):
+        buildkit.builder()
 
 
 def test_a_failed_build_carries_the_tail_of_its_output(
