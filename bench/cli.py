@@ -89,7 +89,7 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 TOOLS = {
     "report": "bench.report.__main__",
     "sync": "bench.sync",
-    "images": "bench.images",
+    "images": "bench.images.__main__",
     "reproduce": "bench.reproduce",
     "models": "bench.models.__main__",
     "parity": "bench.parity.__main__",

@@ -188,7 +188,7 @@ class BenchConfig:
     allow_mixed_devices: bool = False
     # Skip (and list) the cells of a sweep this machine cannot run, a GPU trial on a host
     # without one or a multi-node trial outside an allocation, instead of refusing the
-    # sweep; the study presets set it (bench.sweep.jobs.not_here).
+    # sweep; the study presets set it (bench.sweep.availability.not_here).
     skip_unavailable: bool = False
     # The size of a study preset (conf/experiment/seed*.yaml): paper | machine | smoke; set
     # by the preset's ``scale`` group, "" elsewhere.  Its settings are the run's params.

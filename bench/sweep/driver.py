@@ -30,6 +30,7 @@ from bench.preflight import validate
 from bench.result import ERROR
 from bench.runtime.processes import shielded
 from bench.sweep import parity
+from bench.sweep.availability import split_unavailable
 from bench.sweep.jobs import (
     BenchExit,
     SweepRef,
@@ -37,7 +38,6 @@ from bench.sweep.jobs import (
     compose_all,
     expand,
     fail,
-    split_unavailable,
     to_bench_config,
     trial_label,
     varying,

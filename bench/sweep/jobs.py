@@ -290,53 +290,6 @@ def compose_all(
     return out
 
 
-def not_here(cfg: BenchConfig, slurm: bool = False) -> str:
-    """Why this machine cannot run a trial it was not built for (a GPU trial on a host with
-    none, a multi-node trial outside an allocation), or "" where it can.  Only a sweep with
-    ``skip_unavailable=true`` (a study preset) skips such cells; anywhere else they are
-    refused as bad input, by :func:`check_all`."""
-    if cfg.nodes > 1 and not slurm:
-        from bench.distributed.nodes import allocation_problem
-
-        problem = allocation_problem(cfg)
-        if problem:
-            return f"needs {cfg.nodes} nodes (launcher=slurm, or inside an allocation)"
-    if slurm:
-        return ""
-    from bench import device_preflight
-    from bench.distributed.registry import STRATEGIES
-
-    info = STRATEGIES.get(cfg.distributed)
-    gpu_only = info is not None and cfg.framework.name in info.gpu_only
-    if cfg.device == "cuda" or gpu_only:
-        seen = device_preflight.seen(cfg)
-        if cfg.device == "cuda" and seen.gpus == 0:
-            return f"needs a GPU; {cfg.framework.name} sees none ({seen.detail})"
-        if gpu_only and (cfg.device == "cpu" or seen.gpus < 2):
-            where = "device=cpu" if cfg.device == "cpu" else f"{seen.gpus} seen: {seen.detail}"
-            return (
-                f"needs a GPU; {cfg.framework.name}'s distributed={cfg.distributed} runs on "
-                f"2 CUDA devices ({where})"
-            )
-    return ""
-
-
-def split_unavailable(
-    composed: Sequence[tuple[str, list[str], BenchConfig]], slurm: bool = False
-) -> tuple[list[tuple[str, list[str], BenchConfig]], list[tuple[str, str]]]:
-    """The jobs this machine can run, and (label, why) of the cells it cannot, for the
-    jobs whose config says ``skip_unavailable=true``; a cell that repeats is named once."""
-    kept, skipped = [], []
-    for label, job, cfg in composed:
-        why = not_here(cfg, slurm) if cfg.skip_unavailable else ""
-        cell = " ".join(word for word in label.split() if not word.startswith("repeat="))
-        if not why:
-            kept.append((label, job, cfg))
-        elif (cell, why) not in skipped:
-            skipped.append((cell, why))
-    return kept, skipped
-
-
 def _claim_problems(configs: Sequence[BenchConfig]) -> list[str]:
     """The sweep's claims parse (one list for the whole sweep), or why not."""
     from bench.report import claims

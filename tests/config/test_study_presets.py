@@ -14,6 +14,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from bench.cli import CONF_DIR
 from bench.config import ConfigError
 from bench.report import claims
+from bench.sweep.availability import split_unavailable
 from bench.sweep.jobs import (
     check_all,
     compose_all,
@@ -21,7 +22,6 @@ from bench.sweep.jobs import (
     grid_blocks,
     jobs_of,
     pairs,
-    split_unavailable,
 )
 from tests.cifar_fixture import write_cifar_archive
 

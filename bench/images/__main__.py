@@ -1,0 +1,87 @@
+"""``bench images``: build a framework's image under bench's content-hash tag, or print
+what compose.yaml needs to build the same images under the same tags.
+
+    bench images build torch --variant cpu --base-image bench-base:bookworm
+    eval "$(bench images env --variant cpu)"; docker-compose build torch
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from typing import TYPE_CHECKING
+
+from bench.images import (
+    BENCH_UID,
+    VARIANTS,
+    BuildSpec,
+    ImageError,
+    client,
+    ensure,
+    plan,
+)
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+
+COMPOSE_SERVICES = ("torch", "tf", "mxnet", "mlflow")
+
+
+def compose_env(
+    variant: str, base_image: str = "", wheelhouse: str = "", c: DockerClient | None = None
+) -> dict[str, str]:
+    """What compose.yaml needs to build the images bench would build, under bench's tags:
+    per service its content-hash tag and pinned base, and the shared build arguments."""
+    c = c or client()
+    env = {
+        "BENCH_VARIANT": variant,
+        "BENCH_UID": str(BENCH_UID),
+        "DOCKER_BUILDKIT": "1",  # compose v1 builds through the docker CLI with BuildKit
+        "COMPOSE_DOCKER_CLI_BUILD": "1",
+    }
+    for name in COMPOSE_SERVICES:
+        v = "cpu" if name == "mlflow" else variant
+        p = plan(BuildSpec(name, v, base_image, "", wheelhouse if name != "mlflow" else ""), c)
+        env[f"BENCH_{name.upper()}_IMAGE"] = p.tag
+        env[f"BENCH_{name.upper()}_BASE"] = p.buildargs["BASE_IMAGE"]
+    return env
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="bench images", description="Build bench's image for a framework."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    build = sub.add_parser("build", help="build the image if its content-hash tag is missing")
+    build.add_argument("name", choices=COMPOSE_SERVICES)
+    env = sub.add_parser(
+        "env",
+        help="shell assignments for compose.yaml: bench's tags, pinned bases and build "
+        'arguments (eval "$(bench images env)"; docker compose build)',
+    )
+    wheelhouse = os.environ.get("PIP_FIND_LINKS", "")
+    for p in (build, env):
+        p.add_argument("--variant", choices=VARIANTS, default="cpu")
+        p.add_argument("--base-image", default="", help="default: the framework's official one")
+        p.add_argument("--wheelhouse", default=wheelhouse if os.path.isdir(wheelhouse) else "")
+    build.add_argument("--ca-bundle", default=os.environ.get("PIP_CERT", ""))
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "env":
+            for key, value in compose_env(args.variant, args.base_image, args.wheelhouse).items():
+                print(f"export {key}={shlex.quote(value)}")
+            return 0
+        spec = BuildSpec(args.name, args.variant, args.base_image, args.ca_bundle, args.wheelhouse)
+        image = ensure(spec)
+    except ImageError as exc:
+        print(f"bench images: {exc}", file=sys.stderr)
+        return 1
+    how = f"built in {image.build_s:.0f} s" if image.build_s else "already built"
+    print(f"{image.tag}  {image.id}  {image.size_bytes / 2**20:,.0f} MiB  ({how})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
