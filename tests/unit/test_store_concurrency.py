@@ -9,11 +9,14 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
+# Each process imports MLflow, says it is ready, and waits for the parent's go (a file) so
+# that all of them open the store within a millisecond or two of each other.
 OPEN = """
-import sys, time
+import os, sys, time
 from bench.tracking import MlflowStore
-start = float(sys.argv[2])
-while time.time() < start:
+ready, go = sys.argv[2], sys.argv[3]
+open(ready, "w").close()
+while not os.path.exists(go):
     time.sleep(0.001)
 store = MlflowStore(sys.argv[1], "bench")
 print(store.experiment_id)
@@ -24,17 +27,24 @@ def test_processes_opening_a_new_store_together_all_get_it(tmp_path: Path) -> No
     import time
 
     uri = f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}"
-    start = time.time() + 8  # after every process has imported MLflow
+    go = tmp_path / "go"
+    ready = [tmp_path / f"ready-{i}" for i in range(4)]
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", OPEN, uri, str(start)],
+            [sys.executable, "-c", OPEN, uri, str(r), str(go)],
             cwd=REPO,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-        for _ in range(4)
+        for r in ready
     ]
+    deadline = time.monotonic() + 120
+    while not all(r.exists() for r in ready):
+        assert all(p.poll() is None for p in procs), "a process ended before opening the store"
+        assert time.monotonic() < deadline, "the processes did not import MLflow in 120 s"
+        time.sleep(0.01)
+    go.touch()
     outs = [p.communicate(timeout=120) for p in procs]
     failed = [err[-2000:] for p, (_, err) in zip(procs, outs, strict=True) if p.returncode]
     assert not failed, failed[0]
