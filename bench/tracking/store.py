@@ -38,6 +38,10 @@ from bench.tracking.system_metrics import points as system_points
 
 _MAX_PARAM_LEN = 6000
 
+# The experiment's kind, as MLflow's UI reads it (MLflow 3): it opens a model-training
+# experiment on its runs table, not on the GenAI views (traces, evaluations).
+EXPERIMENT_KIND, MODEL_TRAINING = "mlflow.experimentKind", "custom_model_development"
+
 
 def _artifact_root(uri: str) -> str | None:
     """Artifacts beside a local sqlite database: ``<db dir>/artifacts``."""
@@ -87,10 +91,16 @@ class MlflowStore:
     def _experiment_id(self, experiment: str, uri: str) -> str:
         found = self.client.get_experiment_by_name(experiment)
         if found is not None:
+            if found.tags.get(EXPERIMENT_KIND) is None:  # made by an older bench
+                self.client.set_experiment_tag(found.experiment_id, EXPERIMENT_KIND, MODEL_TRAINING)
             return str(found.experiment_id)
         try:
             return str(
-                self.client.create_experiment(experiment, artifact_location=_artifact_root(uri))
+                self.client.create_experiment(
+                    experiment,
+                    artifact_location=_artifact_root(uri),
+                    tags={EXPERIMENT_KIND: MODEL_TRAINING},
+                )
             )
         except Exception:
             # Another sweep made it in the meantime (RESOURCE_ALREADY_EXISTS): use that one.

@@ -62,3 +62,20 @@ def test_the_report_groups_runs_logged_with_every_key_and_with_the_relevant_ones
     assert to_trial(old).config == to_trial(new).config
     adam = relevant({**every, "optimizer.name": "adam", "launcher.name": "docker"})
     assert "optimizer.momentum" not in adam and "launcher.docker.image" in adam
+
+
+def test_the_experiment_opens_as_model_training_in_the_ui(tmp_path: Path) -> None:
+    """MLflow 3's UI opens an experiment by its ``mlflow.experimentKind`` tag; bench's is
+    a model-training one (its runs table), also when an older bench made it untagged."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    store = MlflowStore(uri, "bench")
+    tags = store.client.get_experiment(store.experiment_id).tags
+    assert tags["mlflow.experimentKind"] == "custom_model_development"
+
+    old = store.client.create_experiment("made-before", artifact_location=str(tmp_path / "a"))
+    assert "mlflow.experimentKind" not in store.client.get_experiment(old).tags
+    again = MlflowStore(uri, "made-before")
+    assert again.experiment_id == old
+    assert again.client.get_experiment(old).tags["mlflow.experimentKind"] == (
+        "custom_model_development"
+    )
