@@ -70,26 +70,44 @@ def gpu_points(path: Path, start_s: float, every_s: float = 1.0) -> list[Point]:
 
 def host_points(path: Path, start_s: float, every_s: float = 1.0) -> list[Point]:
     """The trial's process tree: CPU utilization (its CPU time over wall time, as a share of
-    the machine's cores), resident memory, and the CPU package energy where RAPL reads it."""
+    the machine's cores), resident memory, and the CPU package energy where RAPL reads it.
+
+    Utilization is averaged over each interval between the points kept (at least
+    ``every_s`` apart, and the last sample), not taken from two samples a few milliseconds
+    apart: CPU time advances in clock ticks, so such a pair often reads 0 or far above 100.
+    """
     cores = os.cpu_count() or 1
     points: dict[str, list[tuple[float, float]]] = {}
-    previous: tuple[float, float] | None = None
+    cpu_rows: list[tuple[float, float]] = []
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
-            t, cpu = _float(row.get("time_s", "")), _float(row.get("cpu_time_s", ""))
-            if t is None or cpu is None:
+            t = _float(row.get("time_s", ""))
+            if t is None:
                 continue
-            if previous is not None and t > previous[0]:
-                share = 100.0 * (cpu - previous[1]) / (t - previous[0]) / cores
-                points.setdefault("system/cpu_utilization_percentage", []).append((t, share))
-            previous = (t, cpu)
+            cpu = _float(row.get("cpu_time_s", ""))
+            if cpu is not None:
+                cpu_rows.append((t, cpu))
             rss = _float(row.get("rss_mb", ""))
             if rss is not None:
                 points.setdefault("system/process_memory_rss_megabytes", []).append((t, rss))
             energy = _float(row.get("cpu_energy_j") or "")
             if energy is not None:
                 points.setdefault("system/cpu_energy_joules", []).append((t, energy))
-    return _series(points, start_s, every_s)
+    out = _series(points, start_s, every_s)
+    cpu_rows.sort()
+    anchor = cpu_rows[0] if cpu_rows else None
+    step = 0
+    for i, (t, cpu) in enumerate(cpu_rows[1:], start=1):
+        assert anchor is not None
+        last = i == len(cpu_rows) - 1
+        if t - anchor[0] >= every_s or (last and t > anchor[0]):
+            share = 100.0 * (cpu - anchor[1]) / (t - anchor[0]) / cores
+            out.append(
+                ("system/cpu_utilization_percentage", share, int((start_s + t) * 1000), step)
+            )
+            step += 1
+            anchor = (t, cpu)
+    return out
 
 
 def points(files: list[Path], start_s: float, every_s: float = 1.0) -> list[Point]:

@@ -43,3 +43,30 @@ def test_host_samples_give_cpu_utilization_and_memory(
     assert cpu == [75.0, 75.0, 75.0]
     rss = [v for key, v, _, _ in points if key == "system/process_memory_rss_megabytes"]
     assert rss == [300.0, 301.0, 302.0, 303.0]
+
+
+def test_cpu_utilization_is_averaged_over_each_kept_interval(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Samples 1 ms apart, CPU time in 10 ms ticks (as /proc gives it): a pair of them reads
+    0 % or 500 %; each point is the average since the previous one kept, the last sample
+    included, so a 0.25 s trial still has one true point."""
+    monkeypatch.setattr(system_metrics.os, "cpu_count", lambda: 2)
+    path = tmp_path / "telemetry_host.csv"
+    rows = ["time_s,epoch,cpu_time_s,rss_mb"]
+    for k in range(0, 2600, 10):  # every 10 ms for 2.6 s, 1 core busy: 1 tick per sample
+        t = k / 1000
+        rows += [f"{t:.4f},,{t:.2f},300", f"{t + 0.001:.4f},,{t:.2f},300"]
+    path.write_text("\n".join(rows) + "\n")
+    points = system_metrics.points([path], start_s=0.0)
+    cpu = [(v, step) for key, v, _, step in points if key == "system/cpu_utilization_percentage"]
+    assert [step for _, step in cpu] == [0, 1, 2]  # at 1.0 s, 2.0 s and the last sample
+    assert all(abs(v - 50.0) < 1.0 for v, _ in cpu), cpu
+
+    short = tmp_path / "short" / "telemetry_host.csv"
+    short.parent.mkdir()
+    short.write_text(
+        "time_s,epoch,cpu_time_s,rss_mb\n0.0,,1.00,300\n0.001,,1.00,300\n0.25,,1.25,301\n"
+    )
+    cpu = [v for key, v, _, _ in system_metrics.points([short], 0.0) if "cpu_util" in key]
+    assert cpu == [50.0]
