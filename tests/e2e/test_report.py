@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench.report import build, write
+from tests.cdp import chromium
 from tests.conftest import REPO, TINY
 from tests.report_data import every_section
 
@@ -173,15 +174,6 @@ window.addEventListener("load", () => {
   document.body.appendChild(out);
 });
 </script>"""
-
-
-def chromium() -> str:
-    binary = shutil.which("chromium")
-    if binary is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("chromium is not installed; scripts/system_deps.sh installs it")
-        pytest.skip("chromium is not installed (bash scripts/system_deps.sh installs it)")
-    return binary
 
 
 def _chromium(*args: str, height: int = 900) -> subprocess.CompletedProcess[str]:

@@ -18,7 +18,9 @@ from tests.conftest import TINY
 pytestmark = pytest.mark.e2e
 
 
-def start_server(root: Path, port: int) -> subprocess.Popen[bytes]:
+def start_server(root: Path, port: int, store: str = "") -> subprocess.Popen[bytes]:
+    """``mlflow server`` on ``port``, over ``store`` (a new sqlite file under ``root`` if
+    not given)."""
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -30,7 +32,7 @@ def start_server(root: Path, port: int) -> subprocess.Popen[bytes]:
             "--port",
             str(port),
             "--backend-store-uri",
-            f"sqlite:///{root}/server.db",
+            store or f"sqlite:///{root}/server.db",
             "--artifacts-destination",
             str(root / "server-artifacts"),
             "--workers",

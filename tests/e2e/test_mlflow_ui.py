@@ -1,0 +1,111 @@
+"""bench's runs as MLflow's own UI shows them (headless Chromium against a real ``mlflow
+server`` on the sweep's store): a 4-trial sweep's runs table with the User, Source, Dataset
+and a throughput column filled, and a trial's System metrics tab with its charts.  The two
+screenshots are kept under test-artifacts/."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import socket
+
+import pytest
+
+from tests.cdp import Browser, chromium
+from tests.conftest import REPO
+from tests.e2e.test_tracking_server import start_server, stop_server
+
+pytestmark = pytest.mark.e2e
+
+ARTIFACTS = REPO / "test-artifacts"
+# The columns of the runs table, as the UI names them in a shared view (an experiment tag
+# mlflow.sharedViewState.<key>, what its "Share" button writes).
+COLUMNS = [
+    "attributes.`User`",
+    "attributes.`Source`",
+    "attributes.`Dataset`",
+    "attributes.`Duration`",
+    "metrics.`samples_per_s`",
+    "params.`framework.name`",
+    "params.`batch_size`",
+]
+CLOSE_ASSISTANT = """(() => {
+  const b = [...document.querySelectorAll('button')].find(x => x.ariaLabel === 'Close');
+  if (b) b.click();
+  return true;
+})()"""
+HIDE_BANNER = """(() => {
+  const b = [...document.querySelectorAll('button')].find(x => x.ariaLabel === 'Hide banner');
+  if (b) b.click();
+  return true;
+})()"""
+ROWS = "document.querySelectorAll('.ag-center-cols-container .ag-row').length"
+
+
+def test_the_mlflow_ui_shows_users_sources_datasets_and_system_metrics(bench) -> None:  # noqa: ANN001
+    sweep = bench.run(
+        "-m",
+        "framework=torch,tf",
+        "batch_size=4,8",
+        "model=lenet5",
+        "epochs=2",
+        "min_window_s=1.2",  # a few seconds per trial: system metrics at 1 Hz have points
+        "warmup_steps=1",
+        "tracking.experiment=ui",
+    )
+    assert sweep.returncode == 0, sweep.stdout + sweep.stderr
+    client = bench.client()
+    experiment = client.get_experiment_by_name("ui")
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+    children = bench.children("ui")
+    assert len(children) == 4
+    user = getpass.getuser()
+    assert {c.data.tags["mlflow.user"] for c in children} == {user}
+    datasets = {c.inputs.dataset_inputs[0].dataset.name for c in children}
+    assert datasets == {"synthetic-32px-10c"}
+    client.set_experiment_tag(
+        experiment.experiment_id,
+        "mlflow.sharedViewState.bench",
+        json.dumps(
+            {"orderByKey": "attributes.start_time", "orderByAsc": True, "selectedColumns": COLUMNS}
+        ),
+    )
+    trial = min(children, key=lambda r: r.info.start_time)  # the first one: torch, batch 4
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = start_server(bench.root, port, bench.uri)
+    base = f"http://127.0.0.1:{port}/#/experiments/{experiment.experiment_id}"
+    try:
+        with Browser(chromium(), 1800, 560) as page:
+            page.go(f"{base}/runs?workflowType=machine_learning&viewStateShareKey=bench")
+            page.wait_for(f"{ROWS} == 1", what="the sweep's row")
+            page.js(CLOSE_ASSISTANT)
+            page.js(HIDE_BANNER)
+            page.js("document.querySelector('.ag-row button').click()")  # expand the sweep
+            page.wait_for(f"{ROWS} == 5", what="the sweep's row and its 4 trials")
+            table = page.wait_for(
+                "(() => { const t = document.querySelector('.ag-root').innerText;"
+                " return t.includes('synthetic-32px-10c') && t; })()",
+                what="the Dataset column",
+            )
+            for text in ("User", "Source", "Dataset", "samples_per_s", user, "bench"):
+                assert text in table, text
+            assert table.count("synthetic-32px-10c") == 4
+            assert table.count("framework=t") == 4  # the trial rows, by their run names
+            page.screenshot(ARTIFACTS / "mlflow-runs.png")
+
+            page.resize(1800, 820)
+            page.go(f"{base}/runs/{trial.info.run_id}/system-metrics?workflowType=machine_learning")
+            page.wait_for("document.querySelectorAll('svg.main-svg').length >= 2", what="charts")
+            page.js(CLOSE_ASSISTANT)
+            charts = page.js("document.querySelector('main, body').innerText")
+            assert "cpu_utilization_percentage" in charts
+            assert "process_memory_rss_megabytes" in charts
+            page.screenshot(ARTIFACTS / "mlflow-system-metrics.png")
+    finally:
+        stop_server(server)
+    history = client.get_metric_history(trial.info.run_id, "system/cpu_utilization_percentage")
+    assert len(history) >= 2 and all(0 < m.value <= 100 for m in history), history
+    for shot in ("mlflow-runs.png", "mlflow-system-metrics.png"):
+        assert (ARTIFACTS / shot).stat().st_size > 30_000
