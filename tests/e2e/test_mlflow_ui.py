@@ -25,7 +25,7 @@ COLUMNS = [
     "attributes.`Source`",
     "attributes.`Dataset`",
     "attributes.`Duration`",
-    "metrics.`samples_per_s`",
+    "metrics.`trial_samples_per_s`",  # the rate the sweep's summary table shows
     "params.`framework.name`",
     "params.`batch_size`",
 ]
@@ -89,10 +89,14 @@ def test_the_mlflow_ui_shows_users_sources_datasets_and_system_metrics(bench) ->
                 " return t.includes('synthetic-32px-10c') && t; })()",
                 what="the Dataset column",
             )
-            for text in ("User", "Source", "Dataset", "samples_per_s", user, "bench"):
+            for text in ("User", "Source", "Dataset", "trial_samples_per_s", user, "bench"):
                 assert text in table, text
             assert table.count("synthetic-32px-10c") == 4
             assert table.count("framework=t") == 4  # the trial rows, by their run names
+            for child in children:  # the summary's rate, in the UI's column
+                rate = child.data.metrics["trial_samples_per_s"]
+                assert f"{rate:,.1f} samples/s" in sweep.stderr + sweep.stdout
+                assert str(rate)[:6] in table
             page.screenshot(ARTIFACTS / "mlflow-runs.png")
 
             page.resize(1800, 820)
