@@ -41,23 +41,32 @@ fi
   || { echo "setup: Python 3.11 or newer is needed (found $("$python" --version))" >&2; exit 1; }
 
 [ -x .venv/bin/python ] || "$python" -m venv .venv
-stamp=".venv/.bench-$( (echo "$variant"; cat requirements.lock "$lock" pyproject.toml) | sha256sum | cut -c1-16)"
+stamp=".venv/.bench-$( (echo "$variant"; cat "$lock" pyproject.toml) | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   echo "setup: installing the pinned environment into .venv (a few minutes the first time)" >&2
-  .venv/bin/python -m pip install -q --upgrade pip
-  if ! .venv/bin/python -m pip install -q -r "$lock" 2> .venv/pip-errors.txt; then
-    [ "$variant" = cuda ] || { cat .venv/pip-errors.txt >&2; exit 1; }
-    # TensorFlow's CUDA libraries could not join torch's (pip's resolver says why): keep
-    # TensorFlow without them, on the CPU; bench's device preflight refuses sweeps that
-    # would compare it there with torch on the GPU.
-    tail -5 .venv/pip-errors.txt >&2
-    echo "setup: tensorflow[and-cuda] does not install beside torch's CUDA wheel (above);" \
-      "installing requirements.lock: TensorFlow will train on the CPU here (use" \
-      "launcher=docker launcher.docker.gpus=all for it on the GPU)" >&2
-    .venv/bin/python -m pip install -q -r requirements.lock
+  # uv installs the hashed lock (every file checked against its hash; parallel downloads),
+  # itself installed by pip at the lock's version and hash.
+  awk '/^uv==/ {on=1; print; next} on && /^ +--hash/ {print; next} {on=0}' "$lock" \
+    > .venv/uv-requirement.txt
+  .venv/bin/python -m pip install -q --require-hashes --no-deps -r .venv/uv-requirement.txt
+  links=()
+  for dir in ${PIP_FIND_LINKS:-}; do links+=(--find-links "$dir"); done  # a local torch wheel
+  if [ -z "${SSL_CERT_FILE:-}" ] && [ -f /etc/ssl/certs/ca-certificates.crt ]; then
+    export SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt  # uv does not read pip's config
   fi
-  .venv/bin/python -m pip install -q --no-deps -e .
-  .venv/bin/python -m pip freeze --exclude-editable > ".venv/installed-$variant.txt"
+  if ! .venv/bin/uv pip install --quiet --require-hashes --python .venv/bin/python \
+      "${links[@]}" -r "$lock" 2> .venv/install-errors.txt; then
+    cat .venv/install-errors.txt >&2
+    if grep -q "torch==.*+cpu" "$lock"; then
+      echo "setup: the cpu variant takes PyTorch's CPU build (torch==$(sed -n \
+        's/^torch==\([^ ]*\).*/\1/p' "$lock")): offer its wheel through PIP_FIND_LINKS=DIR, or" \
+        "regenerate the lock with yours (scripts/locks.py)" >&2
+    fi
+    exit 1
+  fi
+  .venv/bin/uv pip install --quiet --no-deps --python .venv/bin/python -e .
+  .venv/bin/uv pip freeze --python .venv/bin/python --exclude-editable \
+    > ".venv/installed-$variant.txt"
   rm -f .venv/.bench-*
   touch "$stamp"
 fi

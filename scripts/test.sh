@@ -21,6 +21,7 @@ export BENCH_HOROVOD_BUILD=$build
 .venv/bin/ruff format --check bench tests scripts hydra_plugins
 .venv/bin/mypy bench
 .venv/bin/lint-imports --no-cache  # the import contracts in pyproject.toml
+.venv/bin/python scripts/locks.py --check  # the locks are what pyproject.toml and the grid give
 bash scripts/docs.sh  # docs/: mkdocs --strict, no broken link or anchor
 .venv/bin/python -m pytest "$@"
 if [ -f "$build/rc" ]; then cat "$build/log" >&2; fi

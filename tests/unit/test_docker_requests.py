@@ -178,9 +178,9 @@ def _pins(path: Path) -> dict[str, str]:
     out = {}
     for line in path.read_text().splitlines():
         line = line.split("#", 1)[0].strip()
-        if "==" in line:
-            name, version = line.split("==", 1)
-            out[re.sub(r"[-_.]+", "-", name).lower()] = version.strip()
+        if "==" in line and not line.startswith("--"):
+            name, version = line.split()[0].split("==", 1)
+            out[re.sub(r"[-_.]+", "-", name.split("[")[0]).lower()] = version.split("+")[0]
     return out
 
 

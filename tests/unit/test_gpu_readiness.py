@@ -50,11 +50,26 @@ def test_set_up_keeps_the_cpu_variant_without_a_driver(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "BENCH_VARIANT: cpu or cuda" in bad.stderr
 
 
-def test_the_cuda_lock_is_the_cpu_lock_with_tensorflows_cuda_libraries() -> None:
-    lines = [ln for ln in (REPO / "requirements-cuda.lock").read_text().splitlines()
-             if ln and not ln.startswith("#")]  # fmt: skip
-    assert lines == ["-r requirements.lock", "tensorflow[and-cuda]==2.21.0"]
-    assert "tensorflow==2.21.0" in (REPO / "requirements.lock").read_text().splitlines()
+def _lock(name: str) -> dict[str, str]:
+    """``name: version`` of a generated host lock; every requirement carries its hashes."""
+    lines = (REPO / name).read_text().splitlines()
+    pins = {}
+    for i, line in enumerate(lines):
+        if "==" in line and not line.startswith((" ", "#")):
+            assert line.endswith(" \\") and lines[i + 1].strip().startswith("--hash=sha256:"), line
+            package, version = line.split(" ")[0].split("==")
+            pins[package.split("[")[0]] = version
+    return pins
+
+
+def test_the_cuda_lock_has_torchs_cuda_build_and_tensorflows_cuda_libraries() -> None:
+    cpu, cuda = _lock("requirements.lock"), _lock("requirements-cuda.lock")
+    assert cpu["torch"] == "2.13.0+cpu" and cuda["torch"] == "2.13.0"
+    assert cpu["tensorflow"] == cuda["tensorflow"] == "2.21.0"
+    assert "nvidia-cudnn-cu12" in cuda  # tensorflow[and-cuda]
+    assert not [name for name in cpu if name.startswith("nvidia-cu")]  # no CUDA libraries
+    shared = {k for k in cpu if k in cuda and not k.startswith("torch")}
+    assert {k: (cpu[k], cuda[k]) for k in shared if cpu[k] != cuda[k]} == {}
 
 
 def test_on_a_gpu_host_each_path_is_ok_failed_or_skipped_with_its_reason(
