@@ -44,6 +44,7 @@ def timed(argv: list[str], env: dict[str, str] | None = None) -> float:
 def context_at(rev: str, where: Path, wheelhouse: str) -> Path:
     """The repository at ``rev`` (git archive), with the CA bundle and wheels where the
     Dockerfile of that time looked for them."""
+    where.mkdir(parents=True)
     archive = subprocess.run(["git", "archive", rev], cwd=REPO, capture_output=True, check=True)
     subprocess.run(["tar", "-x", "-C", str(where)], input=archive.stdout, check=True)
     if Path(CA).exists():
