@@ -77,13 +77,22 @@ def main() -> int:
         new = context_at("HEAD", Path(tmp, "new"), args.wheelhouse)
         (new / "docker" / "ca-bundle.pem").unlink(missing_ok=True)
         legacy = {**os.environ, "DOCKER_BUILDKIT": "0"}
-        argv = [docker, "build", "-q", "-f", f"docker/{fw}.Dockerfile", *common]
+        argv = [docker, "build", "-q", *common]
+        dockerfile = f"docker/{fw}.Dockerfile"
         tag = ["-t", f"bench-legacy/{fw}:measure"]
-        rows.append(("legacy, cold", timed([*argv, "--no-cache", *tag, str(old)], legacy)))
+        rows.append(
+            (
+                "legacy, cold",
+                timed([*argv, "-f", str(old / dockerfile), "--no-cache", *tag, str(old)], legacy),
+            )
+        )
         touch_constraints(old, fw, 1)
-        rows.append(("legacy, changed", timed([*argv, *tag, str(old)], legacy)))
+        rows.append(
+            ("legacy, changed", timed([*argv, "-f", str(old / dockerfile), *tag, str(old)], legacy))
+        )
         kit = {**os.environ, "DOCKER_BUILDKIT": "1"}
         secret = ["--secret", f"id=ca,src={CA}"] if Path(CA).exists() else []
+        secret += ["-f", str(new / dockerfile)]
         tag = ["-t", f"bench-buildkit/{fw}:measure"]
         timed([docker, "builder", "prune", "-af"], kit)
         rows.append(("buildkit, cold", timed([*argv, *secret, "--no-cache", *tag, str(new)], kit)))
