@@ -112,10 +112,14 @@ def _check_version(problems: list[str], cfg: BenchConfig) -> None:
             "own, under launcher=process, docker or Slurm; launcher=inline runs the trial in "
             "bench's own process, which has the pinned version"
         )
-    if cfg.distributed == "horovod":
+    from bench.distributed import registry
+
+    strategy = registry.info(cfg.distributed)
+    if strategy is not None and strategy.pinned_version_only:
         problems.append(
-            f"{field}: Horovod is built for the pinned {cfg.framework.name} "
-            f"({versions.pinned(cfg.framework.name)}); distributed=horovod runs only that version"
+            f"{field}: distributed={cfg.distributed} ({strategy.what}) is built for the pinned "
+            f"{cfg.framework.name} ({versions.pinned(cfg.framework.name)}) and runs only that "
+            "version"
         )
     from bench.images import image_variant
 

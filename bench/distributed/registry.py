@@ -21,38 +21,95 @@ class StrategyInfo:
     # Frameworks whose implementation of it needs CUDA devices (at least 2): a cell that
     # asks for it where there are fewer cannot run on that machine (bench.sweep.jobs).
     gpu_only: tuple[str, ...] = ()
+    # Every worker (stage) sees the whole batch: the model is split, not the data.
+    whole_batch: bool = False
+    # The workers are devices of one process (their batches add up in one step).
+    per_device: bool = False
+    # Each worker's update is applied on its own, from possibly stale weights.
+    asynchronous: bool = False
+    # Frameworks in which the training parity check runs it on the CPU (bench.parity).
+    parity: tuple[str, ...] = ()
+    # Built against the pinned framework version only (Horovod's build).
+    pinned_version_only: bool = False
 
+
+NONE = "none"  # no distribution: one process, one device
 
 STRATEGIES: dict[str, StrategyInfo] = {
-    "none": StrategyInfo(("torch", "tf", "mxnet"), "", "one process, no distribution", "local"),
+    NONE: StrategyInfo(("torch", "tf", "mxnet"), "", "one process, no distribution", "local"),
     "dp": StrategyInfo(
         ("torch",), "bench.distributed.dp", "torch.nn.DataParallel (GPUs)", gpu_only=("torch",)
     ),
-    "ddp": StrategyInfo(("torch",), "bench.distributed.ddp", "DistributedDataParallel, torchrun"),
-    "mirrored": StrategyInfo(("tf",), "bench.distributed.mirrored", "tf MirroredStrategy"),
+    "ddp": StrategyInfo(
+        ("torch",),
+        "bench.distributed.ddp",
+        "DistributedDataParallel, torchrun",
+        parity=("torch",),
+    ),
+    "mirrored": StrategyInfo(
+        ("tf",), "bench.distributed.mirrored", "tf MirroredStrategy", parity=("tf",)
+    ),
     "multiworker": StrategyInfo(
-        ("tf",), "bench.distributed.multiworker", "tf MultiWorkerMirroredStrategy, TF_CONFIG"
+        ("tf",),
+        "bench.distributed.multiworker",
+        "tf MultiWorkerMirroredStrategy, TF_CONFIG",
+        parity=("tf",),
     ),
     "ps_async": StrategyInfo(
-        ("tf",), "bench.distributed.ps_async", "tf ParameterServerStrategy (asynchronous)"
+        ("tf",),
+        "bench.distributed.ps_async",
+        "tf ParameterServerStrategy (asynchronous)",
+        asynchronous=True,
     ),
-    "horovod": StrategyInfo(("torch", "tf"), "bench.distributed.horovod", "Horovod, horovodrun"),
+    "horovod": StrategyInfo(
+        ("torch", "tf"),
+        "bench.distributed.horovod",
+        "Horovod, horovodrun",
+        parity=("torch", "tf"),
+        pinned_version_only=True,
+    ),
     "model_parallel": StrategyInfo(
         ("torch", "tf"),
         "bench.distributed.model_parallel",
         "two model stages on two devices",
         gpu_only=("torch",),
+        whole_batch=True,
+        parity=("tf",),
     ),
     "kvstore_sync": StrategyInfo(
-        ("mxnet",), "", "MXNet kvstore dist_sync: scheduler, ps servers, workers", "kvstore"
+        ("mxnet",),
+        "",
+        "MXNet kvstore dist_sync: scheduler, ps servers, workers",
+        "kvstore",
+        parity=("mxnet",),
     ),
     "kvstore_async": StrategyInfo(
-        ("mxnet",), "", "MXNet kvstore dist_async: scheduler, ps servers, workers", "kvstore"
+        ("mxnet",),
+        "",
+        "MXNet kvstore dist_async: scheduler, ps servers, workers",
+        "kvstore",
+        asynchronous=True,
+        parity=("mxnet",),
     ),
     "kvstore_device": StrategyInfo(
-        ("mxnet",), "", "MXNet kvstore device: one process reducing over devices", "local"
+        ("mxnet",),
+        "",
+        "MXNet kvstore device: one process reducing over devices",
+        "local",
+        per_device=True,
+        parity=("mxnet",),
     ),
 }
+
+
+def distributes(name: str) -> bool:
+    """Whether ``name`` is a distribution strategy (not ``none``)."""
+    return name != NONE
+
+
+def info(name: str) -> StrategyInfo | None:
+    return STRATEGIES.get(name)
+
 
 PS_STRATEGIES = ("ps_async", "kvstore_sync", "kvstore_async")
 # Strategies that run across the nodes of a Slurm allocation (nodes > 1, see .nodes).

@@ -14,8 +14,9 @@ import argparse
 import os
 import sys
 
+from bench.distributed.registry import NONE, distributes
 from bench.parity.check import DEFAULT_TOLERANCE, FRAMEWORKS
-from bench.parity.strategy import ASYNC, ASYNC_TOLERANCE, COVERED, WHOLE_BATCH
+from bench.parity.strategy import ASYNC, ASYNC_TOLERANCE, COVERED, whole_batch
 
 STRATEGIES = {**COVERED, **ASYNC}
 
@@ -59,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--distributed",
-        default="none",
+        default=NONE,
         help="compare this strategy at --workers x (batch / workers), run as a real trial, "
         "with the undistributed run at the full batch, in one framework (model_parallel: the "
         "split model against the unsplit one at the same batch; an asynchronous strategy: "
@@ -86,7 +87,7 @@ def problems(args: argparse.Namespace) -> list[str]:
     found: list[str] = []
     frameworks = _frameworks(args)
     unknown = [f for f in frameworks if f not in FRAMEWORKS]
-    if args.distributed != "none":
+    if distributes(args.distributed):
         if args.distributed not in STRATEGIES:
             found.append(
                 f"--distributed: one of {', '.join(STRATEGIES)} (the strategies the check "
@@ -97,12 +98,12 @@ def problems(args: argparse.Namespace) -> list[str]:
                 f"--frameworks: with --distributed {args.distributed}, one of "
                 f"{', '.join(STRATEGIES[args.distributed])}; got {args.frameworks!r}"
             )
-        if args.distributed in WHOLE_BATCH and args.workers != 2:
+        if whole_batch(args.distributed) and args.workers != 2:
             found.append(f"--workers: {args.distributed} splits the model into 2 stages; got "
                          f"{args.workers}")  # fmt: skip
         elif args.workers < 2:
             found.append(f"--workers: at least 2, got {args.workers}")
-        elif args.batch_size % args.workers and args.distributed not in WHOLE_BATCH:
+        elif args.batch_size % args.workers and not whole_batch(args.distributed):
             found.append(
                 f"--batch-size: {args.batch_size} does not split into {args.workers} equal "
                 "workers' batches"
@@ -140,7 +141,7 @@ def problems(args: argparse.Namespace) -> list[str]:
         found.append(f"--lr: above 0, got {args.lr}")
     if (args.momentum is not None and not (0 <= args.momentum < 1)) or args.weight_decay < 0:
         found.append("--momentum: in [0, 1); --weight-decay: at least 0")
-    runs = args.distributed == "none" or args.distributed in STRATEGIES
+    runs = not distributes(args.distributed) or args.distributed in STRATEGIES
     for framework in frameworks if runs else []:
         if framework in interpreters.OWN_ENVIRONMENTS and interpreters.problem(framework):
             found.append(f"--frameworks: {interpreters.problem(framework)}")
@@ -179,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         outcome: check.Outcome = strategy.check_async(
             spec, frameworks[0], args.distributed, args.workers, tolerance
         )
-    elif args.distributed != "none":
+    elif distributes(args.distributed):
         outcome = strategy.check_strategy(
             spec, frameworks[0], args.distributed, args.workers, tolerance
         )

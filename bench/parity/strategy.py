@@ -15,27 +15,26 @@ from pathlib import Path
 import numpy as np
 
 from bench import data, interpreters
+from bench.distributed import registry
 from bench.frameworks.weights import Tensor
 from bench.parity import side as sides
 from bench.parity.check import DEFAULT_TOLERANCE, Outcome, compare, horizon, norm
 
 # Synchronous strategies the check runs through a real trial on the CPU, by framework
-# (dp and torch's model_parallel need GPUs).
+# (dp and torch's model_parallel need GPUs): the registry's ``parity`` frameworks.
 COVERED = {
-    "ddp": ("torch",),
-    "horovod": ("torch", "tf"),
-    "mirrored": ("tf",),
-    "multiworker": ("tf",),
-    "kvstore_sync": ("mxnet",),
-    "kvstore_device": ("mxnet",),
-    "model_parallel": ("tf",),
+    name: s.parity for name, s in registry.STRATEGIES.items() if s.parity and not s.asynchronous
 }
-# Strategies whose every worker (stage) sees the whole batch: not data parallel.
-WHOLE_BATCH = ("model_parallel",)
+
+
+def whole_batch(strategy: str) -> bool:
+    """Every worker (stage) of ``strategy`` sees the whole batch: not data parallel."""
+    found = registry.info(strategy)
+    return found is not None and found.whole_batch
 
 
 def worker_batch(strategy: str, batch_size: int, workers: int) -> int:
-    return batch_size if strategy in WHOLE_BATCH else batch_size // workers
+    return batch_size if whole_batch(strategy) else batch_size // workers
 
 
 def trial_overrides(spec: sides.Spec, framework: str) -> list[str]:
@@ -142,12 +141,13 @@ def check_strategy(
 
 
 def _setup(strategy: str, workers: int, batch: int) -> str:
-    if strategy in WHOLE_BATCH:
+    if whole_batch(strategy):
         return (
             f"{strategy}: the model split into {workers} stages at batch {batch}, run as a real "
             f"trial (python -m bench), against the unsplit model at batch {batch}"
         )
-    what = "devices of one process" if strategy == "kvstore_device" else "workers"
+    found = registry.info(strategy)
+    what = "devices of one process" if found and found.per_device else "workers"
     return (
         f"{strategy} at {workers} {what} x batch {batch // workers}, run as a real trial "
         f"(python -m bench), against the undistributed session at batch {batch}; per step, "
@@ -157,7 +157,7 @@ def _setup(strategy: str, workers: int, batch: int) -> str:
 
 # Asynchronous strategies: each worker's update is applied on its own, computed from weights
 # that may miss the other workers' latest updates (stale), in an arrival order nobody fixes.
-ASYNC = {"kvstore_async": ("mxnet",)}
+ASYNC = {name: s.parity for name, s in registry.STRATEGIES.items() if s.parity and s.asynchronous}
 # What the looser check allows: staleness moves the trajectory by a few percent over 20
 # steps of lenet5; a wrong scale of each update (every push averaged over all the workers'
 # batches, or not over its own) moves it by 50% or more.

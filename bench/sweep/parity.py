@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from bench import tracking
 from bench.config import BenchConfig
+from bench.distributed.registry import distributes
 from bench.parity import check, side, strategy
 
 ENV_PARITY = "BENCH_PARITY"
@@ -43,7 +44,7 @@ class Group:
     @property
     def name(self) -> str:
         parts = [self.model, self.optimizer, f"b{self.batch_size}", f"{self.image_size}px"]
-        if self.distributed != "none":
+        if distributes(self.distributed):
             parts.append(f"{self.distributed}{self.workers}")
         return "-".join(parts)
 
@@ -63,7 +64,8 @@ class Group:
 
 def group_of(cfg: BenchConfig) -> Group:
     o = cfg.optimizer
-    shared = cfg.distributed in ("none", *strategy.WHOLE_BATCH)  # every worker sees the batch
+    # every worker sees the whole batch
+    shared = not distributes(cfg.distributed) or strategy.whole_batch(cfg.distributed)
     per_step = cfg.batch_size * (1 if shared else cfg.workers * cfg.nodes)
     return Group(
         cfg.model.name, o.name, o.lr, o.momentum, o.weight_decay, per_step, cfg.image_size,
@@ -80,7 +82,7 @@ def _covered(group: Group, frameworks: list[str]) -> str:
         return f"{group.model} is not an image model"
     if "mxnet" in frameworks and group.model not in mxnet_models():
         return f"{group.model} has no MXNet build"
-    if group.distributed != "none":
+    if distributes(group.distributed):
         runs_in = {**strategy.COVERED, **strategy.ASYNC}.get(group.distributed)
         if runs_in is None or group.nodes > 1:
             return f"{group.distributed} (nodes={group.nodes}) is not covered by the check yet"
@@ -102,7 +104,7 @@ def run_checks(
     verdicts: dict[Group, str] = {}
     for group, found in groups.items():
         frameworks = [f for f in check.FRAMEWORKS if f in found]
-        if group.distributed == "none" and len(frameworks) < 2:
+        if not distributes(group.distributed) and len(frameworks) < 2:
             continue  # one framework, undistributed: nothing to compare
         why = _covered(group, frameworks)
         if why:
@@ -112,7 +114,7 @@ def run_checks(
             print(f"bench: parity check of {group.name} ...", file=sys.stderr, flush=True)
             texts, passed = [], True
             try:
-                if group.distributed == "none":
+                if not distributes(group.distributed):
                     outcomes = [check.check(group.spec(), frameworks)]
                 elif group.distributed in strategy.ASYNC:
                     # Momentum weighs the arrival order nobody fixes: checked without it.

@@ -95,7 +95,10 @@ def test_the_pinned_version_is_the_empty_one_and_hashes_as_before() -> None:
     ("overrides", "message"),
     [
         ({"launcher": "inline"}, "launcher=inline runs the trial in bench's own process"),
-        ({"distributed": "horovod"}, "Horovod is built for the pinned tf"),
+        (
+            {"distributed": "horovod"},
+            "distributed=horovod (Horovod, horovodrun) is built for the pinned tf",
+        ),
     ],
 )
 @needs_cp311_linux

@@ -7,6 +7,7 @@ import math
 import statistics
 
 import bench.report.figures as figures
+from bench.distributed.registry import NONE, distributes
 from bench.report.document import Cell, Figure, Section, Table, num
 from bench.report.sections.common import (
     Context,
@@ -30,7 +31,7 @@ def distributed(ctx: Context) -> Section | None:
     trials = [
         t
         for t in ctx.ok
-        if t.param("workers").isdigit() and t.param("distributed", "none") != "none"
+        if t.param("workers").isdigit() and distributes(t.param("distributed", NONE))
     ]
     lab = Labeller(trials)
     if not trials:
@@ -51,7 +52,7 @@ def distributed(ctx: Context) -> Section | None:
         trials,
         lambda t: (
             t.framework,
-            t.param("distributed", "none"),
+            t.param("distributed", NONE),
             t.config_without("workers", "nodes", "distributed"),
         ),
     )
