@@ -73,8 +73,10 @@ def host_points(path: Path, start_s: float, every_s: float = 1.0) -> list[Point]
     the machine's cores), resident memory, and the CPU package energy where RAPL reads it.
 
     Utilization is averaged over each interval between the points kept (at least
-    ``every_s`` apart, and the last sample), not taken from two samples a few milliseconds
-    apart: CPU time advances in clock ticks, so such a pair often reads 0 or far above 100.
+    ``every_s`` apart, and the last sample if at least half that after the point before it,
+    or if there is no point yet), not taken from two samples a few milliseconds apart: CPU
+    time advances in clock ticks, so such a pair often reads 0 or far above 100.  A point
+    is at most 100 (all the machine's cores): over an interval, a tick can read as above.
     """
     cores = os.cpu_count() or 1
     points: dict[str, list[tuple[float, float]]] = {}
@@ -100,8 +102,10 @@ def host_points(path: Path, start_s: float, every_s: float = 1.0) -> list[Point]
     for i, (t, cpu) in enumerate(cpu_rows[1:], start=1):
         assert anchor is not None
         last = i == len(cpu_rows) - 1
-        if t - anchor[0] >= every_s or (last and t > anchor[0]):
-            share = 100.0 * (cpu - anchor[1]) / (t - anchor[0]) / cores
+        tail = last and (t - anchor[0] >= every_s / 2 or (step == 0 and t > anchor[0]))
+        if t - anchor[0] >= every_s or tail:
+            # A tick's worth of jitter can read a little above the machine's cores: capped.
+            share = min(100.0, 100.0 * (cpu - anchor[1]) / (t - anchor[0]) / cores)
             out.append(
                 ("system/cpu_utilization_percentage", share, int((start_s + t) * 1000), step)
             )

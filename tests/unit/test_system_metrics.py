@@ -70,3 +70,10 @@ def test_cpu_utilization_is_averaged_over_each_kept_interval(
     )
     cpu = [v for key, v, _, _ in system_metrics.points([short], 0.0) if "cpu_util" in key]
     assert cpu == [50.0]
+
+    # Both cores busy, CPU time read a tick late at 1 s: capped at 100, not 101.
+    busy = tmp_path / "busy" / "telemetry_host.csv"
+    busy.parent.mkdir()
+    busy.write_text("time_s,epoch,cpu_time_s,rss_mb\n0.0,,0.00,300\n1.0,,2.02,300\n1.2,,2.40,300\n")
+    cpu = [v for key, v, _, _ in system_metrics.points([busy], 0.0) if "cpu_util" in key]
+    assert cpu == [100.0]  # the last sample, 0.2 s after the point at 1 s, is too close
