@@ -90,7 +90,7 @@ def host_pins() -> dict[str, str]:
     return pins
 
 
-def _uv(*args: str) -> subprocess.CompletedProcess[str]:
+def run_uv(*args: str) -> subprocess.CompletedProcess[str]:
     """Run uv's own binary (``python -m uv`` would aim its pip commands at the interpreter
     that started it: bench's own environment), never inside bench's environment."""
     from uv import find_uv_bin
@@ -136,7 +136,7 @@ def _compile(framework: str, version: str, gpu: bool, lock: Path, target: str) -
         args = ["pip", "compile", "--quiet", "--generate-hashes", "--python-version", py]
         if target:
             args += ["--python-platform", target]
-        done = _uv(*args, str(source), "-o", str(lock))
+        done = run_uv(*args, str(source), "-o", str(lock))
         if done.returncode == 0:
             return
         why = done.stderr.strip()
@@ -178,14 +178,14 @@ def ensure(framework: str, version: str, gpu: bool = False, say: bool = True) ->
         venv = env.root / "venv"
         if not env.python.exists():
             base = getattr(sys, "_base_executable", sys.executable)
-            done = _uv("venv", "--quiet", "--python", base, str(venv))
+            done = run_uv("venv", "--quiet", "--python", base, str(venv))
             if done.returncode != 0:
                 raise EnvironmentError_(f"uv venv failed: {done.stderr.strip()[-500:]}")
         for stale in venv.glob(".bench-*"):
             stale.unlink()
         if Path(sys.prefix).resolve() == venv.resolve():
             raise EnvironmentError_(f"refusing to install into bench's own environment {venv}")
-        done = _uv(
+        done = run_uv(
             "pip",
             "sync",
             "--quiet",

@@ -32,7 +32,6 @@ import datetime
 import difflib
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import textwrap
@@ -42,7 +41,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.environments import TRIAL_SIDE  # noqa: E402  (the trial side's packages)
+from bench.environments import TRIAL_SIDE, run_uv  # noqa: E402
 
 PYTHON, PLATFORM = "3.11", "x86_64-manylinux_2_28"
 TORCH, TENSORFLOW, MXNET = "2.13.0", "2.21.0", "1.9.1"
@@ -139,12 +138,6 @@ GRID = (
 )
 
 
-def uv_bin() -> str:
-    from uv import find_uv_bin
-
-    return str(find_uv_bin())
-
-
 def recorded_date() -> str:
     lock = REPO / "requirements.lock"
     found = DATE_LINE.search(lock.read_text()) if lock.exists() else None
@@ -169,7 +162,7 @@ def compile_lock(lock: Lock, date: str, where: Path, host_lock: Path) -> str:
     source = where / (Path(lock.path).name + ".in")
     source.write_text("\n".join(lock.requirements) + "\n")
     out = where / Path(lock.path).name
-    args = [uv_bin(), "pip", "compile", "--quiet", "--no-header", "--exclude-newer", date]
+    args = ["pip", "compile", "--quiet", "--no-header", "--exclude-newer", date]
     args += ["--python-version", PYTHON, "--python-platform", PLATFORM, "-o", str(out)]
     args += ["--no-emit-find-links", "--no-emit-index-url"]
     inputs = [str(source)]
@@ -180,11 +173,7 @@ def compile_lock(lock: Lock, date: str, where: Path, host_lock: Path) -> str:
         args += ["--constraint", str(host_constraints(host_lock, where / "host.txt"))]
     for links in os.environ.get("PIP_FIND_LINKS", "").split() if lock.find_links else []:
         args += ["--find-links", links]
-    env = dict(os.environ)
-    ca = Path("/etc/ssl/certs/ca-certificates.crt")
-    if "SSL_CERT_FILE" not in env and ca.exists():
-        env["SSL_CERT_FILE"] = str(ca)  # uv does not read pip's configuration
-    done = subprocess.run([*args, *inputs], capture_output=True, text=True, env=env, cwd=where)
+    done = run_uv(*args, *inputs)  # bench's uv runner: its binary, the CA bundle
     if done.returncode != 0:
         raise SystemExit(f"locks: {lock.path} does not resolve:\n{done.stderr.strip()}")
     body = out.read_text()

@@ -16,9 +16,9 @@ import sys
 
 from bench.distributed.registry import NONE, distributes
 from bench.parity.check import DEFAULT_TOLERANCE, FRAMEWORKS
-from bench.parity.strategy import ASYNC, ASYNC_TOLERANCE, COVERED, whole_batch
+from bench.parity.strategy import ASYNC, ASYNC_TOLERANCE, CHECKED, whole_batch
 
-STRATEGIES = {**COVERED, **ASYNC}
+STRATEGIES = CHECKED
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -158,6 +158,8 @@ def _setup(strategy: str, workers: int, batch: int) -> str:
 # Asynchronous strategies: each worker's update is applied on its own, computed from weights
 # that may miss the other workers' latest updates (stale), in an arrival order nobody fixes.
 ASYNC = {name: s.parity for name, s in registry.STRATEGIES.items() if s.parity and s.asynchronous}
+# Every strategy a check covers (synchronous first), by the frameworks it runs in.
+CHECKED = {**COVERED, **ASYNC}
 # What the looser check allows: staleness moves the trajectory by a few percent over 20
 # steps of lenet5; a wrong scale of each update (every push averaged over all the workers'
 # batches, or not over its own) moves it by 50% or more.

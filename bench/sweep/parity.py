@@ -83,7 +83,7 @@ def _covered(group: Group, frameworks: list[str]) -> str:
     if "mxnet" in frameworks and group.model not in mxnet_models():
         return f"{group.model} has no MXNet build"
     if distributes(group.distributed):
-        runs_in = {**strategy.COVERED, **strategy.ASYNC}.get(group.distributed)
+        runs_in = strategy.CHECKED.get(group.distributed)
         if runs_in is None or group.nodes > 1:
             return f"{group.distributed} (nodes={group.nodes}) is not covered by the check yet"
         if any(f not in runs_in for f in frameworks):

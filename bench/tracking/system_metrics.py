@@ -97,20 +97,15 @@ def host_points(path: Path, start_s: float, every_s: float = 1.0) -> list[Point]
                 points.setdefault("system/cpu_energy_joules", []).append((t, energy))
     out = _series(points, start_s, every_s)
     cpu_rows.sort()
-    anchor = cpu_rows[0] if cpu_rows else None
-    step = 0
-    for i, (t, cpu) in enumerate(cpu_rows[1:], start=1):
-        assert anchor is not None
-        last = i == len(cpu_rows) - 1
-        tail = last and (t - anchor[0] >= every_s / 2 or (step == 0 and t > anchor[0]))
-        if t - anchor[0] >= every_s or tail:
-            # A tick's worth of jitter can read a little above the machine's cores: capped.
-            share = min(100.0, 100.0 * (cpu - anchor[1]) / (t - anchor[0]) / cores)
-            out.append(
-                ("system/cpu_utilization_percentage", share, int((start_s + t) * 1000), step)
-            )
-            step += 1
-            anchor = (t, cpu)
+    kept = list(_thinned(cpu_rows, every_s))
+    if kept and cpu_rows[-1][0] > kept[-1][0]:
+        gap = cpu_rows[-1][0] - kept[-1][0]
+        if gap >= every_s / 2 or len(kept) == 1:
+            kept.append(cpu_rows[-1])
+    for step, ((t0, c0), (t1, c1)) in enumerate(zip(kept, kept[1:], strict=False)):
+        # A tick's worth of jitter can read a little above the machine's cores: capped.
+        share = min(100.0, 100.0 * (c1 - c0) / (t1 - t0) / cores)
+        out.append(("system/cpu_utilization_percentage", share, int((start_s + t1) * 1000), step))
     return out
 
 

@@ -144,7 +144,7 @@ def test_uv_never_aims_at_benchs_own_environment(monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setenv("VIRTUAL_ENV", sys.prefix)
     monkeypatch.setattr(environments.subprocess, "run", fake_run)
-    environments._uv("pip", "sync", "--python", "/x/venv/bin/python", "lock.txt")
+    environments.run_uv("pip", "sync", "--python", "/x/venv/bin/python", "lock.txt")
     assert Path(seen["args"][0]).name == "uv" and seen["args"][1:3] == ["pip", "sync"]
     assert "VIRTUAL_ENV" not in seen["env"]
     assert not any(k.startswith("UV_INTERNAL") for k in seen["env"])
