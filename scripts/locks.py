@@ -2,14 +2,18 @@
 
     .venv/bin/python scripts/locks.py            # rewrite the locks (same date: same result)
     .venv/bin/python scripts/locks.py --check    # exit 1 naming each stale lock (CI runs it)
-    .venv/bin/python scripts/locks.py --date now # resolve again with today's releases
+    .venv/bin/python scripts/locks.py --date now # move on to the releases of a week ago
 
 The grid is (where: host or image) x framework x variant.  Each lock is resolved by
 ``uv pip compile`` from the version ranges of pyproject.toml (the host) or the packages an
 image installs, plus the framework pins below, for Python 3.11 on Linux x86_64, with only
 the releases published before one date (``--exclude-newer``), which the header of
 requirements.lock records: the same inputs give the same locks on any day, and a stale lock
-is a difference, not a guess.
+is a difference, not a guess.  ``--date now`` picks the day a week before today, not
+today: a package index's mirror can take a day or more to list a release (here a release
+uploaded at 21:44 one evening was missing from the proxy the next day), and a date in that
+window would make a lock that another machine, or the same one tomorrow, resolves
+differently.
 
 - The host locks carry hashes (``pip install --require-hashes``).  The cpu variant takes
   PyTorch's CPU build (``torch==X+cpu``), which PyPI does not have: it comes from the
@@ -55,6 +59,7 @@ MXNET_TESTED = (
     "python-dateutil==2.9.0.post0",
 )
 MXNET_TESTED_NAMES = {pin.split("==")[0] for pin in MXNET_TESTED}
+SETTLE_DAYS = 7  # how far behind today --date now resolves (index mirrors lag)
 DATE_LINE = re.compile(r"^# Resolved with the releases published before (\S+)", re.M)
 
 
@@ -157,6 +162,21 @@ def host_constraints(host_lock: Path, out: Path) -> Path:
     return out
 
 
+def local_wheels(lock: Lock, out: Path) -> Path:
+    """A folder offering only the wheels of the lock's local builds (``torch==X+cpu``) from
+    ``PIP_FIND_LINKS``: a wheel folder may hold other packages too (a newer release of a
+    common dependency, with no upload date for ``--exclude-newer`` to judge), and those
+    must not decide the lock."""
+    out.mkdir(exist_ok=True)
+    local = [pin.split("==") for pin in lock.requirements if "+" in pin.partition("==")[2]]
+    for folder in os.environ.get("PIP_FIND_LINKS", "").split():
+        for name, version in local:
+            for wheel in Path(folder).glob(f"{name.replace('-', '_')}-{version}-*.whl"):
+                if not (out / wheel.name).exists():
+                    (out / wheel.name).symlink_to(wheel.resolve())
+    return out
+
+
 def compile_lock(lock: Lock, date: str, where: Path, host_lock: Path) -> str:
     """The text of ``lock`` as generated now."""
     source = where / (Path(lock.path).name + ".in")
@@ -171,8 +191,8 @@ def compile_lock(lock: Lock, date: str, where: Path, host_lock: Path) -> str:
         args += [f"--extra={extra}" for extra in HOST_EXTRAS] + ["--generate-hashes"]
     if lock.under_host:
         args += ["--constraint", str(host_constraints(host_lock, where / "host.txt"))]
-    for links in os.environ.get("PIP_FIND_LINKS", "").split() if lock.find_links else []:
-        args += ["--find-links", links]
+    if lock.find_links:
+        args += ["--find-links", str(local_wheels(lock, where / "wheels"))]
     done = run_uv(*args, *inputs)  # bench's uv runner: its binary, the CA bundle
     if done.returncode != 0:
         raise SystemExit(f"locks: {lock.path} does not resolve:\n{done.stderr.strip()}")
@@ -219,11 +239,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/locks.py", description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if a lock is stale")
     parser.add_argument(
-        "--date", default="", help="resolve with releases before this date (now: today)"
+        "--date",
+        default="",
+        help="resolve with releases before this date (now: a week before today)",
     )
     args = parser.parse_args(argv)
     if args.date == "now":
-        date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT00:00:00Z")
+        settled = datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=SETTLE_DAYS)
+        date = settled.strftime("%Y-%m-%dT00:00:00Z")
     elif args.date:
         date = args.date if "T" in args.date else f"{args.date}T00:00:00Z"
     else:
