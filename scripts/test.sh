@@ -23,5 +23,7 @@ export BENCH_HOROVOD_BUILD=$build
 .venv/bin/lint-imports --no-cache  # the import contracts in pyproject.toml
 .venv/bin/python scripts/locks.py --check  # the locks are what pyproject.toml and the grid give
 bash scripts/docs.sh  # docs/: mkdocs --strict, no broken link or anchor
-.venv/bin/python -m pytest "$@"
+# Two pytest-xdist workers; tests that share the Docker engine's images, the Slurm cluster,
+# the version environments or the Horovod build keep to one worker (tests/conftest.py).
+.venv/bin/python -m pytest -n 2 --dist loadgroup "$@"
 if [ -f "$build/rc" ]; then cat "$build/log" >&2; fi

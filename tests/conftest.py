@@ -114,10 +114,28 @@ def bench(tmp_path: Path) -> Bench:
     return Bench(tmp_path)
 
 
+# Tests that share one outside resource run one after another in one pytest-xdist worker
+# (``--dist loadgroup``); every other test may run beside any of them.  Each e2e test
+# scopes what it checks (processes, containers, runs) to its own folder, so two at once
+# do not see each other's trials.
+SHARED = {
+    "test_docker.py": "docker",  # builds bench's images, then runs containers of them
+    "test_slurm.py": "slurm",  # the one-node cluster: two sweeps would queue on it
+    "test_version_sweeps.py": "versions",  # builds framework versions' environments
+}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Horovod's tests run last: scripts/test.sh builds Horovod in the background while the
-    rest of the suite runs (the build is ~13 minutes of compiling)."""
+    rest of the suite runs (the build is ~13 minutes of compiling); they also share one
+    worker (but for one that needs a resource above), so that one worker waits for it."""
     items.sort(key=lambda item: item.get_closest_marker("horovod") is not None)
+    for item in items:
+        group = SHARED.get(item.path.name)  # a Horovod test on Slurm stays with Slurm's
+        if group is None and item.get_closest_marker("horovod") is not None:
+            group = "horovod"
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
