@@ -25,9 +25,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from bench import paths
 from bench.config import BenchConfig
+from bench.strategy_configs import STRATEGY_CONFIGS
 from bench.sweep.jobs import BenchExit
 
-ConfigStore.instance().store(name="bench_schema", node=BenchConfig)
+_STORE = ConfigStore.instance()
+_STORE.store(name="bench_schema", node=BenchConfig)
+for _name, _strategy in STRATEGY_CONFIGS.items():  # the group `distributed`: typed options
+    _STORE.store(group="distributed", name=_name, node=_strategy)
 
 
 def _job_minutes(timeout_s: float) -> int:

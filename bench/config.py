@@ -3,8 +3,8 @@
 Hydra composes the YAML in ``conf/`` on top of :class:`BenchConfig`, so an unknown key or a
 wrongly typed value is refused at composition.  :func:`check` then checks what types cannot
 (ranges, choices) and names the field of every problem; :func:`bench.preflight.validate`
-adds each family's rules and the machine probes.  This module imports nothing of bench:
-everything else builds on it.
+adds each family's rules and the machine probes.  This module imports nothing of bench but
+the strategies' typed configs (:mod:`bench.strategy_configs`): everything else builds on it.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from bench.strategy_configs import STRATEGY_CHOICES, STRATEGY_CONFIGS, DistributedConfig
+
 FRAMEWORKS = ("torch", "tf", "mxnet")
 MODES = ("train", "infer")
 DEVICES = ("auto", "cpu", "cuda")
@@ -24,10 +26,6 @@ DOCKER_VARIANTS = ("auto", "cpu", "cuda")
 DATASETS = ("synthetic", "digits", "cifar10", "cifar100")
 PRECISIONS = ("fp32", "fp16", "bf16")
 OPTIMIZERS = ("sgd", "adam")
-# Data-parallel strategies (bench/distributed/).  MXNet's kvstore: dist_sync / dist_async
-# with a scheduler, ``ps`` servers and ``workers`` worker processes, or one process
-# reducing over ``workers`` devices.
-KVSTORE_DIST = ("kvstore_sync", "kvstore_async")
 
 
 # steps_per_epoch=-1: as many steps as make each timed window last min_window_s.
@@ -134,6 +132,19 @@ class TelemetryConfig:
     interval_s: float = 0.1
 
 
+def distributed_config(value: str | dict[str, Any]) -> DistributedConfig:
+    """The typed config of a strategy from its serialized form: a dict (``to_dict``), or a
+    bare name (the config.json of runs logged before ``distributed`` was a group).  An
+    unknown name keeps its name, for :func:`bench.distributed.registry.check` to refuse."""
+    data = {"name": value} if isinstance(value, str) else dict(value)
+    cls = STRATEGY_CONFIGS.get(str(data.get("name")), DistributedConfig)
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError([f"distributed.{unknown[0]}: unknown field for {cls.__name__}"])
+    return cls(**data)
+
+
 @dataclass
 class BenchConfig:
     framework: FrameworkConfig = field(default_factory=FrameworkConfig)
@@ -193,11 +204,12 @@ class BenchConfig:
     # The size of a study preset (conf/experiment/seed*.yaml): paper | machine | smoke; set
     # by the preset's ``scale`` group, "" elsewhere.  Its settings are the run's params.
     scale: str = ""
-    # Distributed training (bench.distributed): the strategy, worker processes (or devices)
-    # per node, nodes, and parameter servers (ps_async).  batch_size is per worker, so a step
-    # of the whole job trains workers x nodes x batch_size samples; ``threads`` is the CPU
-    # thread budget of a node, divided among its workers.
-    distributed: str = "none"
+    # Distributed training (bench.distributed): the strategy (a config group, with its own
+    # settings), worker processes (or devices) per node, nodes, and parameter servers
+    # (ps_async, kvstore_sync/async).  batch_size is per worker, so a step of the whole job
+    # trains workers x nodes x batch_size samples; ``threads`` is the CPU thread budget of a
+    # node, divided among its workers.
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
     workers: int = 1
     nodes: int = 1
     ps: int = 0
@@ -239,7 +251,7 @@ def resolved_threads(cfg: BenchConfig) -> int:
 def samples_per_step(cfg: BenchConfig) -> int:
     """Samples one step of one process trains on: ``batch_size`` per device, and
     kvstore_device steps ``workers`` devices at once."""
-    return cfg.batch_size * (cfg.workers if cfg.distributed == "kvstore_device" else 1)
+    return cfg.batch_size * (cfg.workers if cfg.distributed.per_device else 1)
 
 
 def choice(problems: list[str], name: str, value: str, allowed: tuple[str, ...]) -> None:
@@ -305,6 +317,9 @@ def check(cfg: BenchConfig) -> list[str]:
         problems.append(f"optimizer.lr: must be > 0, got {cfg.optimizer.lr:g}")
     if cfg.timeout_s <= 0:
         problems.append(f"timeout_s: must be > 0 seconds, got {cfg.timeout_s:g}")
+    for key, value in cfg.distributed.settings().items():
+        if key in STRATEGY_CHOICES:
+            choice(problems, f"distributed.{key}", value, STRATEGY_CHOICES[key])
     _check_telemetry(problems, cfg.telemetry)
     if not cfg.tracking.experiment.strip():
         problems.append("tracking.experiment: must be a non-empty name")
@@ -340,7 +355,9 @@ def from_dict(cls: type[T], data: dict[str, Any]) -> T:
         if key not in hints:
             raise ConfigError([f"{key}: unknown field for {cls.__name__}"])
         default = hints[key].default_factory
-        if isinstance(value, dict) and default is not dataclasses.MISSING:
+        if default is DistributedConfig:
+            kwargs[key] = distributed_config(value)
+        elif isinstance(value, dict) and default is not dataclasses.MISSING:
             kwargs[key] = from_dict(type(default()), value)
         else:
             kwargs[key] = value
@@ -348,10 +365,15 @@ def from_dict(cls: type[T], data: dict[str, Any]) -> T:
 
 
 def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Dotted keys of a nested config.  The strategy flattens to ``distributed`` (its name,
+    the param runs have always had) and ``distributed.<setting>``."""
     out: dict[str, Any] = {}
     for key, value in data.items():
         name = f"{prefix}{key}"
-        if isinstance(value, dict):
+        if name == "distributed" and isinstance(value, dict):
+            out[name] = value.get("name")
+            out.update({f"{name}.{k}": v for k, v in value.items() if k != "name"})
+        elif isinstance(value, dict):
             out.update(flatten(value, f"{name}."))
         else:
             out[name] = value
@@ -372,10 +394,14 @@ def measured(flat: dict[str, Any]) -> dict[str, Any]:
     hence the comparison as text)."""
     auto = str(flat.get("steps_per_epoch")) == str(AUTO)
     pinned = not str(flat.get("framework.version") or "")
+    defaults = STRATEGY_CONFIGS.get(str(flat.get("distributed")), DistributedConfig)()
+    default_settings = {f"distributed.{k}": str(v) for k, v in defaults.settings().items()}
     return {
         k: v
         for k, v in flat.items()
-        if _decides(k, auto) and not (pinned and k == "framework.version")
+        if _decides(k, auto)
+        and not (pinned and k == "framework.version")
+        and not default_settings.get(k, object()) == str(v)  # as a run without the setting
     }
 
 
@@ -385,5 +411,11 @@ def config_hash(cfg: BenchConfig) -> str:
     data = {k: v for k, v in to_dict(cfg).items() if _decides(k, auto)}
     if not cfg.framework.version:  # the pinned version: hashes as before versions existed
         data["framework"] = {k: v for k, v in data["framework"].items() if k != "version"}
+    # The strategy hashes as its name, as before it had settings, with only the settings
+    # that differ from that strategy's defaults beside it.
+    strategy = cfg.distributed
+    defaults = type(strategy)().settings()
+    changed = {k: v for k, v in strategy.settings().items() if v != defaults.get(k)}
+    data["distributed"] = {"name": strategy.name, **changed} if changed else strategy.name
     blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -114,12 +114,12 @@ def _check_version(problems: list[str], cfg: BenchConfig) -> None:
         )
     from bench.distributed import registry
 
-    strategy = registry.info(cfg.distributed)
+    strategy = registry.info(cfg.distributed.name)
     if strategy is not None and strategy.pinned_version_only:
         problems.append(
-            f"{field}: distributed={cfg.distributed} ({strategy.what}) is built for the pinned "
-            f"{cfg.framework.name} ({versions.pinned(cfg.framework.name)}) and runs only that "
-            "version"
+            f"{field}: distributed={cfg.distributed.name} ({strategy.what}) is built for the "
+            f"pinned {cfg.framework.name} ({versions.pinned(cfg.framework.name)}) and runs only "
+            "that version"
         )
     from bench.images import image_variant
 

@@ -24,7 +24,7 @@ def execute(
     cfg: BenchConfig, on_epoch: EpochCallback | None = None, workdir: Path | None = None
 ) -> TrialResult:
     """Run the trial ``cfg`` describes; never raises for a failing trial."""
-    runner = STRATEGIES[cfg.distributed].runner
+    runner = STRATEGIES[cfg.distributed.name].runner
     if runner == "kvstore":  # MXNet's scheduler, servers and workers
         from bench.distributed import kvstore
 

@@ -125,15 +125,13 @@ SHARED = {
 }
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's worker reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Horovod's tests run last: scripts/test.sh builds Horovod in the background while the
-    rest of the suite runs (the build is ~13 minutes of compiling); they also share one
-    worker (but for one that needs a resource above), so that one worker waits for it."""
+    rest of the suite runs (the build is ~13 minutes of compiling on a cold cache)."""
     items.sort(key=lambda item: item.get_closest_marker("horovod") is not None)
     for item in items:
-        group = SHARED.get(item.path.name)  # a Horovod test on Slurm stays with Slurm's
-        if group is None and item.get_closest_marker("horovod") is not None:
-            group = "horovod"
+        group = SHARED.get(item.path.name)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
 

@@ -138,12 +138,12 @@ def tf_checks(cfg: BenchConfig) -> list[str]:
     problems = []
     if cfg.model.name in MODELS and MODELS[cfg.model.name].task != "image":
         problems.append(
-            f"model: distributed={cfg.distributed} trains image models in this version; "
+            f"model: distributed={cfg.distributed.name} trains image models in this version; "
             f"{cfg.model.name} is a sequence model"
         )
     if cfg.precision == "fp16":
         problems.append(
-            f"precision: fp16 loss scaling is not wired into distributed={cfg.distributed}; "
+            f"precision: fp16 loss scaling is not wired into distributed={cfg.distributed.name}; "
             "use fp32 or bf16"
         )
     return problems

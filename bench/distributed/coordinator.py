@@ -61,7 +61,7 @@ def run(cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path | None) 
 def _run(cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path) -> TrialResult:
     result = TrialResult(ERROR, cfg.framework.name, cfg.model.name, cfg.mode)
     result.marks["trial_start"] = time.time()
-    strategy = load(cfg.distributed)
+    strategy = load(cfg.distributed.name)
     write_config(workdir / CONFIG, to_dict(cfg))
     if cfg.nodes > 1:
         problem = nodes.allocation_problem(cfg)
@@ -199,7 +199,7 @@ def _assemble(
         result.environment.update(first.environment)
         result.phases.update(first.phases)
         result.marks.update({k: v for k, v in first.marks.items() if k != "trial_start"})
-    result.environment["distributed"] = cfg.distributed
+    result.environment["distributed"] = cfg.distributed.name
     result.environment["dist_processes"] = str(len(outcome.codes))
     if outcome.ok and all(g is not None and g.status == OK for g in got):
         results = [g for g in got if g is not None]
@@ -218,7 +218,7 @@ def _assemble(
         result.status = DIST_FAILURE
     named = [f"worker {i} (rank{i}): {s}" for i, s in enumerate(states)]
     result.error = (
-        f"distributed={cfg.distributed}: {outcome.failed or 'a rank failed'}; "
+        f"distributed={cfg.distributed.name}: {outcome.failed or 'a rank failed'}; "
         f"every worker stopped within {deadline_s(cfg):g} s of its start\n"
         + "\n".join(named)
         + "\n\n"

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from bench.config import BenchConfig
 from bench.distributed import common
 from bench.distributed.base import Proc, Rank
+from bench.strategy_configs import DDPConfig
 
 if TYPE_CHECKING:
     from bench.distributed.base import Cluster
@@ -42,6 +43,8 @@ class DDP:
                 f"workers: ddp on GPUs runs one worker per GPU; {gpus} visible, "
                 f"got workers={cfg.workers}"
             ]
+        if backend_of(cfg, gpu) == "nccl" and not gpu:
+            return ["distributed.backend: nccl needs CUDA devices; use gloo (or auto) on the CPU"]
         return []
 
     def processes(self, cfg: BenchConfig, workdir: Path) -> list[Proc]:
@@ -73,16 +76,23 @@ class DDP:
         gpu = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
         local = int(os.environ.get("LOCAL_RANK", "0"))
         torch_common.cuda_device(gpu, local)
-        dist.init_process_group(
-            "nccl" if gpu else "gloo", timeout=timedelta(seconds=collective_timeout_s(cfg))
-        )
+        backend = backend_of(cfg, gpu)
+        dist.init_process_group(backend, timeout=timedelta(seconds=collective_timeout_s(cfg)))
         session = adapter.prepare(cfg, common.shard(data, rank.index, rank.world))
         alone = torch_common.local_step(session)
         ddp = torch.nn.parallel.DistributedDataParallel(
             session.model, device_ids=[local] if gpu else None
         )
         session.forward = ddp
-        return _Session(session, ddp, alone, "nccl" if gpu else "gloo")
+        return _Session(session, ddp, alone, backend)
+
+
+def backend_of(cfg: BenchConfig, gpu: bool) -> str:
+    """The process group's backend: ``distributed.backend``, where auto is nccl on GPUs and
+    gloo on the CPU."""
+    assert isinstance(cfg.distributed, DDPConfig)
+    chosen = cfg.distributed.backend
+    return ("nccl" if gpu else "gloo") if chosen == "auto" else chosen
 
 
 class _Session(common.Wrapped):

@@ -144,7 +144,7 @@ def merge(cfg: BenchConfig, results: list[TrialResult | None], problem: str) -> 
         merged.files = [f"{ROOT}/worker0/{name}" for name in first.files]
     merged.environment.pop("kvstore_rank", None)
     merged.environment.update(
-        kvstore=KVSTORE[cfg.distributed],
+        kvstore=cfg.distributed.kvstore,
         kvstore_servers=str(cfg.ps),
         kvstore_workers=str(cfg.workers),
         # The rank the scheduler gave each worker process (worker{i} is the i-th started).
@@ -184,9 +184,6 @@ def merge(cfg: BenchConfig, results: list[TrialResult | None], problem: str) -> 
     for i, rate in enumerate(rates):
         merged.summary[f"worker{i}_trial_samples_per_s"] = rate
     return merged
-
-
-KVSTORE = {"kvstore_sync": "dist_sync", "kvstore_async": "dist_async"}
 
 
 def run(cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path | None) -> TrialResult:

@@ -14,6 +14,7 @@ from typing import Any
 from bench.config import BenchConfig
 from bench.distributed.base import OneProcess, Rank
 from bench.distributed.common import tf_checks
+from bench.strategy_configs import MirroredConfig
 
 
 class Mirrored(OneProcess):
@@ -26,6 +27,12 @@ class Mirrored(OneProcess):
             problems.append(
                 f"workers: mirrored on GPUs puts one replica on each GPU; {gpus} visible, "
                 f"got workers={cfg.workers}"
+            )
+        assert isinstance(cfg.distributed, MirroredConfig)
+        if cfg.distributed.all_reduce in ("nccl", "hierarchical_copy") and not gpu:
+            problems.append(
+                f"distributed.all_reduce: {cfg.distributed.all_reduce} sums over GPUs; on the "
+                "CPU use one_device (or auto)"
             )
         return problems
 
@@ -48,10 +55,24 @@ class Mirrored(OneProcess):
                 cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(workers)]
             )
             devices = [f"/cpu:{i}" for i in range(workers)]
-        strategy = tf.distribute.MirroredStrategy(
-            devices, cross_device_ops=None if gpu else tf.distribute.ReductionToOneDevice()
-        )
+        strategy = tf.distribute.MirroredStrategy(devices, cross_device_ops=_all_reduce(cfg, gpu))
         return StrategySession(strategy, cfg, data, per_replica, 0, 1, gpu)
+
+
+def _all_reduce(cfg: BenchConfig, gpu: bool) -> Any:
+    """The ``cross_device_ops`` of ``distributed.all_reduce``: auto is TensorFlow's own
+    choice on GPUs (NCCL where it can) and one device on the CPU."""
+    import tensorflow as tf
+
+    assert isinstance(cfg.distributed, MirroredConfig)
+    chosen = cfg.distributed.all_reduce
+    if chosen == "auto":
+        return None if gpu else tf.distribute.ReductionToOneDevice()
+    return {
+        "nccl": tf.distribute.NcclAllReduce,
+        "hierarchical_copy": tf.distribute.HierarchicalCopyAllReduce,
+        "one_device": tf.distribute.ReductionToOneDevice,
+    }[chosen]()
 
 
 STRATEGY = Mirrored()

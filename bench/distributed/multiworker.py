@@ -16,6 +16,7 @@ from bench.config import BenchConfig
 from bench.distributed.base import ENV_RANK, Proc, Rank, env_rank, local_rank, node_ranks, per_rank
 from bench.distributed.common import tf_config
 from bench.runtime.processes import free_port
+from bench.strategy_configs import MultiWorkerConfig
 
 if TYPE_CHECKING:
     from bench.distributed.base import Cluster
@@ -33,6 +34,11 @@ class MultiWorker:
             problems.append(
                 f"workers: multiworker on GPUs runs one worker per GPU; {gpus} visible, "
                 f"got workers={cfg.workers}"
+            )
+        assert isinstance(cfg.distributed, MultiWorkerConfig)
+        if cfg.distributed.communication == "nccl" and not gpu:
+            problems.append(
+                "distributed.communication: nccl needs CUDA devices; use ring (or auto) on the CPU"
             )
         return problems
 
@@ -68,13 +74,25 @@ class MultiWorker:
         gpu = bool(gpus) and cfg.device != "cpu"
         if gpu:
             tf.config.set_visible_devices(gpus[local_rank(rank)], "GPU")
-        impl = tf.distribute.experimental.CommunicationImplementation
         options = tf.distribute.experimental.CommunicationOptions(
-            implementation=impl.NCCL if gpu else impl.RING,
+            implementation=_communication(cfg, gpu),
             timeout_seconds=collective_timeout_s(cfg),
         )
         strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
         return WorkerSession(strategy, cfg, data, cfg.batch_size, rank.index, rank.world, gpu)
+
+
+def _communication(cfg: BenchConfig, gpu: bool) -> Any:
+    """The collectives' implementation of ``distributed.communication``: auto is NCCL on GPUs
+    and ring on the CPU."""
+    import tensorflow as tf
+
+    assert isinstance(cfg.distributed, MultiWorkerConfig)
+    chosen = cfg.distributed.communication
+    if chosen == "auto":
+        chosen = "nccl" if gpu else "ring"
+    impl = tf.distribute.experimental.CommunicationImplementation
+    return impl.NCCL if chosen == "nccl" else impl.RING
 
 
 STRATEGY = MultiWorker()

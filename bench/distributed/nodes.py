@@ -173,7 +173,7 @@ def _agent(workdir: Path) -> int:
     cfg = from_dict(BenchConfig, json.loads((workdir / CONFIG).read_text()))
     index = int(os.environ["SLURM_NODEID"])
     name = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
-    strategy = load(cfg.distributed)
+    strategy = load(cfg.distributed.name)
     node = Node(name, node_address(name), reserve_ports(strategy.ports_per_node(cfg, index)))
     publish(workdir, index, node)
     cluster = gather(workdir, cfg.nodes, collective_timeout_s(cfg))

@@ -45,7 +45,7 @@ def main(workdir: Path) -> int:
     from bench.trial import run_trial  # after the parent check: imports take a while
 
     cfg = read_config(workdir / CONFIG)
-    strategy = load(cfg.distributed)
+    strategy = load(cfg.distributed.name)
     me = strategy.rank(cfg)
     mine = me.workdir(workdir)
     mine.mkdir(exist_ok=True)

@@ -8,6 +8,7 @@ import importlib
 from dataclasses import dataclass
 
 from bench.config import BenchConfig
+from bench.strategy_configs import DistributedConfig
 
 
 @dataclass(frozen=True)
@@ -23,8 +24,6 @@ class StrategyInfo:
     gpu_only: tuple[str, ...] = ()
     # Every worker (stage) sees the whole batch: the model is split, not the data.
     whole_batch: bool = False
-    # The workers are devices of one process (their batches add up in one step).
-    per_device: bool = False
     # Each worker's update is applied on its own, from possibly stale weights.
     asynchronous: bool = False
     # Frameworks in which the training parity check runs it on the CPU (bench.parity).
@@ -96,7 +95,6 @@ STRATEGIES: dict[str, StrategyInfo] = {
         "",
         "MXNet kvstore device: one process reducing over devices",
         "local",
-        per_device=True,
         parity=("mxnet",),
     ),
 }
@@ -118,7 +116,7 @@ MULTI_NODE = ("ddp", "multiworker", "ps_async", "horovod")
 
 def launches_processes(cfg: BenchConfig) -> bool:
     """Whether ``cfg``'s strategy runs its workers as processes of their own."""
-    info = STRATEGIES.get(cfg.distributed)
+    info = STRATEGIES.get(cfg.distributed.name)
     return info is not None and info.runner != "local"
 
 
@@ -127,7 +125,7 @@ def resolve(cfg: BenchConfig) -> BenchConfig:
     needs parameter servers means one per node.  Applied when a job is composed, so the
     number used is what is validated, logged and hashed (``ps=0`` and ``ps=1`` on one node
     are one configuration)."""
-    if cfg.distributed in PS_STRATEGIES and cfg.ps == 0:
+    if cfg.distributed.name in PS_STRATEGIES and cfg.ps == 0:
         return dataclasses.replace(cfg, ps=max(1, cfg.nodes))
     return cfg
 
@@ -151,7 +149,7 @@ def check(cfg: BenchConfig) -> list[str]:
     """Problems with distributed/workers/nodes/ps, each naming its field; before any
     process starts (a mode that needs hardware the machine lacks is refused here)."""
     problems: list[str] = []
-    name = cfg.distributed
+    name = cfg.distributed.name
     if name not in STRATEGIES:
         return [f"distributed: {name!r} is not allowed; choose one of {', '.join(STRATEGIES)}"]
     for field, low in (("workers", 1), ("nodes", 1), ("ps", 0)):
@@ -217,7 +215,7 @@ def scaling_divisor(cfg: BenchConfig) -> int:
     """What a trial's throughput is divided by, with the single-worker throughput, to give
     its scaling efficiency: the worker count for data parallelism; 1 for model_parallel,
     whose stages all see every sample (1.0: the split costs nothing)."""
-    return 1 if cfg.distributed == "model_parallel" else cfg.workers * cfg.nodes
+    return 1 if cfg.distributed.name == "model_parallel" else cfg.workers * cfg.nodes
 
 
 def scaling_baselines(cfg: BenchConfig) -> list[BenchConfig]:
@@ -228,7 +226,7 @@ def scaling_baselines(cfg: BenchConfig) -> list[BenchConfig]:
     if cfg.workers * cfg.nodes == 1:
         return []
     same = dataclasses.replace(cfg, workers=1, nodes=1)
-    plain = dataclasses.replace(cfg, distributed="none", workers=1, nodes=1, ps=0)
+    plain = dataclasses.replace(cfg, distributed=DistributedConfig(), workers=1, nodes=1, ps=0)
     return [same, plain]
 
 

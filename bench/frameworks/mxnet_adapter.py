@@ -43,15 +43,20 @@ import numpy as np
 from mxnet import autograd, gluon
 
 from bench import models
-from bench.config import KVSTORE_DIST, BenchConfig
+from bench.config import BenchConfig
 from bench.data import HostBatches, LabelledData, SequenceBatches
 from bench.models import common
 
 # One batch per context: (inputs, labels), each a list with an NDArray per context.
 Batch = tuple[list[mx.nd.NDArray], list[mx.nd.NDArray]]
-KVSTORE_TYPES = {"kvstore_sync": "dist_sync", "kvstore_async": "dist_async"}
 # Split steps measured after each timed window of a kvstore trial (time_comm_ms, ...).
 PROBE_STEPS = 2
+
+
+def _dist(cfg: BenchConfig) -> bool:
+    """Whether the trial trains through a distributed kvstore (scheduler, servers, workers):
+    MXNet's own ``dist_*`` types."""
+    return cfg.distributed.kvstore.startswith("dist_")
 
 
 def _gpu_count() -> int:
@@ -63,7 +68,7 @@ def _gpu_count() -> int:
 
 def contexts(cfg: BenchConfig) -> list[mx.Context]:
     """The devices this process trains on: one, or ``workers`` with kvstore_device."""
-    count = cfg.workers if cfg.distributed == "kvstore_device" else 1
+    count = cfg.workers if cfg.distributed.per_device else 1
     gpus = _gpu_count()
     if cfg.device == "cuda" and gpus == 0:
         raise RuntimeError("device: 'cuda' was requested but MXNet sees no GPU")
@@ -71,7 +76,7 @@ def contexts(cfg: BenchConfig) -> list[mx.Context]:
         return [mx.cpu(i) for i in range(count)]
     if count > gpus:
         raise RuntimeError(f"workers: kvstore_device with {count} workers needs {count} GPUs")
-    if cfg.distributed in KVSTORE_DIST:  # one GPU per worker process, by local rank
+    if _dist(cfg):  # one GPU per worker process, by local rank
         local = int(os.environ.get("BENCH_LOCAL_RANK", "0"))
         return [mx.gpu(local % gpus)]
     return [mx.gpu(i) for i in range(count)]
@@ -186,13 +191,13 @@ class MXNetSession:
         self._losses: list[mx.nd.NDArray] = []
         self.kvstore: Any = None
         self.rank, self.num_workers = 0, 1
-        if cfg.distributed in KVSTORE_DIST:
-            self.kvstore = mx.kv.create(KVSTORE_TYPES[cfg.distributed])
+        if _dist(cfg):
+            self.kvstore = mx.kv.create(cfg.distributed.kvstore)
             self.rank, self.num_workers = self.kvstore.rank, self.kvstore.num_workers
         # Samples whose gradients one optimizer update averages: every device's batch, and
         # in dist_sync every worker's (the servers sum the workers' pushes).
         self.update_batch = cfg.batch_size * len(self.ctxs)
-        if cfg.distributed == "kvstore_sync":
+        if cfg.distributed.kvstore == "dist_sync":
             self.update_batch *= self.num_workers
         self.trainer: gluon.Trainer | None = None
         if self.training:

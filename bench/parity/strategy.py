@@ -19,6 +19,7 @@ from bench.distributed import registry
 from bench.frameworks.weights import Tensor
 from bench.parity import side as sides
 from bench.parity.check import DEFAULT_TOLERANCE, Outcome, compare, horizon, norm
+from bench.strategy_configs import STRATEGY_CONFIGS, DistributedConfig
 
 # Synchronous strategies the check runs through a real trial on the CPU, by framework
 # (dp and torch's model_parallel need GPUs): the registry's ``parity`` frameworks.
@@ -146,8 +147,8 @@ def _setup(strategy: str, workers: int, batch: int) -> str:
             f"{strategy}: the model split into {workers} stages at batch {batch}, run as a real "
             f"trial (python -m bench), against the unsplit model at batch {batch}"
         )
-    found = registry.info(strategy)
-    what = "devices of one process" if found and found.per_device else "workers"
+    per_device = STRATEGY_CONFIGS.get(strategy, DistributedConfig).per_device
+    what = "devices of one process" if per_device else "workers"
     return (
         f"{strategy} at {workers} {what} x batch {batch // workers}, run as a real trial "
         f"(python -m bench), against the undistributed session at batch {batch}; per step, "

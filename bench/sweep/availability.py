@@ -26,7 +26,7 @@ def not_here(cfg: BenchConfig, slurm: bool = False) -> str:
     from bench import device_preflight
     from bench.distributed.registry import STRATEGIES
 
-    info = STRATEGIES.get(cfg.distributed)
+    info = STRATEGIES.get(cfg.distributed.name)
     gpu_only = info is not None and cfg.framework.name in info.gpu_only
     if cfg.device == "cuda" or gpu_only:
         seen = device_preflight.seen(cfg)
@@ -35,7 +35,7 @@ def not_here(cfg: BenchConfig, slurm: bool = False) -> str:
         if gpu_only and (cfg.device == "cpu" or seen.gpus < 2):
             where = "device=cpu" if cfg.device == "cpu" else f"{seen.gpus} seen: {seen.detail}"
             return (
-                f"needs a GPU; {cfg.framework.name}'s distributed={cfg.distributed} runs on "
+                f"needs a GPU; {cfg.framework.name}'s distributed={cfg.distributed.name} runs on "
                 f"2 CUDA devices ({where})"
             )
     return ""

@@ -223,7 +223,11 @@ def _unknown_keys(node: Any, schema: type, prefix: str = "") -> list[str]:
         child = node[key]
         sub = known[key].default_factory
         if isinstance(child, DictConfig) and sub is not dataclasses.MISSING:
-            problems += _unknown_keys(child, type(sub()), f"{name}.")
+            typed = OmegaConf.get_type(child)  # a group's option may be a subclass (a strategy)
+            schema_of = (
+                typed if isinstance(typed, type) and dataclasses.is_dataclass(typed) else None
+            )
+            problems += _unknown_keys(child, schema_of or type(sub()), f"{name}.")
     return problems
 
 

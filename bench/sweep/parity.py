@@ -65,11 +65,11 @@ class Group:
 def group_of(cfg: BenchConfig) -> Group:
     o = cfg.optimizer
     # every worker sees the whole batch
-    shared = not distributes(cfg.distributed) or strategy.whole_batch(cfg.distributed)
+    shared = not distributes(cfg.distributed.name) or strategy.whole_batch(cfg.distributed.name)
     per_step = cfg.batch_size * (1 if shared else cfg.workers * cfg.nodes)
     return Group(
         cfg.model.name, o.name, o.lr, o.momentum, o.weight_decay, per_step, cfg.image_size,
-        cfg.num_classes, cfg.seed, cfg.distributed, cfg.workers, cfg.nodes,
+        cfg.num_classes, cfg.seed, cfg.distributed.name, cfg.workers, cfg.nodes,
     )  # fmt: skip
 
 

@@ -100,7 +100,9 @@ def test_seed003_matrix_is_the_studys(tmp_path: Path) -> None:
     """Table III's six workloads by Table I's five systems; at paper scale, on one machine
     outside an allocation, every cell needs 3 nodes and is listed, none is refused."""
     kept, skipped = _check("seed003_distributed_cpu", "machine", tmp_path)
-    cells = {(c.framework.name, c.distributed, c.model.name, c.num_classes) for _, _, c in kept}
+    cells = {
+        (c.framework.name, c.distributed.name, c.model.name, c.num_classes) for _, _, c in kept
+    }
     assert len(cells) == len(kept) == 6 * 5 and not skipped
     systems = {(fw, d) for fw, d, _, _ in cells}
     assert systems == {

@@ -1,4 +1,4 @@
-"""Sweeps started together on one store: 4 sweeps of 10 tiny trials each (in-process
+"""Sweeps started together on one store: 4 sweeps of 6 tiny trials each (in-process
 trials, so the load is the store's), on a new sqlite store and on an MLflow server on
 127.0.0.1.  Every run is recorded once: none lost, none duplicated, no parent left open."""
 
@@ -15,7 +15,7 @@ from tests.e2e.test_tracking_server import start_server, stop_server
 
 pytestmark = pytest.mark.e2e
 
-SWEEPS, TRIALS = 4, 10
+SWEEPS, TRIALS = 4, 6
 
 
 def sweep_together(bench: Bench, uri: str) -> list[Any]:

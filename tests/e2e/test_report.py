@@ -42,14 +42,14 @@ def mean_in(cell: str) -> tuple[float, int]:
 
 
 def check_against_runs(markdown: str, runs: list, repeats: int) -> None:  # noqa: ANN001
-    """The report's figures for resnet50 training are those of the MLflow runs."""
+    """The report's figures for lenet5 training are those of the MLflow runs."""
     per_sample: dict[str, list[float]] = {"torch": [], "tf": []}
     for run in runs:
         rate = run.data.metrics["trial_samples_per_s"]
         per_sample[run.data.tags["bench.framework"]].append(1000 / rate)
     assert [len(v) for v in per_sample.values()] == [repeats, repeats]
     (row,) = md_table(markdown, "Relative training time, tf vs torch")
-    assert row[0].startswith("resnet50 · batch 4 · 32 px · cpu")
+    assert row[0].startswith("lenet5 · batch 4 · 32 px · cpu")
     for column, framework in ((1, "torch"), (2, "tf")):
         mean, n = mean_in(row[column])
         assert n == repeats
@@ -80,12 +80,12 @@ def check_against_runs(markdown: str, runs: list, repeats: int) -> None:  # noqa
 
 def test_a_repeated_sweep_reports_the_numbers_of_its_runs(bench, tmp_path: Path) -> None:  # noqa: ANN001
     claims = (
-        "claims=[{claim: torch trains resnet50 faster than tf, kind: comparison, "
+        "claims=[{claim: torch trains lenet5 faster than tf, kind: comparison, "
         "faster: torch, slower: tf}, {claim: power stays flat, kind: independence, "
         "metric: power_w, against: batch_size, margin_pct: 10}]"
     )
     first = bench.run(
-        "-m", "framework=tf,torch", "model=resnet50", "repeats=3", "report=true", claims, *TINY
+        "-m", "framework=tf,torch", "model=lenet5", "repeats=3", "report=true", claims, *TINY
     )
     assert first.returncode == 0, first.output
     children = bench.children()
@@ -109,11 +109,11 @@ def test_a_repeated_sweep_reports_the_numbers_of_its_runs(bench, tmp_path: Path)
     # The sweep's claims come first, each with a verdict: 3 runs a side cannot be tested;
     # CPU runs have no GPU power.
     claimed = md.read_text().split("Claims", 1)[1]
-    assert "torch trains resnet50 faster than tf" in claimed and "inconclusive" in claimed
+    assert "torch trains lenet5 faster than tf" in claimed and "inconclusive" in claimed
     assert "power stays flat" in claimed and "not measured here" in claimed
 
     # Raising repeats reuses the finished runs; the new sweep's report counts them.
-    again = bench.run("-m", "framework=tf,torch", "model=resnet50", "repeats=4", *TINY)
+    again = bench.run("-m", "framework=tf,torch", "model=lenet5", "repeats=4", *TINY)
     assert again.returncode == 0, again.output
     assert "8 trials: 6 skipped, 2 ok" in again.stdout
     newest = max(bench.parents(), key=lambda p: p.info.start_time)

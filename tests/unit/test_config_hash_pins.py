@@ -16,6 +16,7 @@ from bench.config import (
     ModelConfig,
     OptimizerConfig,
     config_hash,
+    distributed_config,
 )
 
 
@@ -36,13 +37,17 @@ PINNED = [
     ),
     (
         "ddp 2x2 nodes",
-        dataclasses.replace(B(), distributed="ddp", workers=2, nodes=2),
+        dataclasses.replace(B(), distributed=distributed_config("ddp"), workers=2, nodes=2),
         "d94d2938e5734d87",
     ),
     (
         "mxnet kvstore_sync ps1",
         dataclasses.replace(
-            B(), framework=FrameworkConfig("mxnet"), distributed="kvstore_sync", workers=2, ps=1
+            B(),
+            framework=FrameworkConfig("mxnet"),
+            distributed=distributed_config("kvstore_sync"),
+            workers=2,
+            ps=1,
         ),
         "50d147c733da7dc5",
     ),

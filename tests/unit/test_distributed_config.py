@@ -4,13 +4,30 @@ from __future__ import annotations
 
 import pytest
 
-from bench.config import BenchConfig, ConfigError, config_hash
+from bench.config import (
+    BenchConfig,
+    ConfigError,
+    config_hash,
+    distributed_config,
+    flatten,
+    from_dict,
+    measured,
+    to_dict,
+)
 from bench.distributed.registry import scaling_baselines
 from bench.preflight import validate
+from bench.strategy_configs import (
+    STRATEGY_CONFIGS,
+    DDPConfig,
+    DistributedConfig,
+    MirroredConfig,
+    MultiWorkerConfig,
+)
 
 
 def problems(**fields: object) -> list[str]:
     framework = fields.pop("framework", "torch")
+    fields["distributed"] = distributed_config(str(fields.get("distributed", "none")))
     cfg = BenchConfig(model=BenchConfig().model.__class__("lenet5"), device="cpu", **fields)  # type: ignore[arg-type]
     cfg.framework.name = str(framework)
     try:
@@ -79,12 +96,12 @@ def test_valid_distributed_configs_pass() -> None:
 
 
 def test_scaling_baselines_differ_only_in_distribution() -> None:
-    cfg = BenchConfig(distributed="ddp", workers=2)
+    cfg = BenchConfig(distributed=distributed_config("ddp"), workers=2)
     same, plain = scaling_baselines(cfg)
-    assert (same.distributed, same.workers) == ("ddp", 1)
-    assert (plain.distributed, plain.workers) == ("none", 1)
+    assert (same.distributed.name, same.workers) == ("ddp", 1)
+    assert (plain.distributed.name, plain.workers) == ("none", 1)
     assert config_hash(plain) == config_hash(BenchConfig())
-    assert scaling_baselines(BenchConfig(distributed="ddp", workers=1)) == []
+    assert scaling_baselines(BenchConfig(distributed=distributed_config("ddp"), workers=1)) == []
 
 
 def test_ps_0_means_one_server_per_node_for_the_strategies_that_need_them() -> None:
@@ -124,20 +141,17 @@ def test_the_registry_holds_what_the_parity_check_and_the_batch_rules_read() -> 
     assert strategy.ASYNC == {"kvstore_async": ("mxnet",)}
     facts = registry.STRATEGIES.items()
     assert [n for n, s in facts if s.whole_batch] == ["model_parallel"]
-    assert [n for n, s in facts if s.per_device] == ["kvstore_device"]
+    configs = STRATEGY_CONFIGS.items()
+    assert [n for n, c in configs if c.per_device] == ["kvstore_device"]
     assert [n for n, s in facts if s.pinned_version_only] == ["horovod"]
     assert [n for n, s in facts if s.asynchronous] == ["ps_async", "kvstore_async"]
     assert not registry.distributes(registry.NONE) and registry.distributes("ddp")
 
 
-# Below bench.distributed in the layers, the trial side cannot ask the registry; these two
-# still name strategies until the strategies' typed configs live in the core config.
-TRIAL_SIDE_PENDING = {"bench/config.py", "bench/frameworks/mxnet_adapter.py"}
-
-
 def test_no_strategy_name_is_spelled_out_above_the_trial_side() -> None:
     """No comparison with a strategy's name (``none`` included, where the other side is a
-    ``distributed`` value) outside bench.distributed and the trial side's pending two."""
+    ``distributed`` value) outside bench.distributed: the trial side reads its strategy's
+    facts from the typed config (``per_device``, ``kvstore``), the rest from the registry."""
     import ast
     from pathlib import Path
 
@@ -148,7 +162,7 @@ def test_no_strategy_name_is_spelled_out_above_the_trial_side() -> None:
     found = []
     for path in sorted((root / "bench").rglob("*.py")):
         rel = path.relative_to(root).as_posix()
-        if rel.startswith("bench/distributed/") or rel in TRIAL_SIDE_PENDING:
+        if rel.startswith("bench/distributed/"):
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.Compare):
@@ -163,3 +177,102 @@ def test_no_strategy_name_is_spelled_out_above_the_trial_side() -> None:
                     ):
                         found.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
     assert found == [], "look the strategy up in bench.distributed.registry instead"
+
+
+def composed(*overrides: str) -> BenchConfig:
+    from hydra import compose, initialize_config_dir
+
+    from bench.cli import CONF_DIR
+    from bench.sweep.jobs import to_bench_config
+
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        return to_bench_config(compose("config", overrides=list(overrides)))
+
+
+def test_distributed_is_a_group_with_one_typed_config_per_strategy() -> None:
+    """Every strategy of the registry is an option of the group ``distributed``, composed
+    into its own typed config, with its settings under ``distributed.``."""
+    from bench.distributed.registry import STRATEGIES
+
+    assert list(STRATEGY_CONFIGS) == list(STRATEGIES)
+    for name, cls in STRATEGY_CONFIGS.items():
+        framework = STRATEGIES[name].frameworks[0]
+        got = composed(f"framework={framework}", f"distributed={name}").distributed
+        assert type(got) is cls and got.name == name
+    assert type(composed().distributed) is DistributedConfig
+    ddp = composed("distributed=ddp", "distributed.backend=gloo", "workers=2", "nodes=2")
+    assert ddp.distributed == DDPConfig(backend="gloo") and (ddp.workers, ddp.nodes) == (2, 2)
+    tf = composed("framework=tf", "distributed=mirrored", "distributed.all_reduce=one_device")
+    assert tf.distributed == MirroredConfig(all_reduce="one_device")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        (["distributed.backend=gloo"], "distributed.backend"),  # none has no backend
+        (["distributed=ddp", "distributed.backend=tcp"], "distributed.backend"),
+        (["distributed=ddp", "distributed.backend=nccl", "device=cpu"], "distributed.backend"),
+        (["framework=tf", "distributed=mirrored", "distributed.all_reduce=nccl", "device=cpu"],
+         "distributed.all_reduce"),
+        (["framework=tf", "distributed=multiworker", "distributed.communication=nccl",
+          "device=cpu"], "distributed.communication"),
+        (["distributed=ddp", "+distributed.bucket_mb=25"], "distributed.bucket_mb"),
+    ],
+)  # fmt: skip
+def test_a_strategys_settings_are_refused_by_name(overrides: list[str], field: str) -> None:
+    from bench.sweep.jobs import compose_all
+
+    def compose(job: list[str]):  # noqa: ANN202
+        from hydra import compose as hydra_compose
+        from hydra import initialize_config_dir
+
+        from bench.cli import CONF_DIR
+
+        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+            return hydra_compose("config", overrides=job)
+
+    with pytest.raises(ConfigError) as err:
+        ((_, _, cfg),) = compose_all(compose, [overrides])
+        validate(cfg)
+    assert field in str(err.value)
+
+
+def test_a_strategy_hashes_and_logs_as_its_name_until_a_setting_changes() -> None:
+    """Runs logged when ``distributed`` was a bare name keep their hash and group with new
+    runs of the same configuration; a changed setting is a different configuration."""
+    old = {**flatten(to_dict(BenchConfig())), "distributed": "ddp", "workers": 2}
+    new = flatten(to_dict(BenchConfig(distributed=DDPConfig(), workers=2)))
+    assert new["distributed"] == "ddp" and new["distributed.backend"] == "auto"
+    assert measured(old) == measured(new)  # the default setting: as a run without it
+    gloo = BenchConfig(distributed=DDPConfig(backend="gloo"), workers=2)
+    assert measured(flatten(to_dict(gloo))) != measured(new)
+    assert config_hash(gloo) != config_hash(BenchConfig(distributed=DDPConfig(), workers=2))
+    # config.json of a run logged before: the bare name is read as the strategy's config
+    data = {**to_dict(BenchConfig()), "distributed": "multiworker"}
+    assert from_dict(BenchConfig, data).distributed == MultiWorkerConfig()
+    with pytest.raises(ConfigError, match="distributed.backend"):
+        distributed_config({"name": "mirrored", "backend": "gloo"})
+
+
+def test_the_settings_reach_the_frameworks() -> None:
+    """What each setting turns into (auto: what bench chose before the setting existed)."""
+    import tensorflow as tf
+
+    from bench.distributed import ddp, mirrored, multiworker
+
+    def cfg(strategy: DistributedConfig) -> BenchConfig:
+        return BenchConfig(distributed=strategy, workers=2)
+
+    assert ddp.backend_of(cfg(DDPConfig()), gpu=False) == "gloo"
+    assert ddp.backend_of(cfg(DDPConfig()), gpu=True) == "nccl"
+    assert ddp.backend_of(cfg(DDPConfig(backend="gloo")), gpu=True) == "gloo"
+    reduce = mirrored._all_reduce
+    assert isinstance(reduce(cfg(MirroredConfig()), False), tf.distribute.ReductionToOneDevice)
+    assert reduce(cfg(MirroredConfig()), True) is None  # TensorFlow's own choice on GPUs
+    picked = reduce(cfg(MirroredConfig(all_reduce="hierarchical_copy")), True)
+    assert isinstance(picked, tf.distribute.HierarchicalCopyAllReduce)
+    impl = tf.distribute.experimental.CommunicationImplementation
+    assert multiworker._communication(cfg(MultiWorkerConfig()), False) == impl.RING
+    assert multiworker._communication(cfg(MultiWorkerConfig()), True) == impl.NCCL
+    ring = MultiWorkerConfig(communication="ring")
+    assert multiworker._communication(cfg(ring), True) == impl.RING

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from bench import images, interpreters
-from bench.config import BenchConfig, ConfigError
+from bench.config import BenchConfig, ConfigError, distributed_config
 from bench.distributed import kvstore
 from bench.models import MODELS, build, flops, mxnet_models
 from bench.preflight import validate
@@ -168,7 +168,7 @@ def mx_cfg(**fields: Any) -> BenchConfig:
     cfg = BenchConfig()
     cfg.framework.name, cfg.model.name = "mxnet", "lenet5"
     for key, value in fields.items():
-        setattr(cfg, key, value)
+        setattr(cfg, key, distributed_config(value) if key == "distributed" else value)
     return cfg
 
 
@@ -202,7 +202,7 @@ def test_bad_mxnet_and_kvstore_settings_name_their_field(
 
 def test_kvstore_needs_mxnet_and_the_process_launcher() -> None:
     cfg = BenchConfig()
-    cfg.distributed, cfg.workers, cfg.ps = "kvstore_sync", 2, 1
+    cfg.distributed, cfg.workers, cfg.ps = distributed_config("kvstore_sync"), 2, 1
     with pytest.raises(ConfigError, match=r"distributed: 'kvstore_sync' \(MXNet kvstore dist_sync"):
         validate(cfg)
     inline = mx_cfg()

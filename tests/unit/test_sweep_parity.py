@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bench.config import BenchConfig, FrameworkConfig, ModelConfig
+from bench.config import BenchConfig, FrameworkConfig, ModelConfig, distributed_config
 from bench.parity import check, strategy
 from bench.sweep import parity
 
@@ -21,9 +21,9 @@ class Notes:
         self.notes.append((group, verdict, text))
 
 
-def cfg(framework: str, **kw: Any) -> BenchConfig:
+def cfg(framework: str, distributed: str = "none", **kw: Any) -> BenchConfig:
     base = BenchConfig(framework=FrameworkConfig(framework), model=ModelConfig("lenet5"))
-    return dataclasses.replace(base, parity=True, **kw)
+    return dataclasses.replace(base, parity=True, distributed=distributed_config(distributed), **kw)
 
 
 @pytest.fixture

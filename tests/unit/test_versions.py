@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from bench import environments, versions
-from bench.config import BenchConfig, ConfigError, FrameworkConfig, config_hash
+from bench.config import BenchConfig, ConfigError, FrameworkConfig, config_hash, distributed_config
 from bench.report import baseline, build
 from bench.report.trials import to_trial
 from tests.report_data import record, runset
@@ -111,7 +111,7 @@ def test_versions_do_not_run_inline_nor_with_horovod(
     if "launcher" in overrides:
         cfg.launcher.name = overrides["launcher"]
     if "distributed" in overrides:
-        cfg.distributed, cfg.workers = overrides["distributed"], 2
+        cfg.distributed, cfg.workers = distributed_config(overrides["distributed"]), 2
     with pytest.raises(ConfigError) as refused:
         validate(cfg)
     assert any(p.startswith("framework.version:") and message in p for p in refused.value.problems)
