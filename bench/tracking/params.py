@@ -14,6 +14,9 @@ reads):
 - ``claims`` (the sweep's, checked in its report), ``skip_unavailable`` and ``scale`` (a
   study preset's: what the scale sets is logged key by key).
 
+A strategy's settings (``distributed.backend`` under ``distributed=ddp``, ...) are logged
+only with that strategy: its typed config holds no other strategy's keys.
+
 The report groups runs with the same rule applied to their params, so runs logged before
 it (with every key) and after it group together.  The config hash is unchanged: it hashes
 the whole config.

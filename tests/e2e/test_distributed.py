@@ -74,6 +74,9 @@ def test_ddp_two_workers_logs_global_per_worker_comm_and_scaling(bench) -> None:
     assert got.returncode == 0, got.output
     runs = {r.data.params["workers"]: r for r in bench.children()}
     two = runs["2"]
+    # The strategy's param is its name, as before it was a config group; its settings beside.
+    assert two.data.params["distributed"] == "ddp"
+    assert two.data.params["distributed.backend"] == "auto"
     assert_global_and_per_worker(bench, two)
     assert two.data.metrics["time_comm_ms"] >= 0
     assert two.data.metrics["time_step_ms"] > 0
@@ -87,9 +90,17 @@ def test_ddp_two_workers_logs_global_per_worker_comm_and_scaling(bench) -> None:
 
 
 def test_mirrored_on_two_logical_cpu_devices(bench) -> None:  # noqa: ANN001
-    got = bench.run("framework=tf", "distributed=mirrored", "workers=2", *SMALL)
+    got = bench.run(
+        "framework=tf",
+        "distributed=mirrored",
+        "distributed.all_reduce=one_device",
+        "workers=2",
+        *SMALL,
+    )
     assert got.returncode == 0, got.output
-    assert_global_and_per_worker(bench, only_trial(bench))
+    run = only_trial(bench)
+    assert_global_and_per_worker(bench, run)
+    assert run.data.params["distributed.all_reduce"] == "one_device"
 
 
 def test_multiworker_two_processes(bench) -> None:  # noqa: ANN001
