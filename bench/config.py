@@ -401,7 +401,7 @@ def measured(flat: dict[str, Any]) -> dict[str, Any]:
         for k, v in flat.items()
         if _decides(k, auto)
         and not (pinned and k == "framework.version")
-        and not default_settings.get(k, object()) == str(v)  # as a run without the setting
+        and default_settings.get(k) != str(v)  # a default setting: as a run without it
     }
 
 
