@@ -136,6 +136,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(group))
 
 
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    """Stops the run when ``--dist loadgroup`` would not keep the groups together: a
+    pytest-xdist that cannot mark them (xdist 3.8 under pytest 9.2, pytest-xdist#1386)
+    sends the Docker and Slurm tests to both workers at once without a word."""
+    if node.config.getvalue("dist") != "loadgroup":
+        return
+    lost = [
+        nodeid
+        for nodeid in ids
+        if Path(nodeid.split("::")[0]).name in SHARED and "@" not in nodeid.rsplit("]", 1)[-1]
+    ]
+    if lost:
+        raise pytest.UsageError(
+            f"--dist loadgroup: pytest-xdist did not group {len(lost)} tests (e.g. {lost[0]});"
+            " install the pinned pytest and pytest-xdist: bash scripts/setup.sh"
+        )
+
+
 @pytest.fixture(scope="session")
 def horovod_ready() -> None:
     """Waits for the background Horovod build that scripts/test.sh started (its folder is in
