@@ -141,8 +141,14 @@ class Outcome:
 
 # How much a rounding-level change of the initial weights (one float32 ulp, about 1.2e-7
 # relative) may move the reference's own trajectory before a comparison over those steps
-# says nothing: a tenth of the tolerance.
-FLOOR_SHARE = 0.1
+# says nothing: a hundredth of the tolerance, measured as the worse of two such changes.
+# One change is a noisy yardstick: on ResNet-18 (batch 32, 32 px, SGD with momentum) its
+# effect after 3 steps ranged from 4.7e-4 to 2.6e-2 with its direction and the thread
+# count, and another framework's rounding differs in every operation of every step, not
+# only in the initial weights (TensorFlow was 2 to 100 times the one-change figure).  With
+# a tenth, a low draw let such a run be compared over 3 steps and fail at 4.7e-2.
+FLOOR_SHARE = 0.01
+SHAKES = 2
 
 
 def shaken(init: list[Tensor], seed: int) -> list[Tensor]:
@@ -266,6 +272,19 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
+def worse(a: Deviation, b: Deviation) -> Deviation:
+    """Each figure the larger of ``a``'s and ``b``'s."""
+    buffers = None if a.buffers is None or b.buffers is None else max(a.buffers, b.buffers)
+    return Deviation(
+        a.framework,
+        max(a.loss, b.loss),
+        max(a.update, b.update),
+        max(a.weights, b.weights),
+        buffers,
+        a.worst if a.weights >= b.weights else b.worst,
+    )
+
+
 def horizon(
     spec: sides.Spec, framework: str, tolerance: float
 ) -> tuple[sides.Spec, sides.Side, Deviation, list[Tensor], data.HostBatches]:
@@ -282,6 +301,11 @@ def horizon(
         reference = run_side(framework, run_spec, init, run_batches)
         again = run_side(framework, run_spec, shaken(init, spec.seed), run_batches)
         floor = compare(reference, again, init)
+        for shake in range(1, SHAKES):  # another shake only while the floor passes
+            if not floor.passed(limit):
+                break
+            other = run_side(framework, run_spec, shaken(init, spec.seed + shake), run_batches)
+            floor = worse(floor, compare(reference, other, init))
         if floor.passed(limit) or steps == 1:
             return run_spec, reference, floor, init, run_batches
         off = [
@@ -289,4 +313,4 @@ def horizon(
             for a, r in zip(again.losses, reference.losses, strict=True)
         ]
         within = next((i for i, d in enumerate(off) if d > limit), len(off))
-        steps = max(1, min(within, steps * 3 // 4))
+        steps = max(1, min(within, steps // 2))  # each try costs its steps: halve

@@ -39,7 +39,11 @@ def test_resnet18_trains_the_same_in_every_framework(optimizer: str) -> None:
     outcome = check.check(side.Spec(model="resnet18", **OPTIMIZERS[optimizer]), ALL)
     text = check.format_outcome(outcome)
     assert outcome.passed, text
-    assert outcome.spec.steps >= 2, text  # momentum and the second batch are exercised
+    # ResNet-18 on random data is chaotic: a one-ulp change of its initial weights moves its
+    # own trajectory by over a hundredth of the tolerance within 2 steps, so the comparison
+    # usually stops at the first step (momentum over 20 steps: the lenet5 test above).
+    if outcome.spec.steps > 1:  # then over steps that rounding alone does not decide
+        assert outcome.floor.passed(check.FLOOR_SHARE * outcome.tolerance), text
     if outcome.spec.steps < 20:
         assert f"compared over the first {outcome.spec.steps} of 20 steps" in text
 
