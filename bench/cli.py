@@ -101,10 +101,18 @@ TOOLS = {
 
 
 def run() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] in TOOLS:
+    word = sys.argv[1] if len(sys.argv) > 1 else ""
+    if word in TOOLS:
         import importlib
 
-        sys.exit(importlib.import_module(TOOLS[sys.argv[1]]).main(sys.argv[2:]))
+        sys.exit(importlib.import_module(TOOLS[word]).main(sys.argv[2:]))
+    if word and word[0] not in "-~" and "=" not in word:  # ~key deletes a key in Hydra
+        print(
+            f"bench: {word!r} is not a command ({', '.join(TOOLS)}) nor an override "
+            "(key=value, e.g. model=resnet50); see bench --help",
+            file=sys.stderr,
+        )
+        sys.exit(2)
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
     try:

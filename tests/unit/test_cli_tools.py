@@ -28,3 +28,14 @@ def test_a_tools_bad_input_keeps_its_exit_status(
         cli.run()
     assert done.value.code == 2
     assert "--frameworks" in capsys.readouterr().err
+
+
+def test_a_word_that_is_no_command_is_refused_before_hydra(
+    monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    monkeypatch.setattr(sys, "argv", ["bench", "setup", "mxnet"])
+    with pytest.raises(SystemExit) as done:
+        cli.run()
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert "'setup' is not a command" in err and "report, sync" in err and "key=value" in err
