@@ -97,6 +97,7 @@ TOOLS = {
     "reproduce": "bench.reproduce",
     "models": "bench.models.__main__",
     "parity": "bench.parity.__main__",
+    "data": "bench.download",
 }
 
 

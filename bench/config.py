@@ -66,7 +66,7 @@ class DataConfig:
     name: str = "synthetic"
     # Distinct synthetic batches generated before timing and cycled through.
     num_batches: int = 4
-    # Where the CIFAR archives (python versions) are; scripts/download_cifar.py fetches them.
+    # Where the CIFAR archives (python versions) are; `bench data download` fetches them.
     root: str = "data"
     # Loader processes (torch DataLoader workers) / parallel calls (tf.data map).
     workers: int = 2

@@ -280,7 +280,7 @@ def check(cfg: BenchConfig) -> list[str]:
         if not path.is_file():
             problems.append(
                 f"data.root: {spec.archive} not found in {str(path.parent)!r}; "
-                "download it with: python scripts/download_cifar.py "
+                "download it with: bench data download "
                 f"{shlex.quote(name)} --root {shlex.quote(cfg.data.root)}"
             )
         else:

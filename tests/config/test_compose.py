@@ -73,7 +73,7 @@ def test_defaults_are_the_cpu_friendly_main_job() -> None:
         (["device=tpu"], ["device", "auto", "cpu", "cuda"]),
         (["tracking.uri=sqlite:////proc/bench-nope/m.db"], ["tracking.uri", "/proc/bench-nope"]),
         (["-m", "batch_size=8,0", "framework=tf,torch"], ["batch_size=0", "batch_size: must"]),
-        (["data=cifar10", "data.root=/nonexistent"], ["data.root", "download_cifar.py cifar10"]),
+        (["data=cifar10", "data.root=/nonexistent"], ["data.root", "bench data download cifar10"]),
         (["data=cifar100", "num_classes=10"], ["num_classes: data=cifar100 has 100 classes"]),
         (["precision=fp16", "device=cpu"], ["precision: fp16", "bf16"]),
         (["compile=true", "warmup_steps=0"], ["warmup_steps: compile=true"]),

@@ -39,3 +39,60 @@ def test_a_word_that_is_no_command_is_refused_before_hydra(
     assert done.value.code == 2
     err = capsys.readouterr().err
     assert "'setup' is not a command" in err and "report, sync" in err and "key=value" in err
+
+
+def test_data_download_fetches_checks_and_keeps_an_archive(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    from bench import download
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "cifar-10-python.tar.gz").write_bytes(b"not really CIFAR")
+    monkeypatch.setattr(download, "BASE_URL", site.as_uri() + "/")
+    monkeypatch.setitem(
+        download.SOURCES,
+        "cifar10",
+        ("cifar-10-python.tar.gz", download.md5(site / "cifar-10-python.tar.gz")),
+    )
+    root = tmp_path / "data"
+    monkeypatch.setattr(sys, "argv", ["bench", "data", "download", "cifar10", "--root", str(root)])
+    with pytest.raises(SystemExit) as done:
+        cli.run()
+    assert done.value.code == 0
+    assert (root / "cifar-10-python.tar.gz").read_bytes() == b"not really CIFAR"
+    # A file whose sum is not the published one is discarded, with exit 1.
+    monkeypatch.setitem(download.SOURCES, "cifar10", ("cifar-10-python.tar.gz", "0" * 32))
+    (root / "cifar-10-python.tar.gz").unlink()
+    with pytest.raises(SystemExit) as done:
+        cli.run()
+    assert "MD5 mismatch" in str(done.value.code)
+    assert not list(root.iterdir())
+
+
+def test_data_download_without_network_prints_the_manual_steps(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    from bench import download
+
+    monkeypatch.setattr(download, "BASE_URL", "http://127.0.0.1:9/")  # nothing listens there
+    monkeypatch.setattr(
+        sys, "argv", ["bench", "data", "download", "cifar100", "--root", str(tmp_path)]
+    )
+    with pytest.raises(SystemExit) as done:
+        cli.run()
+    assert done.value.code == 1
+    err = capsys.readouterr().err
+    assert "cannot be reached" in err and "eb9058c3a382ffc7106e4002c42a8d85" in err
+    assert str(tmp_path / "cifar-100-python.tar.gz") in err
+    assert not list(tmp_path.iterdir())  # no partial file left
+
+
+def test_data_download_refuses_an_unknown_data_set(
+    monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    monkeypatch.setattr(sys, "argv", ["bench", "data", "download", "imagenet"])
+    with pytest.raises(SystemExit) as done:
+        cli.run()
+    assert done.value.code == 2
+    assert "cifar10" in capsys.readouterr().err

@@ -50,7 +50,7 @@ def test_missing_archive_names_the_field_and_the_fix(tmp_path: Path) -> None:
         validate(cfg_for("cifar10", tmp_path))
     (problem,) = err.value.problems
     assert problem.startswith("data.root: cifar-10-python.tar.gz not found")
-    assert "download_cifar.py cifar10" in problem
+    assert "bench data download cifar10" in problem
 
 
 def test_the_printed_command_quotes_the_users_path(tmp_path: Path) -> None:
