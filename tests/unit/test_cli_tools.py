@@ -11,32 +11,31 @@ import pytest
 from bench import cli
 
 
-@pytest.mark.parametrize("tool", sorted(cli.TOOLS))
-def test_every_tool_answers_help(tool: str, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
-    monkeypatch.setattr(sys, "argv", ["bench", tool, "--help"])
+def bench(monkeypatch: pytest.MonkeyPatch, *argv: str) -> Any:
+    """``bench ARGV...`` in this process: its exit status."""
+    monkeypatch.setattr(sys, "argv", ["bench", *argv])
     with pytest.raises(SystemExit) as done:
         cli.run()
-    assert done.value.code == 0
+    return done.value.code
+
+
+@pytest.mark.parametrize("tool", sorted(cli.TOOLS))
+def test_every_tool_answers_help(tool: str, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    assert bench(monkeypatch, tool, "--help") == 0
     assert "usage:" in capsys.readouterr().out
 
 
 def test_a_tools_bad_input_keeps_its_exit_status(
     monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
-    monkeypatch.setattr(sys, "argv", ["bench", "parity", "--frameworks", "torch"])
-    with pytest.raises(SystemExit) as done:
-        cli.run()
-    assert done.value.code == 2
+    assert bench(monkeypatch, "parity", "--frameworks", "torch") == 2
     assert "--frameworks" in capsys.readouterr().err
 
 
 def test_a_word_that_is_no_command_is_refused_before_hydra(
     monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
-    monkeypatch.setattr(sys, "argv", ["bench", "setup", "mxnet"])
-    with pytest.raises(SystemExit) as done:
-        cli.run()
-    assert done.value.code == 2
+    assert bench(monkeypatch, "setup", "mxnet") == 2
     err = capsys.readouterr().err
     assert "'setup' is not a command" in err and "report, sync" in err and "key=value" in err
 
@@ -56,17 +55,14 @@ def test_data_download_fetches_checks_and_keeps_an_archive(
         ("cifar-10-python.tar.gz", download.md5(site / "cifar-10-python.tar.gz")),
     )
     root = tmp_path / "data"
-    monkeypatch.setattr(sys, "argv", ["bench", "data", "download", "cifar10", "--root", str(root)])
-    with pytest.raises(SystemExit) as done:
-        cli.run()
-    assert done.value.code == 0
+    assert bench(monkeypatch, "data", "download", "cifar10", "--root", str(root)) == 0
     assert (root / "cifar-10-python.tar.gz").read_bytes() == b"not really CIFAR"
     # A file whose sum is not the published one is discarded, with exit 1.
     monkeypatch.setitem(download.SOURCES, "cifar10", ("cifar-10-python.tar.gz", "0" * 32))
     (root / "cifar-10-python.tar.gz").unlink()
-    with pytest.raises(SystemExit) as done:
-        cli.run()
-    assert "MD5 mismatch" in str(done.value.code)
+    assert "MD5 mismatch" in str(
+        bench(monkeypatch, "data", "download", "cifar10", "--root", str(root))
+    )
     assert not list(root.iterdir())
 
 
@@ -76,12 +72,7 @@ def test_data_download_without_network_prints_the_manual_steps(
     from bench import download
 
     monkeypatch.setattr(download, "BASE_URL", "http://127.0.0.1:9/")  # nothing listens there
-    monkeypatch.setattr(
-        sys, "argv", ["bench", "data", "download", "cifar100", "--root", str(tmp_path)]
-    )
-    with pytest.raises(SystemExit) as done:
-        cli.run()
-    assert done.value.code == 1
+    assert bench(monkeypatch, "data", "download", "cifar100", "--root", str(tmp_path)) == 1
     err = capsys.readouterr().err
     assert "cannot be reached" in err and "eb9058c3a382ffc7106e4002c42a8d85" in err
     assert str(tmp_path / "cifar-100-python.tar.gz") in err
@@ -91,8 +82,5 @@ def test_data_download_without_network_prints_the_manual_steps(
 def test_data_download_refuses_an_unknown_data_set(
     monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
-    monkeypatch.setattr(sys, "argv", ["bench", "data", "download", "imagenet"])
-    with pytest.raises(SystemExit) as done:
-        cli.run()
-    assert done.value.code == 2
+    assert bench(monkeypatch, "data", "download", "imagenet") == 2
     assert "cifar10" in capsys.readouterr().err
