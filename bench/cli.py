@@ -98,6 +98,7 @@ TOOLS = {
     "models": "bench.models.__main__",
     "parity": "bench.parity.__main__",
     "data": "bench.download",
+    "setup": "bench.setup_envs",
 }
 
 

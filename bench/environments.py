@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import versions
-from bench.paths import PACKAGE, locked
+from bench.paths import PACKAGE, locked, source_root
 
 REPO = PACKAGE.parent  # a source checkout: requirements.lock is here
 
@@ -204,7 +204,7 @@ def ensure(framework: str, version: str, gpu: bool = False, say: bool = True) ->
             [str(env.python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
             capture_output=True, text=True, check=True,
         ).stdout.strip()  # fmt: skip
-        Path(site, "bench-source.pth").write_text(str(REPO) + "\n")
+        Path(site, "bench-source.pth").write_text(f"{source_root()}\n")
         module = versions.MODULES[framework]
         check = subprocess.run(
             [str(env.python), "-c", f"import {module}, bench.worker; print({module}.__version__)"],

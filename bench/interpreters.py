@@ -1,9 +1,11 @@
 """Which Python runs a trial of each framework.
 
-torch and TensorFlow trials run with bench's own interpreter (the host's ``.venv``).  MXNet
-1.9.1 needs numpy 1.23, which cannot share an environment with them, so its trials run with
-the interpreter of its own pinned environment, ``.venv-mxnet`` (``scripts/setup_mxnet.sh``),
-and the host process never imports mxnet.  ``BENCH_MXNET_PYTHON`` points elsewhere.
+torch and TensorFlow trials run with bench's own interpreter.  MXNet 1.9.1 needs numpy
+1.23, which cannot share an environment with them, so its trials run with the interpreter
+of its own pinned environment, and the host process never imports mxnet: ``.venv-mxnet`` in
+a checkout, ``~/.cache/bench/mxnet/venv`` (``BENCH_CACHE``) for an installed wheel, made by
+``bench setup mxnet`` (:mod:`bench.setup_envs`) or by a sweep's first MXNet trial.
+``BENCH_MXNET_PYTHON`` points elsewhere (and is then never made by bench).
 """
 
 from __future__ import annotations
@@ -12,10 +14,17 @@ import os
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-# Frameworks that live in an environment of their own: (variable overriding it, default path).
-OWN_ENVIRONMENTS = {"mxnet": ("BENCH_MXNET_PYTHON", REPO / ".venv-mxnet" / "bin" / "python")}
-SETUP = {"mxnet": "bash scripts/setup_mxnet.sh"}
+from bench import paths
+
+# Frameworks that live in an environment of their own: the variable that overrides it.
+OWN_ENVIRONMENTS = {"mxnet": "BENCH_MXNET_PYTHON"}
+
+
+def own_venv(framework: str) -> Path:
+    """Where bench makes ``framework``'s own environment."""
+    if paths.checkout():
+        return paths.PACKAGE.parent / f".venv-{framework}"
+    return paths.cache_dir() / framework / "venv"
 
 
 def python_for(framework: str, version: str = "") -> str:
@@ -28,14 +37,18 @@ def python_for(framework: str, version: str = "") -> str:
         return str(env_for(framework, version).python)
     if framework not in OWN_ENVIRONMENTS:
         return sys.executable
-    variable, default = OWN_ENVIRONMENTS[framework]
-    return os.environ.get(variable) or str(default)
+    return os.environ.get(OWN_ENVIRONMENTS[framework]) or str(own_venv(framework) / "bin/python")
+
+
+def overridden(framework: str) -> bool:
+    """Whether the user named ``framework``'s interpreter (bench then never makes it)."""
+    return bool(os.environ.get(OWN_ENVIRONMENTS.get(framework, "")))
 
 
 def child_env(**extra: str) -> dict[str, str]:
     """The environment of a child process that runs bench's modules with another (or this)
-    interpreter: this one's, with bench's checkout first on ``PYTHONPATH``, plus ``extra``."""
-    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    interpreter: this one's, with bench's sources first on ``PYTHONPATH``, plus ``extra``."""
+    path = os.pathsep.join(filter(None, [str(paths.source_root()), os.environ.get("PYTHONPATH")]))
     return dict(os.environ, PYTHONPATH=path, **extra)
 
 
@@ -44,8 +57,7 @@ def problem(framework: str) -> str:
     python = python_for(framework)
     if os.access(python, os.X_OK):
         return ""
-    variable, _ = OWN_ENVIRONMENTS[framework]
     return (
         f"{framework} runs in its own environment and its interpreter {python} is missing; "
-        f"create it with `{SETUP[framework]}` (scripts/setup.sh does), or set {variable}"
+        f"create it with `bench setup {framework}`, or set {OWN_ENVIRONMENTS[framework]}"
     )

@@ -109,7 +109,7 @@ def _docker() -> str:
 
 def _horovod_nccl() -> str:
     if importlib.util.find_spec("horovod") is None:
-        return "Horovod is not installed (scripts/setup_horovod.sh)"
+        return "Horovod is not installed (bench setup horovod)"
     done = subprocess.run(
         [sys.executable, "-c", "import horovod.torch as h; print(int(h.nccl_built()))"],
         capture_output=True,
@@ -118,7 +118,7 @@ def _horovod_nccl() -> str:
     if done.returncode != 0:
         return f"horovod.torch does not import: {done.stderr.strip()[-120:]}"
     if done.stdout.strip() == "0":
-        return "Horovod was built without NCCL (setup_horovod.sh builds its Gloo CPU path)"
+        return "Horovod was built without NCCL (bench setup horovod builds its Gloo CPU path)"
     return ""
 
 

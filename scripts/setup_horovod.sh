@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build Horovod 0.28.1 against this venv's torch and TensorFlow, and install it into .venv.
+# Build Horovod 0.28.1 against this venv's torch and TensorFlow, and install it into .venv
+# (or the environment of BENCH_PYTHON: `bench setup horovod` sets it to bench's own).
 #
 # Horovod's last release (0.28.1, 2023) does not build against torch >= 2.1 or TF >= 2.16 as
 # released; patches/horovod-0.28.1.patch is the smallest fix (docs/distributed.md, "Horovod"): C++17 for
@@ -8,14 +9,15 @@
 #
 # The built wheel is cached under ~/.cache/bench/horovod-<hash of every input> (sdist version,
 # patch, torch, TensorFlow and Python versions, build flags): with a cached wheel this takes
-# seconds; a build takes about 13 minutes on 2 cores.  Set BENCH_HOROVOD=0 to skip it.
+# seconds; a build takes about 13 minutes on 2 cores.  BENCH_HOROVOD=0 skips it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "${BENCH_HOROVOD:-1}" = 0 ] && { echo "setup_horovod: skipped (BENCH_HOROVOD=0)" >&2; exit 0; }
 
 version=0.28.1
 patch_file=patches/horovod-$version.patch
-py=$PWD/.venv/bin/python
+py=${BENCH_PYTHON:-$PWD/.venv/bin/python}
+prefix=$("$py" -c 'import sys; print(sys.prefix)')
 flags="HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 HOROVOD_WITHOUT_MXNET=1"
 versions=$("$py" - <<'PY'
 import importlib.metadata as m, sys
@@ -24,7 +26,7 @@ PY
 )
 key=$( (echo "$version $flags $versions"; cat "$patch_file") | sha256sum | cut -c1-16)
 cache=${BENCH_CACHE:-$HOME/.cache/bench}/horovod-$key
-stamp=.venv/.horovod-$key
+stamp=$prefix/.horovod-$key
 
 if [ -f "$stamp" ]; then exit 0; fi
 if ! ls "$cache"/horovod-$version-*.whl >/dev/null 2>&1; then
@@ -45,5 +47,5 @@ if ! ls "$cache"/horovod-$version-*.whl >/dev/null 2>&1; then
   echo "setup_horovod: built in $(( $(date +%s) - start )) s; cached in $cache" >&2
 fi
 "$py" -m pip install -q --no-deps --force-reinstall "$cache"/horovod-$version-*.whl
-rm -f .venv/.horovod-*
+rm -f "$prefix"/.horovod-*
 touch "$stamp"

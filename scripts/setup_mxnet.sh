@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# Create .venv-mxnet: MXNet's own pinned environment (docker/constraints-mxnet.txt).
+# Create .venv-mxnet: MXNet's own pinned environment (docker/constraints-mxnet.txt).  Run by
+# `bench setup mxnet` (and a sweep's first MXNet trial), which for an installed wheel sets
+# BENCH_MXNET_VENV (the environment, else .venv-mxnet) and BENCH_SOURCE_ROOT (the folder put
+# on its path, else this checkout).
 #
 # MXNet 1.9.1 needs numpy 1.23.x and so cannot share .venv (numpy 2.x for torch and
 # TensorFlow).  Trials with framework=mxnet run `python -m bench.worker` with this
 # environment's interpreter (bench/interpreters.py); the host process never imports mxnet.
 # bench's sources are put on this environment's path by a .pth file (no copy: edits apply).
 # Safe to re-run: it reinstalls only when the constraints or this script changed.
-# Called by scripts/setup.sh; BENCH_SKIP_MXNET=1 there skips it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$(pwd)
-venv=.venv-mxnet
+root=${BENCH_SOURCE_ROOT:-$(pwd)}
+venv=${BENCH_MXNET_VENV:-.venv-mxnet}
 
 python=${PYTHON_MXNET:-}
 if [ -z "$python" ]; then
@@ -38,14 +40,28 @@ if [ "${BENCH_VARIANT:-cpu}" = cuda ]; then
 fi
 stamp="$venv/.bench-$( (echo "$package"; cat docker/constraints-mxnet.txt scripts/setup_mxnet.sh) | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
-  echo "setup_mxnet: installing MXNet 1.9.1 ($package) into $venv (a few minutes the first time)" >&2
-  [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
-  pip="$venv/bin/python -m pip --disable-pip-version-check --no-input -q"
-  $pip install --constraint docker/constraints-mxnet.txt pip
+  echo "setup_mxnet: installing MXNet 1.9.1 ($package) into $venv (seconds with uv and a warm cache)" >&2
+  mkdir -p "$(dirname "$venv")"
+  uv=${BENCH_UV:-}
+  if [ -z "$uv" ] && [ -x .venv/bin/uv ]; then uv=$PWD/.venv/bin/uv; fi
   other=$([ "$package" = mxnet ] && echo mxnet-cu117 || echo mxnet)  # both install "mxnet"
-  $pip uninstall -y "$other" >/dev/null 2>&1 || true
-  $pip install --constraint docker/constraints-mxnet.txt \
-    "$package==1.9.1" numpy psutil nvidia-ml-py scikit-learn matplotlib
+  wanted=("$package==1.9.1" numpy psutil nvidia-ml-py scikit-learn matplotlib)
+  if [ -n "$uv" ]; then  # uv (bench's own dependency): parallel downloads, a shared cache
+    if [ -z "${SSL_CERT_FILE:-}" ] && [ -f /etc/ssl/certs/ca-certificates.crt ]; then
+      export SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt  # uv does not read pip's config
+    fi
+    [ -x "$venv/bin/python" ] || "$uv" venv --quiet --python "$python" "$venv"
+    uvpip=("$uv" pip --quiet)
+    "${uvpip[@]}" uninstall --python "$venv/bin/python" "$other" >/dev/null 2>&1 || true
+    "${uvpip[@]}" install --python "$venv/bin/python" --constraint docker/constraints-mxnet.txt \
+      "${wanted[@]}"
+  else
+    [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+    pip="$venv/bin/python -m pip --disable-pip-version-check --no-input -q"
+    $pip install --constraint docker/constraints-mxnet.txt pip
+    $pip uninstall -y "$other" >/dev/null 2>&1 || true
+    $pip install --constraint docker/constraints-mxnet.txt "${wanted[@]}"
+  fi
   site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   echo "$root" > "$site/bench-source.pth"
   # The worker side of bench must import here without torch, TensorFlow, Hydra or MLflow.

@@ -8,13 +8,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/system_deps.sh
-BENCH_HOROVOD=0 bash scripts/setup.sh
+BENCH_MXNET=1 BENCH_HOROVOD=0 bash scripts/setup.sh
 
 build=$(mktemp -d)
-setsid bash -c 'nice -n 10 bash scripts/setup_horovod.sh >"$0/log" 2>&1; echo $? >"$0/rc"' \
-  "$build" &
-horovod_build=$!
-trap 'kill -- -"$horovod_build" 2>/dev/null || true; rm -rf "$build"' EXIT
+trap 'rm -rf "$build"' EXIT
+if [ "${BENCH_HOROVOD:-1}" = 0 ]; then
+  echo 0 > "$build/rc"
+else
+  setsid bash -c 'nice -n 10 .venv/bin/python -m bench setup horovod >"$0/log" 2>&1; echo $? >"$0/rc"' \
+    "$build" &
+  horovod_build=$!
+  trap 'kill -- -"$horovod_build" 2>/dev/null || true; rm -rf "$build"' EXIT
+fi
 export BENCH_HOROVOD_BUILD=$build
 
 .venv/bin/ruff check bench tests scripts hydra_plugins

@@ -158,7 +158,7 @@ def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
 def horovod_ready() -> None:
     """Waits for the background Horovod build that scripts/test.sh started (its folder is in
     BENCH_HOROVOD_BUILD), then requires Horovod to be importable.  Run outside test.sh, the
-    Horovod tests are skipped when scripts/setup_horovod.sh has not been run."""
+    Horovod tests are skipped when `bench setup horovod` has not been run."""
     import importlib
     import time
 
@@ -171,9 +171,9 @@ def horovod_ready() -> None:
             time.sleep(5)
         if rc_file.read_text().strip() != "0":
             log = (Path(build) / "log").read_text()[-4000:]
-            pytest.fail(f"scripts/setup_horovod.sh failed:\n{log}")
+            pytest.fail(f"bench setup horovod failed:\n{log}")
     importlib.invalidate_caches()
     if importlib.util.find_spec("horovod") is None:
         if build and os.environ.get("BENCH_HOROVOD", "1") != "0":
             pytest.fail("Horovod was built but cannot be imported from this environment")
-        pytest.skip("Horovod is not installed (bash scripts/setup_horovod.sh)")
+        pytest.skip("Horovod is not installed (.venv/bin/bench setup horovod)")

@@ -1,4 +1,4 @@
-"""``distributed=horovod``: Horovod 0.28.1 (built by scripts/setup_horovod.sh), by horovodrun.
+"""``distributed=horovod``: Horovod 0.28.1 (built by `bench setup horovod`), by horovodrun.
 
 Gloo on the CPU (``--gloo``), NCCL on GPUs where Horovod was built with it.  PyTorch: the
 session's optimizer becomes ``hvd.DistributedOptimizer`` (gradients all-reduced as the
@@ -42,8 +42,9 @@ class Horovod:
         problems = []
         if importlib.util.find_spec("horovod") is None:
             problems.append(
-                "distributed: horovod is not installed in this environment; run "
-                "scripts/setup_horovod.sh (it builds Horovod 0.28.1 against this torch and TF)"
+                "distributed: horovod is not installed in this environment; run `bench setup "
+                "horovod` (it builds Horovod 0.28.1 against this torch and TF, about 13 "
+                "minutes on 2 cores, once)"
             )
         if gpu and cfg.workers > gpus:
             problems.append(

@@ -336,6 +336,20 @@ def _make_environments(configs: Sequence[BenchConfig]) -> list[str]:
     return problems
 
 
+def _make_own_environments(configs: Sequence[BenchConfig]) -> list[str]:
+    """MXNet's own environment, made on the first sweep whose trials run in it here
+    (bench.setup_envs); a problem if it cannot be made."""
+    if any(
+        c.framework.name == "mxnet" and not c.framework.version and c.launcher.name == "process"
+        for c in configs
+    ):
+        from bench.setup_envs import ensure_mxnet
+
+        problem = ensure_mxnet()
+        return [problem] if problem else []
+    return []
+
+
 def check_all(
     configs: Sequence[tuple[str, BenchConfig]],
     slurm: bool = False,
@@ -343,7 +357,7 @@ def check_all(
 ) -> None:
     """Validate every trial of a sweep (``slurm``: its jobs go to Slurm, to ``partition``:
     its name and node count, where known); raise one :class:`ConfigError` for all."""
-    problems: list[str] = []
+    problems: list[str] = _make_own_environments([cfg for _, cfg in configs])
     for label, cfg in configs:
         prefix = f"[{label}] " if len(configs) > 1 else ""
         try:

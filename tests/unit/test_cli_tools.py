@@ -35,9 +35,9 @@ def test_a_tools_bad_input_keeps_its_exit_status(
 def test_a_word_that_is_no_command_is_refused_before_hydra(
     monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
-    assert bench(monkeypatch, "setup", "mxnet") == 2
+    assert bench(monkeypatch, "install", "mxnet") == 2
     err = capsys.readouterr().err
-    assert "'setup' is not a command" in err and "report, sync" in err and "key=value" in err
+    assert "'install' is not a command" in err and "report, sync" in err and "key=value" in err
 
 
 def test_data_download_fetches_checks_and_keeps_an_archive(

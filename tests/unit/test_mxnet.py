@@ -160,7 +160,7 @@ def test_the_interpreter_per_framework(monkeypatch: pytest.MonkeyPatch) -> None:
     assert interpreters.python_for("mxnet") == "/nowhere/python"
     cfg = mx_cfg()
     with pytest.raises(ConfigError, match=r"framework: mxnet runs in its own environment .*"
-                       r"bash scripts/setup_mxnet.sh"):  # fmt: skip
+                       r"bench setup mxnet"):  # fmt: skip
         validate(cfg)
 
 

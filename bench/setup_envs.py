@@ -1,0 +1,122 @@
+"""``bench setup mxnet|horovod``: what a run needs beyond bench's own environment.
+
+- ``mxnet``: MXNet 1.9.1's own pinned environment (it needs numpy 1.23): ``.venv-mxnet`` in
+  a checkout, ``~/.cache/bench/mxnet/venv`` for an installed wheel (:mod:`bench.interpreters`).
+  A sweep's first MXNet trial makes it too (:func:`ensure_mxnet`), so this is only needed
+  to make it ahead of time.
+- ``horovod``: Horovod 0.28.1, built from its sdist with bench's patch against the torch and
+  TensorFlow of bench's own environment and installed there (about 13 minutes on 2 cores
+  the first time; the wheel is cached under ``~/.cache/bench``).
+
+Both run the set-up scripts that a checkout uses (``scripts/setup_mxnet.sh``,
+``scripts/setup_horovod.sh``; a wheel carries them, the MXNet constraints and the Horovod
+patch as package data), told where to put things: one implementation for both installs.
+Each is safe to re-run and does nothing when its result is current.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import subprocess
+import sys
+
+from bench import interpreters, paths
+
+WHAT = {
+    "mxnet": "MXNet 1.9.1's own environment (numpy 1.23), where framework=mxnet trials run",
+    "horovod": "Horovod 0.28.1 built against this environment's torch and TensorFlow",
+}
+
+
+class SetupError(RuntimeError):
+    """A set-up script failed; the message holds the end of its output."""
+
+
+def _variant() -> str:
+    """cuda where an NVIDIA driver answers (as scripts/setup.sh decides), else cpu."""
+    if os.environ.get("BENCH_VARIANT"):
+        return os.environ["BENCH_VARIANT"]
+    try:
+        listed = subprocess.run(
+            ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return "cpu"
+    return "cuda" if "GPU" in listed else "cpu"
+
+
+def _script_env(name: str) -> dict[str, str]:
+    env = dict(os.environ, BENCH_CACHE=str(paths.cache_dir()))
+    if name == "mxnet":
+        env.update(
+            BENCH_VARIANT=_variant(),
+            BENCH_MXNET_VENV=str(interpreters.own_venv("mxnet")),
+            BENCH_SOURCE_ROOT=str(paths.source_root()),
+        )
+        env.setdefault("PYTHON_MXNET", getattr(sys, "_base_executable", sys.executable))
+        with contextlib.suppress(ImportError, FileNotFoundError):
+            from uv import find_uv_bin
+
+            env.setdefault("BENCH_UV", find_uv_bin())
+    else:
+        env.update(BENCH_PYTHON=sys.executable, BENCH_HOROVOD="1")
+    return env
+
+
+def run(name: str, *, quiet: bool = False) -> None:
+    """Run ``name``'s set-up script; raise :class:`SetupError` if it fails.  ``quiet``
+    keeps its output unless it fails (its own progress lines go to stderr otherwise)."""
+    script = paths.data("scripts") / f"setup_{name}.sh"
+    done = subprocess.run(
+        ["bash", str(script)],
+        env=_script_env(name),
+        stdout=subprocess.PIPE if quiet else None,
+        stderr=subprocess.STDOUT if quiet else None,
+        text=True,
+    )
+    if done.returncode != 0:
+        tail = "".join(f"\n  {line}" for line in (done.stdout or "").strip().splitlines()[-15:])
+        raise SetupError(f"{script.name} failed (exit {done.returncode}){tail}")
+
+
+def ensure_mxnet() -> str:
+    """Make MXNet's environment on first use; '' when it is ready, else why it is not."""
+    if not interpreters.problem("mxnet"):
+        return ""
+    if interpreters.overridden("mxnet"):
+        return f"framework: {interpreters.problem('mxnet')}"
+    print(
+        f"bench: making MXNet's own environment (first use; a few minutes; kept in "
+        f"{interpreters.own_venv('mxnet')})",
+        file=sys.stderr,
+    )
+    with paths.locked(paths.cache_dir() / "mxnet-setup.lock"):
+        try:
+            run("mxnet", quiet=True)
+        except SetupError as exc:
+            return f"framework: mxnet: its environment could not be made: {exc}"
+    return ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="bench setup",
+        description="Make what some runs need beyond bench's own environment.",
+        epilog="\n".join(f"{name}: {what}" for name, what in WHAT.items()),
+    )
+    parser.add_argument("names", nargs="+", choices=sorted(WHAT), metavar="{mxnet,horovod}")
+    args = parser.parse_args(argv)
+    for name in dict.fromkeys(args.names):
+        try:
+            run(name)
+        except SetupError as exc:
+            print(f"bench setup: {exc}", file=sys.stderr)
+            return 1
+        print(f"bench setup: {name} ready")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
