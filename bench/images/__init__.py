@@ -283,7 +283,9 @@ def ensure(spec: BuildSpec, c: DockerClient | None = None, log: TextIO = sys.std
     """bench's image for ``spec``, built if its content-hash tag is missing.
 
     Remembered for the rest of the process, so that every trial of a sweep runs in the image
-    resolved for its first one."""
+    resolved for its first one.  Two processes that want the same missing image (two sweeps,
+    or a sweep and ``bench images build``) build it once: the second waits on a file lock
+    under bench's cache and then finds the tag."""
     if spec in _ensured:
         return _ensured[spec]
     import docker
@@ -294,13 +296,22 @@ def ensure(spec: BuildSpec, c: DockerClient | None = None, log: TextIO = sys.std
     try:
         img = c.images.get(p.tag)
     except docker.errors.ImageNotFound:
-        print(f"bench: building image {p.tag} on {spec.base} (once)", file=log, flush=True)
-        started = time.monotonic()
-        _build(p)
-        build_s = time.monotonic() - started
-        img = c.images.get(p.tag)
-        mib = img.attrs["Size"] / 2**20
-        print(f"bench: built {p.tag} in {build_s:.0f} s ({mib:,.0f} MiB)", file=log, flush=True)
+        lock = paths.cache_dir() / "images" / (re.sub(r"[^\w.-]", "_", p.tag) + ".lock")
+        with paths.locked(lock, best_effort=True):
+            try:
+                img = c.images.get(p.tag)  # built by another process while this one waited
+            except docker.errors.ImageNotFound:
+                print(f"bench: building image {p.tag} on {spec.base} (once)", file=log, flush=True)
+                started = time.monotonic()
+                _build(p)
+                build_s = time.monotonic() - started
+                img = c.images.get(p.tag)
+                mib = img.attrs["Size"] / 2**20
+                print(
+                    f"bench: built {p.tag} in {build_s:.0f} s ({mib:,.0f} MiB)",
+                    file=log,
+                    flush=True,
+                )
     image = Image(
         id=str(img.id),
         tag=p.tag,
