@@ -55,9 +55,7 @@ def test_mxnet_is_made_on_first_use_where_bench_keeps_it(scripts: Path) -> None:
     assert not (scripts / "mxnet.env").exists()
 
 
-def test_a_named_interpreter_is_never_made(
-    scripts: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_named_interpreter_is_never_made(scripts: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BENCH_MXNET_PYTHON", str(scripts / "nowhere" / "python"))
     problem = setup_envs.ensure_mxnet()
     assert problem.startswith("framework: mxnet runs in its own environment")
