@@ -12,13 +12,19 @@
 #
 # Usage: sudo bash scripts/build_base_image.sh [TAG]     (default TAG: bench-base:bookworm)
 # Env:   DEBIAN_MIRROR (default http://deb.debian.org/debian), FORCE=1 to rebuild.
-# Idempotent: does nothing when TAG already exists.  Needs root, debootstrap and docker.
+# Idempotent: does nothing when TAG already exists; one build at a time (a file lock).  Needs root, debootstrap and docker.
 set -euo pipefail
 
 tag=${1:-bench-base:bookworm}
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 suite=bookworm
 
+# One build at a time: a second caller (the Docker tests' fixture beside the early build
+# that scripts/test.sh starts) waits here, then finds the tag.
+lock=${BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/bench}/base-image.lock
+mkdir -p "$(dirname "$lock")"
+exec 9>"$lock"
+flock 9
 if [ -z "${FORCE:-}" ] && docker image inspect "$tag" >/dev/null 2>&1; then
   exit 0
 fi

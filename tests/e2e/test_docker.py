@@ -16,7 +16,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -24,54 +23,30 @@ import pytest
 
 from bench import images
 from tests.conftest import REPO, TINY, Bench
+from tests.docker_images import BASE, FRAMEWORKS, build_all, build_base, ca_bundle, wheelhouse
 
 pytestmark = pytest.mark.e2e
-
-BASE = "bench-base:bookworm"
-FRAMEWORKS = ("torch", "tf")
-
-
-def _ca_bundle() -> str:
-    for path in (os.environ.get("PIP_CERT", ""), "/etc/ssl/certs/ca-certificates.crt"):
-        if path and Path(path).is_file():
-            return path
-    return ""
-
-
-def _wheelhouse() -> str:
-    """A directory with a CPU build of torch (PyPI's torch is the CUDA build), if any."""
-    for where in (*os.environ.get("PIP_FIND_LINKS", "").split(), "/opt/wheels"):
-        if Path(where).is_dir() and list(Path(where).glob("torch-*+cpu-*.whl")):
-            return where
-    return ""
-
 
 DOCKER = [
     "launcher=docker",
     f"launcher.docker.base_image={BASE}",
-    f"launcher.docker.ca_bundle={_ca_bundle()}",
-    f"launcher.docker.wheelhouse={_wheelhouse()}",
+    f"launcher.docker.ca_bundle={ca_bundle()}",
+    f"launcher.docker.wheelhouse={wheelhouse()}",
 ]
 
 
 @pytest.fixture(scope="session")
 def engine() -> Any:
     client = images.client()
-    subprocess.run(["bash", str(REPO / "scripts" / "build_base_image.sh"), BASE], check=True)
+    build_base()
     return client
 
 
 @pytest.fixture(scope="session")
 def built(engine: Any) -> dict[str, images.Image]:
-    """bench's CPU images of both frameworks and the tracking server's image, built now (in
-    parallel: downloads overlap unpacking) unless their content-hash tags exist."""
-    specs = {
-        fw: images.BuildSpec(fw, "cpu", BASE, _ca_bundle(), _wheelhouse()) for fw in FRAMEWORKS
-    }
-    specs["mlflow"] = images.BuildSpec("mlflow", "cpu", BASE, _ca_bundle())
-    with ThreadPoolExecutor(len(specs)) as pool:
-        futures = {name: pool.submit(images.ensure, spec, engine) for name, spec in specs.items()}
-        return {name: future.result() for name, future in futures.items()}
+    """bench's CPU images of both frameworks and the tracking server's image, built now
+    unless their content-hash tags exist (or waited for: scripts/test.sh builds them ahead)."""
+    return build_all(engine)
 
 
 @pytest.fixture(scope="session")
@@ -301,7 +276,7 @@ def test_compose_builds_benchs_images_under_benchs_tags_and_its_mlflow_service_t
     # `eval "$(bench images env ...)"`, as the compose file's header says
     printed = subprocess.run(
         [sys.executable, "-m", "bench", "images", "env", "--variant", "cpu", "--base-image", BASE,
-         "--wheelhouse", _wheelhouse()],
+         "--wheelhouse", wheelhouse()],
         capture_output=True, text=True, cwd=REPO,
     )  # fmt: skip
     assert printed.returncode == 0, printed.stderr
