@@ -53,7 +53,8 @@ if [ ! -f "$stamp" ]; then
     [ -x "$venv/bin/python" ] || "$uv" venv --quiet --python "$python" "$venv"
     uvpip=("$uv" pip --quiet)
     "${uvpip[@]}" uninstall --python "$venv/bin/python" "$other" >/dev/null 2>&1 || true
-    "${uvpip[@]}" install --python "$venv/bin/python" --constraint docker/constraints-mxnet.txt \
+    "${uvpip[@]}" install --python "$venv/bin/python" --compile-bytecode \
+      --constraint docker/constraints-mxnet.txt \
       "${wanted[@]}"
   else
     [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
