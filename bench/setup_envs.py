@@ -35,16 +35,13 @@ class SetupError(RuntimeError):
 
 
 def _variant() -> str:
-    """cuda where an NVIDIA driver answers (as scripts/setup.sh decides), else cpu."""
+    """cuda where a GPU answers through NVML (as scripts/setup.sh decides by nvidia-smi),
+    else cpu; BENCH_VARIANT overrides."""
+    from bench.sysinfo import gpu_environment
+
     if os.environ.get("BENCH_VARIANT"):
         return os.environ["BENCH_VARIANT"]
-    try:
-        listed = subprocess.run(
-            ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30
-        ).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return "cpu"
-    return "cuda" if "GPU" in listed else "cpu"
+    return "cuda" if int(gpu_environment().get("gpu_count", "0")) > 0 else "cpu"
 
 
 def _script_env(name: str) -> dict[str, str]:
@@ -88,7 +85,7 @@ def ensure_mxnet() -> str:
     if interpreters.overridden("mxnet"):
         return f"framework: {interpreters.problem('mxnet')}"
     print(
-        f"bench: making MXNet's own environment (first use; a few minutes; kept in "
+        f"bench: making MXNet's own environment (first use; seconds with uv's cache warm; kept in "
         f"{interpreters.own_venv('mxnet')})",
         file=sys.stderr,
     )

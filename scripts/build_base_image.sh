@@ -12,7 +12,8 @@
 #
 # Usage: sudo bash scripts/build_base_image.sh [TAG]     (default TAG: bench-base:bookworm)
 # Env:   DEBIAN_MIRROR (default http://deb.debian.org/debian), FORCE=1 to rebuild.
-# Idempotent: does nothing when TAG already exists; one build at a time (a file lock).  Needs root, debootstrap and docker.
+# Idempotent: does nothing when TAG already exists; one build at a time (a file lock).
+# Needs root, debootstrap and docker.
 set -euo pipefail
 
 tag=${1:-bench-base:bookworm}

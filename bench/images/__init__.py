@@ -279,6 +279,27 @@ def plan(spec: BuildSpec, c: DockerClient) -> Plan:
 _ensured: dict[BuildSpec, Image] = {}
 
 
+def _build_once(p: Plan, c: DockerClient, log: TextIO) -> tuple[Any, float]:
+    """Build ``p`` under a file lock per tag, unless another process built it meanwhile;
+    the image and the seconds this process spent building it."""
+    import docker
+
+    lock = paths.cache_dir() / "images" / (re.sub(r"[^\w.-]", "_", p.tag) + ".lock")
+    with paths.locked(lock, best_effort=True):
+        try:
+            return c.images.get(p.tag), 0.0  # built by another process while this one waited
+        except docker.errors.ImageNotFound:
+            pass
+        print(f"bench: building image {p.tag} on {p.spec.base} (once)", file=log, flush=True)
+        started = time.monotonic()
+        _build(p)
+        build_s = time.monotonic() - started
+        img = c.images.get(p.tag)
+        mib = img.attrs["Size"] / 2**20
+        print(f"bench: built {p.tag} in {build_s:.0f} s ({mib:,.0f} MiB)", file=log, flush=True)
+        return img, build_s
+
+
 def ensure(spec: BuildSpec, c: DockerClient | None = None, log: TextIO = sys.stderr) -> Image:
     """bench's image for ``spec``, built if its content-hash tag is missing.
 
@@ -292,26 +313,10 @@ def ensure(spec: BuildSpec, c: DockerClient | None = None, log: TextIO = sys.std
 
     c = c or client()
     p = plan(spec, c)
-    build_s = 0.0
     try:
-        img = c.images.get(p.tag)
+        img, build_s = c.images.get(p.tag), 0.0
     except docker.errors.ImageNotFound:
-        lock = paths.cache_dir() / "images" / (re.sub(r"[^\w.-]", "_", p.tag) + ".lock")
-        with paths.locked(lock, best_effort=True):
-            try:
-                img = c.images.get(p.tag)  # built by another process while this one waited
-            except docker.errors.ImageNotFound:
-                print(f"bench: building image {p.tag} on {spec.base} (once)", file=log, flush=True)
-                started = time.monotonic()
-                _build(p)
-                build_s = time.monotonic() - started
-                img = c.images.get(p.tag)
-                mib = img.attrs["Size"] / 2**20
-                print(
-                    f"bench: built {p.tag} in {build_s:.0f} s ({mib:,.0f} MiB)",
-                    file=log,
-                    flush=True,
-                )
+        img, build_s = _build_once(p, c, log)
     image = Image(
         id=str(img.id),
         tag=p.tag,
