@@ -99,8 +99,7 @@ def ask(framework: str, driver: str = "", version: str = "") -> Seen:
     if cached_at.is_file():
         cached = json.loads(cached_at.read_text())
         return Seen(int(cached["gpus"]), str(cached["detail"]))
-    own = framework in interpreters.OWN_ENVIRONMENTS and not version
-    problem = interpreters.problem(framework) if own else ""
+    problem = interpreters.problem(framework, version)
     if problem:
         return Seen(0, problem)
     done = subprocess.run(

@@ -40,6 +40,13 @@ def python_for(framework: str, version: str = "") -> str:
     return os.environ.get(OWN_ENVIRONMENTS[framework]) or str(own_venv(framework) / "bin/python")
 
 
+def own_environment(framework: str, version: str = "") -> bool:
+    """Whether a trial of ``framework`` at ``version`` runs in the framework's own
+    environment when it runs in a process here: a framework that has one, at its pinned
+    version (any other version has an environment of its own, bench.environments)."""
+    return framework in OWN_ENVIRONMENTS and not version
+
+
 def overridden(framework: str) -> bool:
     """Whether the user named ``framework``'s interpreter (bench then never makes it)."""
     return bool(os.environ.get(OWN_ENVIRONMENTS.get(framework, "")))
@@ -52,8 +59,11 @@ def child_env(**extra: str) -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=path, **extra)
 
 
-def problem(framework: str) -> str:
-    """Why a trial of ``framework`` cannot start a worker here ('' if it can)."""
+def problem(framework: str, version: str = "") -> str:
+    """Why a trial of ``framework`` cannot start a worker here for want of the framework's
+    own environment ('' if it can, or needs none: see :func:`own_environment`)."""
+    if not own_environment(framework, version):
+        return ""
     python = python_for(framework)
     if os.access(python, os.X_OK):
         return ""

@@ -92,7 +92,7 @@ def _check_framework(problems: list[str], cfg: BenchConfig) -> None:
     elif cfg.launcher.name == "process":
         from bench import interpreters
 
-        problem = interpreters.problem("mxnet")
+        problem = interpreters.problem(cfg.framework.name, cfg.framework.version)
         if problem:
             problems.append(f"framework: {problem}")
 

@@ -143,7 +143,7 @@ def problems(args: argparse.Namespace) -> list[str]:
         found.append("--momentum: in [0, 1); --weight-decay: at least 0")
     runs = not distributes(args.distributed) or args.distributed in STRATEGIES
     for framework in frameworks if runs else []:
-        if framework in interpreters.OWN_ENVIRONMENTS and interpreters.problem(framework):
+        if interpreters.problem(framework):
             found.append(f"--frameworks: {interpreters.problem(framework)}")
     return found
 

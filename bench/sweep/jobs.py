@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
+from bench import interpreters
 from bench.config import FRAMEWORKS, BenchConfig, ConfigError
 from bench.preflight import validate
 
@@ -340,7 +341,8 @@ def _make_own_environments(configs: Sequence[BenchConfig]) -> list[str]:
     """MXNet's own environment, made on the first sweep whose trials run in it here
     (bench.setup_envs); a problem if it cannot be made."""
     if any(
-        c.framework.name == "mxnet" and not c.framework.version and c.launcher.name == "process"
+        interpreters.own_environment(c.framework.name, c.framework.version)
+        and c.launcher.name == "process"
         for c in configs
     ):
         from bench.setup_envs import ensure_mxnet

@@ -114,3 +114,17 @@ def test_a_wheel_s_source_root_holds_only_bench(
     assert (root / "bench").resolve() == paths.PACKAGE
     assert paths.source_root() == root  # a second call keeps the link
     assert interpreters.own_venv("mxnet") == tmp_path / "mxnet" / "venv"
+
+
+def test_a_version_of_mxnet_never_asks_for_mxnet_s_own_environment(scripts: Path) -> None:
+    """framework.version runs in that version's environment (bench.environments): the
+    pinned MXNet environment, missing here, is neither made nor asked for."""
+    from bench import preflight
+
+    cfg = mx(version="1.9.1")
+    problems: list[str] = []
+    preflight._check_framework(problems, cfg)
+    assert problems == []
+    assert interpreters.problem("mxnet", "1.9.1") == ""
+    assert "bench setup mxnet" in interpreters.problem("mxnet")
+    assert interpreters.problem("torch") == ""
