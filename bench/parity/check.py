@@ -26,6 +26,7 @@ import numpy as np
 from bench import data, interpreters
 from bench.frameworks.weights import BUFFER, PARAM, Tensor
 from bench.parity import side as sides
+from bench.tables import text_table
 
 # float32 arithmetic done in another order (oneDNN, Eigen and MXNet's kernels reduce
 # differently) drifts by about 1e-6 relative per step in the loss and stays below 1e-3 in
@@ -221,7 +222,7 @@ def format_outcome(outcome: Outcome, show_steps: bool = True) -> str:
     if show_steps:
         lines.append("")
         lines.append(
-            _table(
+            text_table(
                 ["step", *[f"loss {n}" for n in names]],
                 [[str(i + 1), *[f"{s.losses[i]:.6f}" for s in done]] for i in range(spec.steps)],
             )
@@ -254,7 +255,8 @@ def format_outcome(outcome: Outcome, show_steps: bool = True) -> str:
         ok = apart <= outcome.tolerance
         rows.append(["workers' weights apart", "-", "-", f"{apart:.2e}", "-",
                      "passed" if ok else "FAILED"])  # fmt: skip
-    lines.append(_table(["relative deviation", "loss", "update", "weights", "BN stats", ""], rows))
+    header = ["relative deviation", "loss", "update", "weights", "BN stats", ""]
+    lines.append(text_table(header, rows))
     verdict = "passed" if outcome.passed else "FAILED"
     lines.append("")
     lines.append(
@@ -262,14 +264,6 @@ def format_outcome(outcome: Outcome, show_steps: bool = True) -> str:
         f"({outcome.seconds:.1f} s)"
     )
     return "\n".join(lines)
-
-
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    out = ["  ".join(c.ljust(w) for c, w in zip(header, widths, strict=True)).rstrip()]
-    out.append("  ".join("-" * w for w in widths))
-    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    return "\n".join(out)
 
 
 def worse(a: Deviation, b: Deviation) -> Deviation:

@@ -25,6 +25,7 @@ from bench.launchers import get as get_launcher
 from bench.result import ERROR, OK, TIMEOUT, EpochRecord, TrialResult
 from bench.runtime.processes import shielded
 from bench.sweep.jobs import BenchExit
+from bench.tables import text_table
 
 SKIPPED = "skipped"
 
@@ -92,13 +93,7 @@ def format_table(rows: list[Row]) -> str:
         )
         for i, row in enumerate(rows, 1)
     ]
-    widths = [max(len(r[c]) for r in (header, *body)) for c in range(len(header))]
-    lines = [
-        "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()
-        for r in (header, *body)
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return text_table(header, body)
 
 
 @functools.cache
