@@ -260,6 +260,7 @@ class Plan:
         return {
             "bench.image": self.spec.name,
             "bench.variant": self.spec.variant,
+            "bench.version": self.spec.version,  # "" for the pinned one (bench.images.inventory)
             "bench.content_hash": self.tag.rsplit("-", 1)[1],
             "bench.base_image": self.spec.base,
             "bench.base_image.digest": self.base_digest,

@@ -1,8 +1,11 @@
-"""``bench images``: build a framework's image under bench's content-hash tag, or print
-what compose.yaml needs to build the same images under the same tags.
+"""``bench images``: build a framework's image under bench's content-hash tag, print what
+compose.yaml needs to build the same images under the same tags, or list and remove the
+images that newer ones of the same kind have superseded (bench.images.inventory).
 
     bench images build torch --variant cpu --base-image bench-base:bookworm
     eval "$(bench images env --variant cpu)"; docker-compose build torch
+    bench images list
+    bench images prune --dry-run
 """
 
 from __future__ import annotations
@@ -46,12 +49,14 @@ def compose_env(
         p = plan(BuildSpec(name, v, base_image, "", wheelhouse if name != "mlflow" else ""), c)
         env[f"BENCH_{name.upper()}_IMAGE"] = p.tag
         env[f"BENCH_{name.upper()}_BASE"] = p.buildargs["BASE_IMAGE"]
+        env[f"BENCH_{name.upper()}_BASE_NAME"] = p.spec.base  # as named: its label
     return env
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="bench images", description="Build bench's image for a framework."
+        prog="bench images",
+        description="Build bench's image for a framework; list or remove superseded ones.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     build = sub.add_parser("build", help="build the image if its content-hash tag is missing")
@@ -67,8 +72,20 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--base-image", default="", help="default: the framework's official one")
         p.add_argument("--wheelhouse", default=wheelhouse if os.path.isdir(wheelhouse) else "")
     build.add_argument("--ca-bundle", default=os.environ.get("PIP_CERT", ""))
+    sub.add_parser("list", help="bench's images in the engine, superseded ones marked")
+    prune = sub.add_parser(
+        "prune",
+        help="remove the images a newer one of the same framework, variant, version and base "
+        "has superseded (an image a container uses stays)",
+    )
+    prune.add_argument("--keep", type=_at_least_one, default=1, help="newest kept per kind")
+    prune.add_argument("--dry-run", action="store_true", help="only say what would go")
     args = parser.parse_args(argv)
     try:
+        if args.command == "list":
+            return _list()
+        if args.command == "prune":
+            return _prune(args.keep, args.dry_run)
         if args.command == "env":
             for key, value in compose_env(args.variant, args.base_image, args.wheelhouse).items():
                 print(f"export {key}={shlex.quote(value)}")
@@ -81,6 +98,50 @@ def main(argv: list[str] | None = None) -> int:
     how = f"built in {image.build_s:.0f} s" if image.build_s else "already built"
     print(f"{image.tag}  {image.id}  {image.size_bytes / 2**20:,.0f} MiB  ({how})")
     return 0
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a whole number of at least 1 expected, got {text!r}")
+    return value
+
+
+def _list() -> int:
+    from bench.images import inventory
+
+    images = inventory.held(client())
+    stale = inventory.superseded(images)
+    if images:
+        print(inventory.table(images, {h.tag for h in stale}))
+    gib = inventory.size_bytes(stale) / 2**30
+    print(
+        f"{len(images)} bench image tag(s); "
+        + (f"{len(stale)} superseded ({gib:.1f} GiB): `bench images prune` removes them"
+           if stale else "none superseded")
+    )  # fmt: skip
+    return 0
+
+
+def _prune(keep: int, dry_run: bool) -> int:
+    from bench.images import inventory
+
+    c = client()
+    stale = inventory.superseded(inventory.held(c), keep)
+    if dry_run:
+        for h in stale:
+            print(f"would remove {h.tag}")
+        print(f"{len(stale)} superseded ({inventory.size_bytes(stale) / 2**30:.1f} GiB)")
+        return 0
+    outcome = inventory.remove(c, stale)
+    for h, why in outcome:
+        print(f"removed {h.tag}" if not why else f"kept {h.tag}: {why}")
+    gone = [h for h, why in outcome if not why]
+    print(f"removed {len(gone)} of {len(stale)} ({inventory.size_bytes(gone) / 2**30:.1f} GiB)")
+    return 0 if len(gone) == len(stale) else 1
 
 
 if __name__ == "__main__":

@@ -286,6 +286,7 @@ def test_compose_builds_benchs_images_under_benchs_tags_and_its_mlflow_service_t
     )
     for name, image in built.items():  # the tags bench gave the images it built
         assert exported[f"BENCH_{name.upper()}_IMAGE"] == image.tag
+        assert exported[f"BENCH_{name.upper()}_BASE_NAME"] == image.base_image  # its label
     env = dict(os.environ, **exported, BENCH_MLFLOW_PORT=str(port))
     project = ["-p", f"bench-test-{os.getpid()}", "-f", str(REPO / "compose.yaml")]
     compose = [*_compose(), *project]
@@ -370,3 +371,50 @@ def test_two_tensorflow_versions_each_in_its_own_image(bench: Bench, built: Any)
     assert images_of["2.20.0"] != images_of[""]
     versioned = [c for c in children if c.data.params.get("framework.version")]
     assert all(len(c.data.tags["bench.lock_sha"]) == 16 for c in versioned)
+
+
+def test_images_lists_benchs_images_and_prunes_only_a_superseded_one(
+    engine: Any, built: dict[str, images.Image], tmp_path: Path
+) -> None:
+    from bench import buildkit
+    from bench.images import inventory
+
+    # The images built for this suite, as the real engine reports them.
+    listed = subprocess.run(
+        [sys.executable, "-m", "bench", "images", "list"], capture_output=True, text=True
+    )
+    assert listed.returncode == 0, listed.stderr
+    for image in built.values():
+        row = next(r for r in listed.stdout.splitlines() if r.startswith(f"{image.tag} "))
+        assert row.split()[1:3] == ["pinned", image.base_image], row
+        assert f"{image.size_bytes / 2**20:,.0f} MiB" in row, row
+    # Two throw-away images of a kind of their own (a variant no build uses), one a little
+    # newer; a stopped container holds the older one, then lets it go.
+    kind = f"probe{os.getpid()}"
+    tags = [f"bench/torch:{kind}-{n}" for n in range(2)]
+    labels = {"bench.image": "torch", "bench.variant": kind, "bench.version": ""}
+    container = None
+    try:
+        for n, tag in enumerate(tags):
+            (tmp_path / "probe.Dockerfile").write_text(f"FROM {BASE}\nRUN echo {n} > /probe\n")
+            buildkit.build(
+                tmp_path, "probe.Dockerfile", tag, {}, {**labels, "bench.base_image": BASE}
+            )
+            time.sleep(1.1)  # created a second apart
+        probes = [h for h in inventory.held(engine) if h.variant == kind]
+        assert [h.tag for h in probes] == tags[::-1]  # newest first
+        assert probes[0].created > probes[1].created
+        older = inventory.superseded(probes)
+        assert [h.tag for h in older] == tags[:1]
+        container = engine.containers.create(tags[0], command="true")
+        [(_, why)] = inventory.remove(engine, older)
+        assert "conflict" in why, why
+        container.remove()
+        container = None
+        assert inventory.remove(engine, older) == [(older[0], "")]
+        assert [h.tag for h in inventory.held(engine) if h.variant == kind] == tags[1:]
+    finally:
+        if container is not None:
+            container.remove(force=True)
+        for tag in tags:
+            subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)

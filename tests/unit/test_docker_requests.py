@@ -207,6 +207,16 @@ def test_default_bases_agree_across_dockerfiles_compose_and_bench() -> None:
         # the build arguments of bench's own builds (bench.images.plan), and its tag
         assert set(args) == {"BASE_IMAGE", "VARIANT", "BENCH_UID"}
         assert compose[name]["image"] == f"${{BENCH_{name.upper()}_IMAGE:-bench/{name}:compose}}"
+        # the labels that give bench's own builds their kind (bench images list|prune)
+        labels = compose[name]["build"]["labels"]
+        assert labels == {
+            "bench.image": name,
+            "bench.variant": "${BENCH_VARIANT:-cuda}",
+            "bench.version": "",
+            "bench.base_image": f"${{BENCH_{name.upper()}_BASE_NAME:-{default}}}",
+        }
+        own = images.Plan(images.BuildSpec(name, "cuda"), f"bench/{name}:cuda-0", {}, {}, "")
+        assert set(labels) < set(own.labels) and own.labels["bench.version"] == ""
 
 
 def test_a_worker_without_heartbeat_stops_itself(tmp_path: Path) -> None:
