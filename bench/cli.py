@@ -81,7 +81,7 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     print(
-        "bench: stopping (the running trial is stopped and recorded; further Ctrl-C is "
+        "bench: stopping (a running trial is stopped and recorded first; further Ctrl-C is "
         "ignored until then)",
         file=sys.stderr,
     )

@@ -42,7 +42,7 @@ from bench.sweep.jobs import (
     trial_label,
     varying,
 )
-from bench.sweep.session import Row, Sweep, TrialStopped
+from bench.sweep.session import Counting, Row, Sweep, TrialStopped
 
 
 def sweep_name() -> str:
@@ -75,7 +75,11 @@ def run_sweep(
         jobs = expand(arguments, repeats, blocks)
         if not jobs:
             raise ConfigError(["the sweep has no trials"])
-        composed = compose_all(compose, jobs)
+        counting = Counting("composing the sweep's trials:")
+        try:
+            composed = compose_all(compose, jobs, counting)
+        finally:
+            counting.close()
         slurm = "slurm" in launcher.lower()
         composed, not_run = split_unavailable(composed, slurm)
         jobs = [job for _, job, _ in composed]

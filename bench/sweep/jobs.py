@@ -270,13 +270,18 @@ def to_bench_config(config: DictConfig) -> BenchConfig:
 
 
 def compose_all(
-    compose: Callable[[list[str]], DictConfig], jobs: Sequence[Sequence[str]]
+    compose: Callable[[list[str]], DictConfig],
+    jobs: Sequence[Sequence[str]],
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[tuple[str, list[str], BenchConfig]]:
-    """(label, overrides, config) of every job; every job that cannot be composed is named."""
+    """(label, overrides, config) of every job; every job that cannot be composed is named.
+    ``progress(done, total)`` is told how many are composed, before each job and at the end."""
     keys = varying(jobs)
     out: list[tuple[str, list[str], BenchConfig]] = []
     problems: list[str] = []
-    for job in jobs:
+    for done, job in enumerate(jobs):
+        if progress is not None:
+            progress(done, len(jobs))
         given = pairs(job)
         shown = " ".join(f"{k}={given[k]}" for k in keys if k in given)
         prefix = f"[{shown}] " if len(jobs) > 1 else ""
@@ -290,6 +295,8 @@ def compose_all(
             problems.append(f"{prefix}{first}")
             continue
         out.append((trial_label(cfg, job, keys), list(job), cfg))
+    if progress is not None:
+        progress(len(jobs), len(jobs))
     if problems:
         raise ConfigError(list(dict.fromkeys(problems)))
     return out

@@ -14,6 +14,7 @@ import functools
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -45,6 +46,44 @@ class TrialStopped(KeyboardInterrupt):
     def __init__(self, row: Row) -> None:
         super().__init__("trial stopped")
         self.row = row
+
+
+class Counting:
+    """Progress through a long preparatory step (composing a sweep's jobs: about 0.1-0.3 s
+    each, so minutes for a study at paper scale): on a terminal a line that counts, shown
+    once the step has taken ``after_s``; on any stream a closing line when it took
+    ``report_s`` or more.  Quick steps say nothing."""
+
+    def __init__(
+        self,
+        what: str,
+        stream: TextIO | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        after_s: float = 1.0,
+        report_s: float = 5.0,
+    ) -> None:
+        self.what, self.stream, self.clock = what, stream or sys.stderr, clock
+        self.after_s, self.report_s = after_s, report_s
+        self.tty = self.stream.isatty()
+        self.started = clock()
+        self.shown = False
+        self.done = self.total = 0
+
+    def __call__(self, done: int, total: int) -> None:
+        self.done, self.total = done, total
+        if self.tty and self.clock() - self.started >= self.after_s:
+            self.stream.write(f"\rbench: {self.what} {done}/{total}\x1b[K")
+            self.stream.flush()
+            self.shown = True
+
+    def close(self) -> None:
+        took = self.clock() - self.started
+        if took >= self.report_s:
+            line = f"bench: {self.what} {self.done}/{self.total} in {took:.0f} s"
+            self.stream.write(f"\r{line}\x1b[K\n" if self.shown else f"{line}\n")
+        elif self.shown:
+            self.stream.write("\r\x1b[K")  # a quick step leaves no line behind
+        self.stream.flush()
 
 
 class Progress:

@@ -6,6 +6,7 @@ run, the summary, skips, Ctrl-C) is decided here; the e2e tests run it for real.
 from __future__ import annotations
 
 import dataclasses
+import io
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -281,3 +282,49 @@ def test_cells_this_machine_cannot_run_are_listed_not_refused(
                            tmp_path, monkeypatch)  # fmt: skip
     assert code == 2 and not launched
     assert "no trial this machine can run" in capsys.readouterr().err
+
+
+class Stream(io.StringIO):
+    def __init__(self, tty: bool) -> None:
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+@pytest.mark.parametrize("tty", [True, False])
+def test_composing_a_long_sweep_shows_its_progress_and_a_short_one_says_nothing(
+    tty: bool,
+) -> None:
+    from bench.sweep.jobs import compose_all
+
+    now = [0.0]
+
+    def compose(job: list[str]) -> Any:
+        now[0] += 0.4  # a study's job: Hydra takes 0.1-0.3 s
+        return compose_fixed(job)
+
+    jobs = [["model=lenet5", f"batch_size={b}"] for b in (1, 2, 4, 8, 16)]
+    slow = Stream(tty)
+    counting = session.Counting("composing:", slow, clock=lambda: now[0], report_s=1.5)
+    assert len(compose_all(compose, jobs, counting)) == 5
+    counting.close()
+    if tty:  # counts once a second has gone, then a closing line
+        assert slow.getvalue() == (
+            "\rbench: composing: 3/5\x1b[K\rbench: composing: 4/5\x1b[K"
+            "\rbench: composing: 5/5\x1b[K\rbench: composing: 5/5 in 2 s\x1b[K\n"
+        )
+    else:  # a log file gets the closing line only
+        assert slow.getvalue() == "bench: composing: 5/5 in 2 s\n"
+    now[0] = 0.0
+    quick = Stream(tty)
+    counting = session.Counting("composing:", quick, clock=lambda: now[0], report_s=5)
+    compose_all(compose, jobs[:2], counting)
+    counting.close()
+    assert quick.getvalue() == ""
+
+
+def compose_fixed(job: list[str]) -> Any:
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        return compose("config", overrides=job)
