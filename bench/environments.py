@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -71,19 +72,33 @@ def env_for(framework: str, version: str) -> Env:
     return Env(framework, version, cache_root() / f"{framework}-{version}")
 
 
-def host_pins() -> dict[str, str]:
-    """``name: version`` of the host's lock (names lower-case, ``_`` as ``-``); installed
-    from a wheel (no lock beside the package), the host environment's own versions."""
-    lock = REPO / "requirements.lock"
+def normalized(name: str) -> str:
+    """A distribution's name as PEP 503 compares names (``Scikit_Learn`` -> ``scikit-learn``)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def lock_pins(path: Path) -> dict[str, str]:
+    """``name: version`` of a lock or constraints file (its ``name==version`` lines, hashes
+    and comments aside): names normalized, extras dropped; the version as written, a local
+    label such as ``+cpu`` included."""
     pins = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        name, sep, version = line.partition("==")
+        if sep and not line.startswith("-"):
+            pins[normalized(name.split("[")[0].strip())] = version.split()[0]
+    return pins
+
+
+def host_pins() -> dict[str, str]:
+    """``name: version`` of the host's lock (:func:`lock_pins`); installed from a wheel (no
+    lock beside the package), the host environment's own versions."""
+    lock = REPO / "requirements.lock"
     if lock.exists():
-        for line in lock.read_text().splitlines():
-            name, sep, version = line.partition("==")
-            if sep:
-                pins[name.strip().lower().replace("_", "-")] = version.split()[0]
-        return pins
+        return lock_pins(lock)
     from importlib import metadata
 
+    pins = {}
     for name in (*TRIAL_SIDE, *(n for names in COMPANIONS.values() for n in names)):
         with contextlib.suppress(metadata.PackageNotFoundError):
             pins[name] = metadata.version(name)

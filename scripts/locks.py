@@ -45,7 +45,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.environments import TRIAL_SIDE, run_uv  # noqa: E402
+from bench.environments import TRIAL_SIDE, lock_pins, run_uv  # noqa: E402
 
 PYTHON, PLATFORM = "3.11", "x86_64-manylinux_2_28"
 TORCH, TENSORFLOW, MXNET = "2.13.0", "2.21.0", "1.9.1"
@@ -153,11 +153,7 @@ def recorded_date() -> str:
 
 def host_constraints(host_lock: Path, out: Path) -> Path:
     """requirements.lock as plain constraints, local version labels (+cpu) dropped."""
-    pins = []
-    for line in host_lock.read_text().splitlines():
-        if "==" in line and not line.startswith((" ", "#")):
-            name, version = line.split(" ")[0].split("==")
-            pins.append(f"{name.split('[')[0]}=={version.split('+')[0]}")
+    pins = [f"{name}=={version.split('+')[0]}" for name, version in lock_pins(host_lock).items()]
     out.write_text("\n".join(pins) + "\n")
     return out
 

@@ -182,19 +182,6 @@ def resolve_base(c: DockerClient, ref: str) -> tuple[str, str]:
     return _pinned_ref(img), _digest_of(img)
 
 
-def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def _pinned_names(constraints: Path) -> set[str]:
-    names = set()
-    for line in constraints.read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if "==" in line:
-            names.add(_norm(line.split("==", 1)[0]))
-    return names
-
-
 def context_files(spec: BuildSpec) -> dict[str, Path]:
     """What goes into the build context, by path inside it (the repository's layout)."""
     fw = spec.name
@@ -207,11 +194,13 @@ def context_files(spec: BuildSpec) -> dict[str, Path]:
             )
         files[f"docker/{name}"] = DOCKER / name
     if spec.wheelhouse:
-        pinned = _pinned_names(DOCKER / f"constraints-{fw}.txt")
+        from bench.environments import lock_pins, normalized
+
+        pinned = set(lock_pins(DOCKER / f"constraints-{fw}.txt"))
         for wheel in sorted(Path(spec.wheelhouse).glob("*.whl")):
             name, version = wheel.name.split("-")[:2]
             # A CPU-only build (a +cpu local version) must not stand in for the CUDA one.
-            if _norm(name) in pinned and not (spec.variant == "cuda" and "+cpu" in version):
+            if normalized(name) in pinned and not (spec.variant == "cuda" and "+cpu" in version):
                 files[f"docker/wheelhouse/{wheel.name}"] = wheel
     if spec.version:
         from bench.environments import image_lock

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench import images
+from bench import environments, images
 from bench.config import BenchConfig, ConfigError
 from bench.launchers import docker as launcher
 from bench.launchers import docker_host as host
@@ -175,13 +175,7 @@ def test_context_takes_the_framework_wheels_only(tmp_path: Path) -> None:
 
 
 def _pins(path: Path) -> dict[str, str]:
-    out = {}
-    for line in path.read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if "==" in line and not line.startswith("--"):
-            name, version = line.split()[0].split("==", 1)
-            out[re.sub(r"[-_.]+", "-", name.split("[")[0]).lower()] = version.split("+")[0]
-    return out
+    return {name: v.split("+")[0] for name, v in environments.lock_pins(path).items()}
 
 
 @pytest.mark.parametrize("name", ["torch", "tf", "mlflow"])

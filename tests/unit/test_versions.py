@@ -262,3 +262,24 @@ def test_a_versions_image_installs_its_lock(
     assert images.content_hash(files, args) != images.content_hash(pinned, args)
     dockerfile = (images.DOCKER / "tf.Dockerfile").read_text()
     assert "docker/version.loc[k]" in dockerfile and "--require-hashes" in dockerfile
+
+
+def test_lock_pins_reads_locks_and_constraints_alike(tmp_path: Path) -> None:
+    lock = tmp_path / "some.lock"
+    lock.write_text(
+        "# Generated: do not edit.\n"
+        "--find-links /wheels\n"
+        "Scikit_Learn==1.7.2 \\\n"
+        "    --hash=sha256:00 \\\n"
+        "    # via bench\n"
+        "torch==2.13.0+cpu ; platform_machine == 'x86_64'\n"
+        "uvicorn[standard]==0.38.0  # the server\n"
+        "zope.interface==8.1\n"
+    )
+    assert environments.lock_pins(lock) == {
+        "scikit-learn": "1.7.2",
+        "torch": "2.13.0+cpu",
+        "uvicorn": "0.38.0",
+        "zope-interface": "8.1",
+    }
+    assert environments.lock_pins(environments.REPO / "requirements.lock")["torch"].endswith("+cpu")
