@@ -13,4 +13,5 @@ def text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     def line(cells: Sequence[str]) -> str:
         return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
 
-    return "\n".join([line(header), "  ".join("-" * w for w in widths), *map(line, rows)])
+    rule = "  ".join("-" * w for w in widths).rstrip()  # an empty last column: no dashes
+    return "\n".join([line(header), rule, *map(line, rows)])

@@ -3,8 +3,8 @@
 An image is ``bench/<framework>:<variant>-<hash>``, where the hash covers everything that
 goes into it: the framework's Dockerfile and constraints file (docker/), the wheels it may
 take from the wheelhouse, bench's own sources (baked in, so that the image alone reruns a
-trial), the build arguments and the base image's digest.  An unchanged image is never
-rebuilt and a changed one always is.
+trial), the build arguments, the base image's digest and the image's labels.  An unchanged
+image is never rebuilt and a changed one always is.
 
 The base is pinned by digest: a base named by tag is resolved to ``repo@sha256:...`` (pulled
 first if it is missing) or, for a base built here that no registry knows
@@ -226,12 +226,29 @@ def _file_digest(path: Path) -> str:
     return _file_digests[key]
 
 
-def content_hash(files: dict[str, Path], buildargs: dict[str, str]) -> str:
+def content_hash(
+    files: dict[str, Path], buildargs: dict[str, str], labels: dict[str, str] | None = None
+) -> str:
     h = hashlib.sha256()
     for rel in sorted(files):
         h.update(f"{rel}\0{_file_digest(files[rel])}\n".encode())
     h.update(json.dumps(buildargs, sort_keys=True).encode())
+    if labels:  # what the image says of itself is part of it
+        h.update(json.dumps(labels, sort_keys=True).encode())
     return h.hexdigest()[:16]
+
+
+def kind_labels(spec: BuildSpec, base_digest: str) -> dict[str, str]:
+    """The labels of bench's image for ``spec`` (all but its content hash)."""
+    return {
+        "bench.image": spec.name,
+        "bench.variant": spec.variant,
+        "bench.version": spec.version,  # "" for the pinned one (bench.images.inventory)
+        "bench.base_image": spec.base,
+        "bench.base_image.digest": base_digest,
+        "org.opencontainers.image.base.name": spec.base,
+        "org.opencontainers.image.base.digest": base_digest,
+    }
 
 
 @dataclass
@@ -247,14 +264,8 @@ class Plan:
     @property
     def labels(self) -> dict[str, str]:
         return {
-            "bench.image": self.spec.name,
-            "bench.variant": self.spec.variant,
-            "bench.version": self.spec.version,  # "" for the pinned one (bench.images.inventory)
+            **kind_labels(self.spec, self.base_digest),
             "bench.content_hash": self.tag.rsplit("-", 1)[1],
-            "bench.base_image": self.spec.base,
-            "bench.base_image.digest": self.base_digest,
-            "org.opencontainers.image.base.name": self.spec.base,
-            "org.opencontainers.image.base.digest": self.base_digest,
         }
 
 
@@ -262,7 +273,8 @@ def plan(spec: BuildSpec, c: DockerClient) -> Plan:
     pinned, base_digest = resolve_base(c, spec.base)
     files = context_files(spec)
     buildargs = {"BASE_IMAGE": pinned, "VARIANT": spec.variant, "BENCH_UID": str(BENCH_UID)}
-    tag = f"bench/{spec.name}:{spec.variant}-{content_hash(files, buildargs)}"
+    digest = content_hash(files, buildargs, kind_labels(spec, base_digest))
+    tag = f"bench/{spec.name}:{spec.variant}-{digest}"
     return Plan(spec, tag, files, buildargs, base_digest)
 
 

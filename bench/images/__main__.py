@@ -117,12 +117,14 @@ def _list() -> int:
     stale = inventory.superseded(images)
     if images:
         print(inventory.table(images, {h.tag for h in stale}))
-    gib = inventory.size_bytes(stale) / 2**30
-    print(
-        f"{len(images)} bench image tag(s); "
-        + (f"{len(stale)} superseded ({gib:.1f} GiB): `bench images prune` removes them"
-           if stale else "none superseded")
-    )  # fmt: skip
+    if stale:
+        frees = inventory.amount(inventory.unique_bytes(stale))
+        print(
+            f"{len(images)} bench image tag(s); {len(stale)} superseded: `bench images prune` "
+            f"frees at least {frees} (the layers only they hold)"
+        )
+    else:
+        print(f"{len(images)} bench image tag(s); none superseded")
     return 0
 
 
@@ -134,14 +136,17 @@ def _prune(keep: int, dry_run: bool) -> int:
     if dry_run:
         for h in stale:
             print(f"would remove {h.tag}")
-        print(f"{len(stale)} superseded ({inventory.size_bytes(stale) / 2**30:.1f} GiB)")
+        frees = inventory.amount(inventory.unique_bytes(stale))
+        print(f"{len(stale)} superseded: removing them frees at least {frees}")
         return 0
+    before = inventory.layers_bytes(c)
     outcome = inventory.remove(c, stale)
     for h, why in outcome:
         print(f"removed {h.tag}" if not why else f"kept {h.tag}: {why}")
-    gone = [h for h, why in outcome if not why]
-    print(f"removed {len(gone)} of {len(stale)} ({inventory.size_bytes(gone) / 2**30:.1f} GiB)")
-    return 0 if len(gone) == len(stale) else 1
+    gone = sum(1 for _, why in outcome if not why)
+    freed = inventory.amount(max(0, before - inventory.layers_bytes(c)))
+    print(f"removed {gone} of {len(stale)}; {freed} freed")
+    return 0 if gone == len(stale) else 1
 
 
 if __name__ == "__main__":

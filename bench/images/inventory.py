@@ -1,21 +1,27 @@
 """The images bench has built in the local engine, and which of them are superseded.
 
 Every change to what goes into an image (its Dockerfile, constraints, lock, bench's own
-sources, the base's digest) gives it a new content-hash tag, and the old image stays: a
-few GB each.  An image is *superseded* when a newer bench image of the same kind exists:
-the same framework (or service), variant, framework version and base image.  The newest
-``keep`` of each kind are kept; a run logged from a superseded image still names its id and
-digest (``bench.image.*`` tags), but rerunning it in that exact image needs the image back.
+sources, the base's digest, its labels) gives it a new content-hash tag, and the old image
+stays (a few MiB of its own when only bench's sources changed, GBs when a pin did).  An
+image is *superseded* when a newer bench image of the same kind exists: the same framework
+(or service), variant, framework version and base image.
+"Newer" is when the engine last tagged it, which for bench's images is when they were
+built (BuildKit gives an image rebuilt from cached layers the creation time of the first
+build, so that time cannot tell two builds apart).  The newest ``keep`` of each kind are
+kept; a run logged from a superseded image still names its id and digest (``bench.image.*``
+tags), but rerunning it in that exact image needs the image back.
 
-Images built before bench labelled the version (``bench.version``) are a kind of their
-own ("?"), so that an image of another version is never taken for a superseded pinned one.
+Images built before bench labelled the version (``bench.version``) are a kind of their own
+("?"); bench no longer builds any of them (the labels are part of the content hash), and of
+those too the newest are kept.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bench.tables import text_table
 
@@ -36,8 +42,10 @@ class Held:
     variant: str
     version: str  # "" for the pinned one, UNLABELLED where the image does not say
     base: str
-    created: str  # ISO 8601, as the engine reports it (sorts as time)
-    size_bytes: int
+    built: str  # ISO 8601 UTC, as the engine reports it (so it sorts as time)
+    size_bytes: int  # the whole image, its base and every layer it shares included
+    # What no other image shares: what removing it alone frees (None: the engine did not say)
+    unique_bytes: int | None
 
     @property
     def kind(self) -> tuple[str, str, str, str]:
@@ -46,8 +54,11 @@ class Held:
 
 def held(c: DockerClient) -> list[Held]:
     """bench's tagged images in the engine, by kind, newest first within a kind."""
+    shared = {i["Id"]: i.get("SharedSize", -1) for i in c.df().get("Images") or []}
     out = []
     for img in c.images.list(filters={"label": LABEL}):
+        size = int(img.attrs.get("Size", 0))
+        common = shared.get(img.id, -1)
         labels = img.labels or {}
         for tag in img.tags or []:
             out.append(
@@ -58,16 +69,30 @@ def held(c: DockerClient) -> list[Held]:
                     variant=labels.get("bench.variant", ""),
                     version=labels.get("bench.version", UNLABELLED),
                     base=labels.get("bench.base_image", ""),
-                    created=str(img.attrs.get("Created", "")),
-                    size_bytes=int(img.attrs.get("Size", 0)),
+                    built=_built(img.attrs),
+                    size_bytes=size,
+                    unique_bytes=size - common if common >= 0 else None,
                 )
             )
     return _ordered(out)
 
 
+def _built(attrs: dict[str, Any]) -> str:
+    """When the engine last tagged the image, else when it was created."""
+    tagged = str((attrs.get("Metadata") or {}).get("LastTagTime") or "")
+    return tagged if tagged and not tagged.startswith("0001-") else str(attrs.get("Created", ""))
+
+
+def _when(iso: str) -> tuple[str, float]:
+    """An engine's ISO 8601 time as a sort key: nanosecond fractions (more than Python's
+    datetime reads) and none at all compare as numbers."""
+    fraction = re.match(r"\.(\d+)", iso[19:])
+    return iso[:19], float(f"0.{fraction.group(1)}") if fraction else 0.0
+
+
 def _ordered(images: Iterable[Held]) -> list[Held]:
-    """By kind, newest first within a kind (ISO 8601 times of one engine sort as times)."""
-    newest_first = sorted(images, key=lambda h: (h.created, h.tag), reverse=True)
+    """By kind, newest first within a kind."""
+    newest_first = sorted(images, key=lambda h: (_when(h.built), h.tag), reverse=True)
     return sorted(newest_first, key=lambda h: h.kind)  # a stable sort keeps that order
 
 
@@ -111,14 +136,25 @@ def table(images: list[Held], stale: set[str]) -> str:
                 h.tag,
                 version,
                 h.base,
-                h.created[:19].replace("T", " "),
-                f"{h.size_bytes / 2**20:,.0f} MiB",
+                h.built[:19].replace("T", " "),
+                amount(h.size_bytes),
+                "?" if h.unique_bytes is None else amount(h.unique_bytes),
                 "superseded" if h.tag in stale else "",
             )
         )
-    return text_table(("TAG", "VERSION", "BASE", "CREATED", "SIZE", ""), rows)
+    return text_table(("TAG", "VERSION", "BASE", "BUILT", "SIZE", "UNIQUE", ""), rows)
 
 
-def size_bytes(images: Iterable[Held]) -> int:
-    """The images' size, each image counted once however many of its tags are given."""
-    return sum({h.id: h.size_bytes for h in images}.values())
+def amount(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:,.0f} MiB"
+
+
+def unique_bytes(images: Iterable[Held]) -> int:
+    """What the images hold that no other image shares, each image counted once: at least
+    what removing them frees (layers they share only among themselves come on top)."""
+    return sum({h.id: h.unique_bytes or 0 for h in images}.values())
+
+
+def layers_bytes(c: DockerClient) -> int:
+    """The space all the engine's image layers take."""
+    return int(c.df().get("LayersSize") or 0)

@@ -151,6 +151,9 @@ def test_content_hash_follows_the_inputs(tmp_path: Path) -> None:
     first = images.content_hash({"bench/a.py": source}, args)
     assert images.content_hash({"bench/a.py": source}, dict(args)) == first
     assert images.content_hash({"bench/a.py": source}, {**args, "VARIANT": "cuda"}) != first
+    labelled = images.content_hash({"bench/a.py": source}, args, {"bench.version": ""})
+    assert labelled != first
+    assert images.content_hash({"bench/a.py": source}, args, {"bench.version": "2.13"}) != labelled
     assert images.content_hash({"bench/b.py": source}, args) != first
     time.sleep(0.01)
     source.write_text("x = 2\n")
