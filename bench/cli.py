@@ -104,13 +104,17 @@ TOOLS = {
 
 def run() -> None:
     word = sys.argv[1] if len(sys.argv) > 1 else ""
+    if word == "plan":  # a dry run of the sweep the rest of the line describes
+        given = [a for a in sys.argv[2:] if a not in ("-m", "--multirun")]
+        sys.argv = [sys.argv[0], "-m", *given, "hydra.sweeper.dry_run=true"]
+        word = "-m"
     if word in TOOLS:
         import importlib
 
         sys.exit(importlib.import_module(TOOLS[word]).main(sys.argv[2:]))
     if word and word[0] not in "-~" and "=" not in word:  # ~key deletes a key in Hydra
         print(
-            f"bench: {word!r} is not a command ({', '.join(TOOLS)}) nor an override "
+            f"bench: {word!r} is not a command ({', '.join(['plan', *TOOLS])}) nor an override "
             "(key=value, e.g. model=resnet50); see bench --help",
             file=sys.stderr,
         )

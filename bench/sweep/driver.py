@@ -43,6 +43,7 @@ from bench.sweep.jobs import (
     varying,
 )
 from bench.sweep.session import Counting, Row, Sweep, TrialStopped
+from bench.tables import text_table
 
 
 def sweep_name() -> str:
@@ -64,11 +65,13 @@ def run_sweep(
     max_batch_size: int | None = None,
     slurm_partition: Callable[[str | None], tuple[str, int] | None] | None = None,
     blocks: Sequence[Sequence[Any]] = (),
+    dry_run: bool = False,
 ) -> None:
     """Run a sweep: ``arguments`` are the parsed overrides (sweeper params first; ``blocks``
     those of each block of the sweeper's grid, where it has one),
     ``compose`` composes one job's config, ``launch`` runs a batch of jobs (Hydra's
-    launcher) and returns their JobReturns.  Always ends by raising :class:`BenchExit`."""
+    launcher) and returns their JobReturns; ``dry_run``: stop after the checks, listing the
+    trials.  Always ends by raising :class:`BenchExit`."""
     repeats = int(config.get("repeats", 1))
     launcher = str(config.hydra.launcher.get("_target_", ""))
     try:
@@ -92,6 +95,9 @@ def run_sweep(
         check_all([(label, cfg) for label, _, cfg in composed], slurm, partition)
     except ConfigError as exc:
         fail(exc.problems)
+    if dry_run:
+        _say_planned([label for label, _, _ in composed], len(not_run))
+        raise BenchExit(0)
     first = composed[0][2]
     with _no_crash():
         sweep = Sweep.open(first, len(jobs), sweep_name(), [str(a.input_line) for a in arguments])
@@ -125,6 +131,16 @@ def run_sweep(
     with _no_crash():
         code = sweep.finish(rows)
     raise BenchExit(code)
+
+
+def _say_planned(labels: Sequence[str], not_run: int) -> None:
+    """The trials a dry run found ready, in the order a sweep would run them."""
+    print(text_table(("#", "trial"), [(str(i), label) for i, label in enumerate(labels, 1)]))
+    skipped = f"; {not_run} cell(s) this machine cannot run are listed above" if not_run else ""
+    print(
+        f"\n{len(labels)} trials would run (a dry run: every check passed; nothing was "
+        f"started and no MLflow run was made{skipped})"
+    )
 
 
 def _say_not_run(not_run: Sequence[tuple[str, str]]) -> None:

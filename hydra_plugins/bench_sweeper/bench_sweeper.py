@@ -30,6 +30,10 @@ class BenchSweeperConf:
     # params, whose products the sweep runs in turn; or a mapping of named axes, each such
     # a list, crossed (bench.sweep.jobs.grid_blocks).
     grid: Any = None
+    # Compose, validate and prepare every trial (as a sweep does before its first one: the
+    # environments its framework versions need are made), list them, and run none: `bench
+    # plan ...` sets it.
+    dry_run: bool = False
 
 
 ConfigStore.instance().store(
@@ -43,8 +47,9 @@ class BenchSweeper(Sweeper):
         max_batch_size: int | None = None,
         params: dict[str, str] | None = None,
         grid: Any = None,
+        dry_run: bool = False,
     ) -> None:
-        self.max_batch_size = max_batch_size
+        self.max_batch_size, self.dry_run = max_batch_size, dry_run
         self.params = dict(params or {})
         self.grid = (
             OmegaConf.to_container(grid) if isinstance(grid, DictConfig | ListConfig) else grid
@@ -83,4 +88,5 @@ class BenchSweeper(Sweeper):
             self.max_batch_size,
             partition_nodes,
             [parser.parse_overrides(block) for block in blocks],
+            self.dry_run,
         )

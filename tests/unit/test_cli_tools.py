@@ -84,3 +84,32 @@ def test_data_download_refuses_an_unknown_data_set(
 ) -> None:
     assert bench(monkeypatch, "data", "download", "imagenet") == 2
     assert "cifar10" in capsys.readouterr().err
+
+
+def test_plan_checks_a_sweep_and_lists_its_trials_running_none(tmp_path: Any) -> None:
+    """`bench plan ARGS` is `bench -m ARGS` stopped after every check (its own process:
+    Hydra's entry point), with or without the -m; bad input is still exit 2."""
+    import subprocess
+
+    store = f"tracking.uri=sqlite:///{tmp_path}/m.db"
+    for flag in ([], ["-m"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "bench", "plan", *flag, "model=lenet5,vgg16",
+             "framework=torch,tf", store],
+            capture_output=True, text=True, cwd=tmp_path, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.splitlines()
+        assert lines[2:6] == [
+            "1  framework=torch model=lenet5",
+            "2  framework=tf model=lenet5",
+            "3  framework=torch model=vgg16",
+            "4  framework=tf model=vgg16",
+        ]
+        assert lines[-1].startswith("4 trials would run (a dry run: every check passed")
+    assert not (tmp_path / "m.db").exists() and not (tmp_path / "multirun").exists()
+    bad = subprocess.run(
+        [sys.executable, "-m", "bench", "plan", "model=lenet5", "batch_size=0", store],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "batch_size: must be >= 1, got 0" in bad.stderr

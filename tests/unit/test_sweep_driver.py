@@ -116,7 +116,11 @@ def hydra_conf() -> Iterator[None]:
 
 
 def sweep(
-    args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int | None = None
+    args: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    batch: int | None = None,
+    dry_run: bool = False,
 ) -> tuple[int, list[list[str]]]:
     """Run ``-m ARGS`` through the sweeper's logic; jobs run in this process, each in the
     environment the sweeper gives it.  Returns the exit status and the launched batches."""
@@ -149,7 +153,7 @@ def sweep(
 
     parsed = OverridesParser.create().parse_overrides(args)
     with pytest.raises(BenchExit) as done:
-        driver.run_sweep(config, compose_job, launch, parsed, batch)
+        driver.run_sweep(config, compose_job, launch, parsed, batch, dry_run=dry_run)
     return int(done.value.code or 0), launched
 
 
@@ -282,6 +286,20 @@ def test_cells_this_machine_cannot_run_are_listed_not_refused(
                            tmp_path, monkeypatch)  # fmt: skip
     assert code == 2 and not launched
     assert "no trial this machine can run" in capsys.readouterr().err
+
+
+def test_a_dry_run_checks_every_job_and_runs_none(
+    store: FakeStore, hydra_conf: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    code, launched = sweep(["framework=torch,tf", *TINY], tmp_path, monkeypatch, dry_run=True)
+    assert (code, launched, store.sweeps, store.trials) == (0, [], {}, [])
+    out = capsys.readouterr().out.splitlines()
+    assert out[2:4] == ["1  framework=torch model=lenet5", "2  framework=tf model=lenet5"]
+    assert out[-1].startswith("2 trials would run")
+    code, _ = sweep(
+        ["framework=torch", *TINY[:-1], "batch_size=4,0"], tmp_path, monkeypatch, dry_run=True
+    )
+    assert code == 2 and "batch_size: must be >= 1, got 0" in capsys.readouterr().err
 
 
 class Stream(io.StringIO):
