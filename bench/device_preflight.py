@@ -52,7 +52,8 @@ Probe = Callable[[BenchConfig], Seen]
 FIXES = {
     "torch": "install torch's CUDA wheel",
     "tf": "install TensorFlow's GPU build (tensorflow[and-cuda])",
-    "mxnet": "install MXNet's CUDA build in .venv-mxnet",
+    "mxnet": "install MXNet's CUDA build in its own environment (`bench setup mxnet` on a "
+    "host with the CUDA 11 runtime)",
 }
 
 

@@ -85,9 +85,12 @@ def _check_framework(problems: list[str], cfg: BenchConfig) -> None:
             "warm-up); compile=true has no further meaning there, leave it false"
         )
     if cfg.launcher.name == "inline":
+        from bench import interpreters
+
         problems.append(
             "launcher: inline runs the trial inside bench's own process, which never imports "
-            "MXNet (it has its own environment, .venv-mxnet); use launcher=process or docker"
+            f"MXNet (it has its own environment, {interpreters.own_venv('mxnet')}); use "
+            "launcher=process or docker"
         )
     elif cfg.launcher.name == "process":
         from bench import interpreters
