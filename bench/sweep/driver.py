@@ -138,8 +138,8 @@ def _say_planned(labels: Sequence[str], not_run: int) -> None:
     print(text_table(("#", "trial"), [(str(i), label) for i, label in enumerate(labels, 1)]))
     skipped = f"; {not_run} cell(s) this machine cannot run are listed above" if not_run else ""
     print(
-        f"\n{len(labels)} trials would run (a dry run: every check passed; nothing was "
-        f"started and no MLflow run was made{skipped})"
+        f"\n{len(labels)} trial{'s' if len(labels) != 1 else ''} would run (a dry run: every "
+        f"check passed; nothing was started and no MLflow run was made{skipped})"
     )
 
 
