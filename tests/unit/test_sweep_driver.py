@@ -346,3 +346,30 @@ def test_composing_a_long_sweep_shows_its_progress_and_a_short_one_says_nothing(
 def compose_fixed(job: list[str]) -> Any:
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         return compose("config", overrides=job)
+
+
+def test_repeats_are_composed_once_per_configuration_unless_they_interpolate_repeat() -> None:
+    from bench.sweep.jobs import compose_all, expand
+
+    parser = OverridesParser.create()
+    calls: list[list[str]] = []
+
+    def compose(job: list[str]) -> Any:
+        calls.append(job)
+        return compose_fixed(job)
+
+    jobs = expand(parser.parse_overrides(["model=lenet5", "batch_size=2,4"]), repeats=3)
+    composed = compose_all(compose, jobs)
+    assert len(jobs) == 6 and len(calls) == 2  # one per batch size
+    by_job = {tuple(job): cfg for _, job, cfg in composed}
+    for job, cfg in by_job.items():
+        assert cfg.repeat == int(job[0].removeprefix("repeat="))
+        assert cfg.batch_size == int(dict(o.split("=") for o in job)["batch_size"])
+    assert len({id(cfg) for cfg in by_job.values()}) == 6  # copies, not one shared object
+    assert len({id(cfg.model) for cfg in by_job.values()}) == 6
+    # A value that follows the repeat: every job composed, each resolved with its own.
+    calls.clear()
+    jobs = expand(parser.parse_overrides(["model=lenet5", "seed=${repeat}"]), repeats=3)
+    composed = compose_all(compose, jobs)
+    assert len(calls) == 3
+    assert sorted((cfg.repeat, cfg.seed) for _, _, cfg in composed) == [(0, 0), (1, 1), (2, 2)]
