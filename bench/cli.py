@@ -26,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from bench import paths
 from bench.config import BenchConfig
 from bench.strategy_configs import STRATEGY_CONFIGS
+from bench.sweep.compose import register_resolvers
 from bench.sweep.jobs import BenchExit
 
 _STORE = ConfigStore.instance()
@@ -41,6 +42,7 @@ def _job_minutes(timeout_s: float) -> int:
 
 
 OmegaConf.register_new_resolver("bench_minutes", _job_minutes)
+register_resolvers()  # data.name: ${bench_cifar_if_present:}
 try:  # `hydra/launcher=submitit_slurm` gets bench's defaults (bench/slurm.py)
     from bench.slurm import register_launcher_config
 

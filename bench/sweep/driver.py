@@ -31,17 +31,8 @@ from bench.result import ERROR
 from bench.runtime.processes import shielded
 from bench.sweep import parity
 from bench.sweep.availability import split_unavailable
-from bench.sweep.jobs import (
-    BenchExit,
-    SweepRef,
-    check_all,
-    compose_all,
-    expand,
-    fail,
-    to_bench_config,
-    trial_label,
-    varying,
-)
+from bench.sweep.compose import compose_all, to_bench_config
+from bench.sweep.jobs import BenchExit, SweepRef, check_all, expand, fail, trial_label, varying
 from bench.sweep.session import Counting, Row, Sweep, TrialStopped
 from bench.tables import text_table
 

@@ -70,7 +70,7 @@ class SlurmLauncher(_PluginSlurmLauncher):
         return executor
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Any:
-        from bench.sweep.jobs import to_bench_config
+        from bench.sweep.compose import to_bench_config
 
         assert self.config is not None and self.hydra_context is not None
         loader = self.hydra_context.config_loader

@@ -11,7 +11,7 @@ from bench.cli import CONF_DIR
 from bench.config import BenchConfig
 from bench.data import CIFAR
 from bench.preflight import validate
-from bench.sweep.jobs import to_bench_config
+from bench.sweep.compose import to_bench_config
 from tests.cifar_fixture import write_cifar_archive
 
 # Groups that pick one option each (presets: experiment/, slurm/ are tested on their own).

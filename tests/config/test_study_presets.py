@@ -15,14 +15,8 @@ from bench.cli import CONF_DIR
 from bench.config import ConfigError
 from bench.report import claims
 from bench.sweep.availability import split_unavailable
-from bench.sweep.jobs import (
-    check_all,
-    compose_all,
-    expand,
-    grid_blocks,
-    jobs_of,
-    pairs,
-)
+from bench.sweep.compose import compose_all
+from bench.sweep.jobs import check_all, expand, grid_blocks, jobs_of, pairs
 from tests.cifar_fixture import write_cifar_archive
 
 PRESETS = sorted(p.stem for p in (Path(CONF_DIR) / "experiment").glob("seed*.yaml"))
@@ -183,7 +177,7 @@ def test_a_malformed_grid_names_the_field(grid: Any) -> None:
 def test_smaller_scales_take_the_cifar_archives_where_they_are(preset: str, tmp_path: Path) -> None:
     """machine and smoke train on CIFAR where its archive is under data.root, else on
     synthetic batches of its shape; the job's config says which (it is what the run logs)."""
-    from bench.sweep.jobs import to_bench_config
+    from bench.sweep.compose import to_bench_config
 
     root = tmp_path / "data"
     root.mkdir()

@@ -113,3 +113,17 @@ def test_plan_checks_a_sweep_and_lists_its_trials_running_none(tmp_path: Any) ->
         capture_output=True, text=True, cwd=tmp_path, timeout=120,
     )  # fmt: skip
     assert bad.returncode == 2 and "batch_size: must be >= 1, got 0" in bad.stderr
+
+
+def test_cfg_job_resolves_benchs_own_resolvers(tmp_path: Any) -> None:
+    """`--cfg job --resolve` of a preset whose data name is ${bench_cifar_if_present:}:
+    the CLI registers the resolver before Hydra prints (no CIFAR archive here)."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--cfg", "job", "--resolve",
+         "+experiment=seed004_cifar10_strategies"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "data:\n  name: synthetic\n" in done.stdout

@@ -110,7 +110,7 @@ def test_ps_0_means_one_server_per_node_for_the_strategies_that_need_them() -> N
     from hydra import compose, initialize_config_dir
 
     from bench.cli import CONF_DIR
-    from bench.sweep.jobs import to_bench_config
+    from bench.sweep.compose import to_bench_config
 
     def composed(*overrides: str) -> BenchConfig:
         with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
@@ -183,7 +183,7 @@ def composed(*overrides: str) -> BenchConfig:
     from hydra import compose, initialize_config_dir
 
     from bench.cli import CONF_DIR
-    from bench.sweep.jobs import to_bench_config
+    from bench.sweep.compose import to_bench_config
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         return to_bench_config(compose("config", overrides=list(overrides)))
@@ -220,7 +220,7 @@ def test_distributed_is_a_group_with_one_typed_config_per_strategy() -> None:
     ],
 )  # fmt: skip
 def test_a_strategys_settings_are_refused_by_name(overrides: list[str], field: str) -> None:
-    from bench.sweep.jobs import compose_all
+    from bench.sweep.compose import compose_all
 
     def compose(job: list[str]):  # noqa: ANN202
         from hydra import compose as hydra_compose

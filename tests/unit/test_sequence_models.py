@@ -261,7 +261,7 @@ def test_conf_presets_compose_and_image_data_is_refused() -> None:
     from hydra import compose, initialize_config_dir
 
     from bench.cli import CONF_DIR
-    from bench.sweep.jobs import to_bench_config
+    from bench.sweep.compose import to_bench_config
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         bert = to_bench_config(compose("config", overrides=["model=bert_base"]))

@@ -315,7 +315,7 @@ class Stream(io.StringIO):
 def test_composing_a_long_sweep_shows_its_progress_and_a_short_one_says_nothing(
     tty: bool,
 ) -> None:
-    from bench.sweep.jobs import compose_all
+    from bench.sweep.compose import compose_all
 
     now = [0.0]
 
@@ -349,7 +349,8 @@ def compose_fixed(job: list[str]) -> Any:
 
 
 def test_repeats_are_composed_once_per_configuration_unless_they_interpolate_repeat() -> None:
-    from bench.sweep.jobs import compose_all, expand
+    from bench.sweep.compose import compose_all
+    from bench.sweep.jobs import expand
 
     parser = OverridesParser.create()
     calls: list[list[str]] = []
