@@ -16,7 +16,6 @@ import contextlib
 import hashlib
 import os
 import platform
-import re
 import subprocess
 import sys
 import time
@@ -72,21 +71,18 @@ def env_for(framework: str, version: str) -> Env:
     return Env(framework, version, cache_root() / f"{framework}-{version}")
 
 
-def normalized(name: str) -> str:
-    """A distribution's name as PEP 503 compares names (``Scikit_Learn`` -> ``scikit-learn``)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def lock_pins(path: Path) -> dict[str, str]:
     """``name: version`` of a lock or constraints file (its ``name==version`` lines, hashes
     and comments aside): names normalized, extras dropped; the version as written, a local
     label such as ``+cpu`` included."""
-    pins = {}
+    from packaging.utils import canonicalize_name
+
+    pins: dict[str, str] = {}
     for line in path.read_text().splitlines():
         line = line.split("#", 1)[0].strip()
         name, sep, version = line.partition("==")
         if sep and not line.startswith("-"):
-            pins[normalized(name.split("[")[0].strip())] = version.split()[0]
+            pins[canonicalize_name(name.split("[")[0].strip())] = version.split()[0]
     return pins
 
 
@@ -98,7 +94,7 @@ def host_pins() -> dict[str, str]:
         return lock_pins(lock)
     from importlib import metadata
 
-    pins = {}
+    pins: dict[str, str] = {}
     for name in (*TRIAL_SIDE, *(n for names in COMPANIONS.values() for n in names)):
         with contextlib.suppress(metadata.PackageNotFoundError):
             pins[name] = metadata.version(name)

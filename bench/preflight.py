@@ -84,17 +84,15 @@ def _check_framework(problems: list[str], cfg: BenchConfig) -> None:
             "compile: framework=mxnet always runs hybridized (a static graph, built in the "
             "warm-up); compile=true has no further meaning there, leave it false"
         )
-    if cfg.launcher.name == "inline":
-        from bench import interpreters
+    from bench import interpreters
 
+    if cfg.launcher.name == "inline":
         problems.append(
             "launcher: inline runs the trial inside bench's own process, which never imports "
             f"MXNet (it has its own environment, {interpreters.own_venv('mxnet')}); use "
             "launcher=process or docker"
         )
     elif cfg.launcher.name == "process":
-        from bench import interpreters
-
         problem = interpreters.problem(cfg.framework.name, cfg.framework.version)
         if problem:
             problems.append(f"framework: {problem}")

@@ -194,13 +194,16 @@ def context_files(spec: BuildSpec) -> dict[str, Path]:
             )
         files[f"docker/{name}"] = DOCKER / name
     if spec.wheelhouse:
-        from bench.environments import lock_pins, normalized
+        from packaging.utils import canonicalize_name
+
+        from bench.environments import lock_pins
 
         pinned = set(lock_pins(DOCKER / f"constraints-{fw}.txt"))
         for wheel in sorted(Path(spec.wheelhouse).glob("*.whl")):
             name, version = wheel.name.split("-")[:2]
             # A CPU-only build (a +cpu local version) must not stand in for the CUDA one.
-            if normalized(name) in pinned and not (spec.variant == "cuda" and "+cpu" in version):
+            cpu_for_cuda = spec.variant == "cuda" and "+cpu" in version
+            if canonicalize_name(name) in pinned and not cpu_for_cuda:
                 files[f"docker/wheelhouse/{wheel.name}"] = wheel
     if spec.version:
         from bench.environments import image_lock

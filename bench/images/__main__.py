@@ -132,19 +132,20 @@ def _prune(keep: int, dry_run: bool) -> int:
     from bench.images import inventory
 
     c = client()
-    stale = inventory.superseded(inventory.held(c), keep)
+    usage = c.df()  # what the layers take now, and what each image shares
+    stale = inventory.superseded(inventory.held(c, usage), keep)
     if dry_run:
         for h in stale:
             print(f"would remove {h.tag}")
         frees = inventory.amount(inventory.unique_bytes(stale))
         print(f"{len(stale)} superseded: removing them frees at least {frees}")
         return 0
-    before = inventory.layers_bytes(c)
     outcome = inventory.remove(c, stale)
     for h, why in outcome:
         print(f"removed {h.tag}" if not why else f"kept {h.tag}: {why}")
     gone = sum(1 for _, why in outcome if not why)
-    freed = inventory.amount(max(0, before - inventory.layers_bytes(c)))
+    shrunk = inventory.layers_bytes(usage) - inventory.layers_bytes(c.df())
+    freed = inventory.amount(max(0, shrunk))
     print(f"removed {gone} of {len(stale)}; {freed} freed")
     return 0 if gone == len(stale) else 1
 

@@ -52,9 +52,11 @@ class Held:
         return (self.name, self.variant, self.version, self.base)
 
 
-def held(c: DockerClient) -> list[Held]:
-    """bench's tagged images in the engine, by kind, newest first within a kind."""
-    shared = {i["Id"]: i.get("SharedSize", -1) for i in c.df().get("Images") or []}
+def held(c: DockerClient, usage: dict[str, Any] | None = None) -> list[Held]:
+    """bench's tagged images in the engine, by kind, newest first within a kind; ``usage``:
+    the engine's ``df()``, if the caller has it already."""
+    usage = c.df() if usage is None else usage
+    shared = {i["Id"]: i.get("SharedSize", -1) for i in usage.get("Images") or []}
     out = []
     for img in c.images.list(filters={"label": LABEL}):
         size = int(img.attrs.get("Size", 0))
@@ -155,6 +157,6 @@ def unique_bytes(images: Iterable[Held]) -> int:
     return sum({h.id: h.unique_bytes or 0 for h in images}.values())
 
 
-def layers_bytes(c: DockerClient) -> int:
-    """The space all the engine's image layers take."""
-    return int(c.df().get("LayersSize") or 0)
+def layers_bytes(usage: dict[str, Any]) -> int:
+    """The space all the engine's image layers take, from its ``df()``."""
+    return int(usage.get("LayersSize") or 0)

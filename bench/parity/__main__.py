@@ -143,8 +143,9 @@ def problems(args: argparse.Namespace) -> list[str]:
         found.append("--momentum: in [0, 1); --weight-decay: at least 0")
     runs = not distributes(args.distributed) or args.distributed in STRATEGIES
     for framework in frameworks if runs else []:
-        if interpreters.problem(framework):
-            found.append(f"--frameworks: {interpreters.problem(framework)}")
+        problem = interpreters.problem(framework)
+        if problem:
+            found.append(f"--frameworks: {problem}")
     return found
 
 
