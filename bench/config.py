@@ -37,9 +37,15 @@ DEFAULT_MIN_WINDOW_S = 2.0  # scripts/bench_window_cv.py: every side under 5% CV
 @dataclass
 class FrameworkConfig:
     name: str = "torch"
-    # The framework's version: "" is the one the host's environment pins; any other runs in
-    # an environment of its own, made on first use (bench.versions, bench.environments).
+    # The framework's version: "" is the one the host's environment pins; "installed" is
+    # whatever the trial's interpreter has (no environment made or checked: a site's or a
+    # container's own build); any other runs in an environment of its own, made on first
+    # use (bench.versions, bench.environments).
     version: str = ""
+    # Not set by hand: the version (and CUDA/cuDNN build) the trial's interpreter has, as
+    # composition finds it, for version=installed and for a pinned run whose interpreter
+    # has another version than the pin; "" otherwise.  Part of the configuration's identity.
+    installed: str = ""
 
 
 @dataclass
@@ -394,6 +400,7 @@ def measured(flat: dict[str, Any]) -> dict[str, Any]:
     hence the comparison as text)."""
     auto = str(flat.get("steps_per_epoch")) == str(AUTO)
     pinned = not str(flat.get("framework.version") or "")
+    as_pinned = not str(flat.get("framework.installed") or "")
     defaults = STRATEGY_CONFIGS.get(str(flat.get("distributed")), DistributedConfig)()
     default_settings = {f"distributed.{k}": str(v) for k, v in defaults.settings().items()}
     return {
@@ -401,6 +408,7 @@ def measured(flat: dict[str, Any]) -> dict[str, Any]:
         for k, v in flat.items()
         if _decides(k, auto)
         and not (pinned and k == "framework.version")
+        and not (as_pinned and k == "framework.installed")
         and default_settings.get(k) != str(v)  # a default setting: as a run without it
     }
 
@@ -409,8 +417,11 @@ def config_hash(cfg: BenchConfig) -> str:
     """A stable hash of everything that decides what a trial measures (:func:`measured`)."""
     auto = cfg.steps_per_epoch == AUTO
     data = {k: v for k, v in to_dict(cfg).items() if _decides(k, auto)}
-    if not cfg.framework.version:  # the pinned version: hashes as before versions existed
-        data["framework"] = {k: v for k, v in data["framework"].items() if k != "version"}
+    # The pinned version hashes as before versions existed, and a run on the pinned version
+    # as installed (framework.installed "") as before that field existed.
+    dropped = {"version"} if not cfg.framework.version else set()
+    dropped |= {"installed"} if not cfg.framework.installed else set()
+    data["framework"] = {k: v for k, v in data["framework"].items() if k not in dropped}
     # The strategy hashes as its name, as before it had settings, with only the settings
     # that differ from that strategy's defaults beside it.
     strategy = cfg.distributed

@@ -10,11 +10,14 @@ a checkout, ``~/.cache/bench/mxnet/venv`` (``BENCH_CACHE``) for an installed whe
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 
-from bench import paths
+from bench import paths, versions
 
 # Frameworks that live in an environment of their own: the variable that overrides it.
 OWN_ENVIRONMENTS = {"mxnet": "BENCH_MXNET_PYTHON"}
@@ -31,7 +34,7 @@ def python_for(framework: str, version: str = "") -> str:
     """The interpreter that runs ``python -m bench.worker`` for a trial of ``framework`` (at
     ``version``: "" is the pinned one; any other has an environment of its own, made by
     :func:`bench.environments.ensure` before the sweep's first trial)."""
-    if version:
+    if versions.own_release(version):
         from bench.environments import env_for
 
         return str(env_for(framework, version).python)
@@ -44,7 +47,7 @@ def own_environment(framework: str, version: str = "") -> bool:
     """Whether a trial of ``framework`` at ``version`` runs in the framework's own
     environment when it runs in a process here: a framework that has one, at its pinned
     version (any other version has an environment of its own, bench.environments)."""
-    return framework in OWN_ENVIRONMENTS and not version
+    return framework in OWN_ENVIRONMENTS and not versions.own_release(version)
 
 
 def overridden(framework: str) -> bool:
@@ -71,3 +74,37 @@ def problem(framework: str, version: str = "") -> str:
         f"{framework} runs in its own environment and its interpreter {python} is missing; "
         f"create it with `bench setup {framework}`, or set {OWN_ENVIRONMENTS[framework]}"
     )
+
+
+_DESCRIBE = (
+    "import json, sys; from bench.versions import describe; "
+    "print(json.dumps(describe(sys.argv[1])))"
+)
+
+
+@cache
+def installed(framework: str) -> dict[str, str]:
+    """What the interpreter that runs ``framework``'s trials (at its pinned version, or
+    ``installed``) has of it, read without importing it (:func:`bench.versions.describe`):
+    this process for torch and tf, a short child of its own environment's interpreter for
+    MXNet; {} where it is not importable there.  The child's answer is checked, not trusted:
+    anything but short printable strings under the known keys is no answer."""
+    python = python_for(framework)
+    if python == sys.executable:
+        return versions.describe(framework)
+    if not os.access(python, os.X_OK):
+        return {}
+    try:
+        done = subprocess.run(
+            [python, "-c", _DESCRIBE, framework],
+            capture_output=True, text=True, timeout=60, env=child_env(),
+        )  # fmt: skip
+        answer = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {}
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+        return {}
+    keys = ("version", "cuda", "cudnn")
+    if not isinstance(answer, dict) or not answer or set(answer) - set(keys):
+        return {}
+    if not all(isinstance(v, str) and len(v) <= 64 and v.isprintable() for v in answer.values()):
+        return {}
+    return {k: str(answer.get(k, "")) for k in keys}

@@ -107,6 +107,14 @@ def _check_version(problems: list[str], cfg: BenchConfig) -> None:
     from bench import environments, versions
 
     field = "framework.version"
+    if version == versions.INSTALLED:  # resolved (or refused) at composition
+        if cfg.launcher.name == "docker":
+            problems.append(
+                f"{field}: installed runs the {cfg.framework.name} that the trial's interpreter "
+                "on this host has; launcher=docker runs its image's build (leave "
+                "framework.version empty for the pinned one, or name a release)"
+            )
+        return
     if cfg.launcher.name == "inline":
         problems.append(
             f"{field}: {cfg.framework.name} {version} runs in an environment (or image) of its "

@@ -88,7 +88,9 @@ def _same_software(original: tracking.RunRecord, cfg: BenchConfig, uri: str) -> 
             f"run {original.run_id} (launcher={launcher}) logged no lock that pins its "
             "software; containerized runs and runs since bench.lock_sha can be reproduced"
         )
-    fw, version = cfg.framework.name, cfg.framework.version
+    from bench.versions import own_release
+
+    fw, version = cfg.framework.name, own_release(cfg.framework.version)
     if version:
         env = environments.env_for(fw, version)
         if not env.lock.exists() or env.lock_hash() != logged:

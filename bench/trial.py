@@ -318,15 +318,24 @@ def _check_version(cfg: BenchConfig) -> None:
 
     from bench import versions
 
-    asked = cfg.framework.version
+    asked = versions.own_release(cfg.framework.version)
     module = sys.modules.get(versions.MODULES.get(cfg.framework.name, ""))
-    if not asked or module is None:
+    if module is None:
         return
-    got = versions.base(str(getattr(module, "__version__", "?")))
-    if got != asked:
+    full = str(getattr(module, "__version__", "?"))
+    if asked and versions.base(full) != asked:
         raise RuntimeError(
             f"framework.version: {cfg.framework.name} {asked} was asked for, but this "
-            f"environment ({sys.executable}) imported {got}; the trial did not run"
+            f"environment ({sys.executable}) imported {versions.base(full)}; the trial did not run"
+        )
+    # framework.installed: what composition found in this interpreter (on another machine,
+    # a Slurm node say, the framework may be another build: then the run would lie).
+    composed = cfg.framework.installed.split(" ", 1)[0]
+    if composed and versions.base(full) != versions.base(composed):
+        raise RuntimeError(
+            f"framework.installed: the configuration was composed with {cfg.framework.name} "
+            f"{composed}, but this environment ({sys.executable}) imported {full}; the trial "
+            "did not run"
         )
 
 

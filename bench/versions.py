@@ -32,6 +32,9 @@ REPO = PACKAGE.parent  # a source checkout: requirements.lock is here
 SUPPORTED = {"torch": ("2.13", "2.14", "2.15"), "tf": ("2.19", "2.20", "2.21"), "mxnet": ("1.9",)}
 # The module whose __version__ a trial checks, per framework.
 MODULES = {"torch": "torch", "tf": "tensorflow", "mxnet": "mxnet"}
+# framework.version=installed: whatever version the trial's interpreter has, resolved when
+# the configuration is composed (framework.installed); no environment is made or checked.
+INSTALLED = "installed"
 DEFAULT_INDEX = "https://pypi.org/pypi"  # BENCH_PACKAGE_INDEX points elsewhere
 _DAY_S = 86400.0
 
@@ -56,17 +59,37 @@ def pinned(framework: str) -> str:
             return base(metadata.version(name))
         except metadata.PackageNotFoundError:
             continue
+    found = locked(framework)
+    if not found:
+        raise RuntimeError(f"no {MODULES[framework]} in bench's environment")
+    return found
+
+
+def locked(framework: str) -> str:
+    """The version ``requirements.lock`` pins for ``framework`` ('' where there is no lock
+    beside the package, as for an installed wheel); MXNet's environment has 1.9.1."""
+    if framework == "mxnet":
+        return "1.9.1"
     name = {"torch": "torch", "tf": "tensorflow"}[framework]
     lock = REPO / "requirements.lock"
     for line in lock.read_text().splitlines() if lock.exists() else []:
         if line.startswith(f"{name}=="):
             return base(line.split("==", 1)[1].split()[0].strip())
-    raise RuntimeError(f"no {name} in bench's environment")
+    return ""
+
+
+def own_release(version: str) -> str:
+    """The release ``framework.version`` asks an environment (or image) of its own for: ''
+    for the pinned version and for ``installed`` (both run the trial's own interpreter)."""
+    return "" if version in ("", INSTALLED) else version
 
 
 def normalize(framework: str, version: str) -> str:
-    """The version as a config holds it: "" for the pinned one (asked for by name or not)."""
+    """The version as a config holds it: "" for the pinned one (asked for by name or not),
+    ``installed`` as it is."""
     version = version.strip()
+    if version == INSTALLED:
+        return version
     return "" if version and version == pinned(framework) else version
 
 
@@ -200,3 +223,91 @@ def problems(framework: str, version: str, *, gpu: bool, cached: bool) -> list[s
         here = f"Python {sys.version_info.major}.{sys.version_info.minor} on {platform.machine()}"
         return [f"{field}: {pkg} {version} has no wheel for {here}"]
     return []
+
+
+# Where each framework keeps what it was built with, read as text (never imported): a
+# module path below the package, and the names of the version fields in it.
+_BUILD_FILES = {
+    "torch": ("version.py", {"__version__": "version", "cuda": "cuda"}),
+    "tf": ("python/platform/build_info.py", {"cuda_version": "cuda", "cudnn_version": "cudnn"}),
+}
+_DISTRIBUTIONS = {
+    "torch": ("torch",),
+    "tf": ("tensorflow", "tensorflow-cpu", "tensorflow-gpu"),
+    "mxnet": ("mxnet", "mxnet-cu117", "mxnet-cu112", "mxnet-cu110", "mxnet-cu102"),
+}
+
+
+def describe(framework: str) -> dict[str, str]:
+    """What this interpreter has of ``framework``, found without importing it: ``version``
+    (its ``__version__``, a CUDA build's local label included), ``cuda`` and ``cudnn`` where
+    it was built with them ('' otherwise); {} where the framework is not importable."""
+    import ast
+    import importlib.util
+    from importlib import metadata
+
+    module = MODULES[framework]
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        return {}
+    out = {"version": "", "cuda": "", "cudnn": ""}
+    for dist in _DISTRIBUTIONS[framework]:
+        try:
+            out["version"] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+        if dist.startswith("mxnet-cu"):  # mxnet-cu117: built for CUDA 11.7
+            digits = dist.removeprefix("mxnet-cu")
+            out["cuda"] = f"{digits[:-1]}.{digits[-1]}"
+        break
+    where, fields = _BUILD_FILES.get(framework, ("", {}))
+    path = Path(next(iter(spec.submodule_search_locations)), where)
+    if where and path.is_file():
+        # Assignments of string constants (``cuda = '13.0'``, ``build_info['cuda_version'] =
+        # '12.5.1'``, or a dict literal), read with ast: nothing in the file runs.
+        for node in ast.walk(ast.parse(path.read_text(errors="replace"))):
+            pairs: list[tuple[str, object]] = []
+            if isinstance(node, ast.AnnAssign) and isinstance(node.value, ast.Constant):
+                if isinstance(node.target, ast.Name):  # cuda: Optional[str] = '13.0'
+                    pairs.append((node.target.id, node.value.value))
+            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        pairs.append((target.id, node.value.value))
+                    elif isinstance(target, ast.Subscript) and isinstance(
+                        target.slice, ast.Constant
+                    ):
+                        pairs.append((str(target.slice.value), node.value.value))
+            elif isinstance(node, ast.Tuple) and len(node.elts) == 2:  # OrderedDict([(k, v)])
+                first, second = node.elts
+                if isinstance(first, ast.Constant) and isinstance(second, ast.Constant):
+                    pairs.append((str(first.value), second.value))
+            elif isinstance(node, ast.Dict):
+                pairs += [
+                    (str(k.value), v.value)
+                    for k, v in zip(node.keys, node.values, strict=True)
+                    if isinstance(k, ast.Constant) and isinstance(v, ast.Constant)
+                ]
+            for key, value in pairs:
+                if key in fields and isinstance(value, str) and value:
+                    out[fields[key]] = value
+    if out["cuda"] and not out["cudnn"]:  # the cuDNN wheel beside it (torch, tf[and-cuda])
+        for installed in metadata.distributions():
+            name = (installed.metadata["Name"] or "").lower()
+            if name.startswith("nvidia-cudnn-cu"):
+                out["cudnn"] = installed.version
+                break
+    return out
+
+
+def build_text(found: dict[str, str]) -> str:
+    """``framework.installed`` as a config holds it: the version, then the CUDA and cuDNN
+    builds where there are any (``2.11.0+cu130 cuda 13.0 cudnn 9.13.0.50``)."""
+    text = found.get("version", "")
+    for key in ("cuda", "cudnn"):
+        if found.get(key):
+            text += f" {key} {found[key]}"
+    return text

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from bench import paths
+from bench.versions import own_release
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -82,7 +83,7 @@ class BuildSpec:
             d.base_image,
             d.ca_bundle,
             d.wheelhouse,
-            cfg.framework.version,
+            own_release(cfg.framework.version),
         )
 
     @property

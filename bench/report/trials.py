@@ -124,7 +124,11 @@ def to_trial(record: RunRecord) -> Trial:
     if DOCKER_IMAGE_TAG in tags:
         environment["image"] = tags[DOCKER_IMAGE_TAG]
     name = tags.get("bench.framework") or params.get("framework.name", "?")
-    version = params.get("framework.version", "")  # a run without it ran the pinned version
+    # A run without framework.version ran the pinned version; with framework.installed, the
+    # version its interpreter had (framework.version=installed, or a pin it did not have).
+    version = params.get("framework.installed", "").split(" ", 1)[0] or params.get(
+        "framework.version", ""
+    )
     return Trial(
         record=record,
         framework=f"{name}=={version}" if version else name,

@@ -78,11 +78,43 @@ def to_bench_config(config: DictConfig) -> BenchConfig:
     assert isinstance(obj, BenchConfig)
     from bench.distributed.registry import resolve
 
-    if obj.framework.version and obj.framework.name in FRAMEWORKS:
+    if obj.framework.name in FRAMEWORKS:
         from bench.versions import normalize
 
         obj.framework.version = normalize(obj.framework.name, obj.framework.version)
+        obj.framework.installed = installed_build(obj)
     return resolve(obj)
+
+
+def installed_build(cfg: BenchConfig) -> str:
+    """``framework.installed`` of a composed config: for ``framework.version=installed`` the
+    version (and CUDA/cuDNN build) that the trial's interpreter has, refused where it has
+    none; for the pinned version, the same where the interpreter has another version than
+    the pin (a bench installed beside a site's torch), so that its runs never pass for the
+    pin's; '' otherwise.  A container runs its image's build: ''."""
+    from bench import interpreters, versions
+
+    fw = cfg.framework
+    if cfg.launcher.name == "docker" or versions.own_release(fw.version):
+        return ""
+    if fw.version == versions.INSTALLED:
+        found = interpreters.installed(fw.name)
+        if not found:
+            module = versions.MODULES[fw.name]
+            raise ConfigError([
+                f"framework.version: installed, but {module} is not importable by "
+                f"{interpreters.python_for(fw.name)} (the interpreter that runs {fw.name} "
+                "trials); install it there, or leave framework.version empty for the pinned "
+                "version"
+            ])  # fmt: skip
+        return versions.build_text(found)
+    if fw.name == "mxnet":  # its own environment is bench's, made from its own lock
+        return ""
+    found = interpreters.installed(fw.name)
+    pin = versions.locked(fw.name)
+    if found and pin and versions.base(found["version"]) != pin:
+        return versions.build_text(found)
+    return ""
 
 
 def compose_all(

@@ -95,7 +95,8 @@ def varying(jobs: Sequence[Sequence[str]]) -> tuple[str, ...]:
 def trial_label(cfg: BenchConfig, overrides: Sequence[str], keys: Sequence[str]) -> str:
     """A short name for a trial: framework, model and whatever the sweep varies."""
     given = pairs(overrides)
-    version = f"=={cfg.framework.version}" if cfg.framework.version else ""
+    built = cfg.framework.installed.split(" ", 1)[0] or cfg.framework.version
+    version = f"=={built}" if built else ""
     shown = [f"framework={cfg.framework.name}{version}", f"model={cfg.model.name}"]
     own = ("framework", "model", "framework.version")
     shown += [f"{k}={given[k]}" for k in keys if k in given and k not in own]
@@ -226,11 +227,12 @@ def _make_environments(configs: Sequence[BenchConfig]) -> list[str]:
     runs (bench.environments), or, under launcher=docker, the lock its image installs (the
     image itself is built on first use); a version that cannot get one is a problem."""
     from bench.images import image_variant
+    from bench.versions import own_release
 
     wanted = dict.fromkeys(
-        (c.framework.name, c.framework.version, image_variant(c))
+        (c.framework.name, own_release(c.framework.version), image_variant(c))
         for c in configs
-        if c.framework.version
+        if own_release(c.framework.version)
     )
     if not wanted:
         return []

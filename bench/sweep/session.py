@@ -222,8 +222,10 @@ class Sweep:
                 return row
         tags = {"bench.sweep_index": str(index), **(tags or {})}
         from bench.images import image_variant
+        from bench.versions import own_release
 
-        lock = environments.lock_of(cfg.framework.name, cfg.framework.version, image_variant(cfg))
+        release = own_release(cfg.framework.version)
+        lock = environments.lock_of(cfg.framework.name, release, image_variant(cfg))
         if lock is not None:  # the lock the trial's environment was installed from
             tags["bench.lock_sha"] = environments.lock_hash_of(lock)
         tags.update({f"bench.{k}": v for k, v in sysinfo.slurm_environment().items()})

@@ -10,7 +10,8 @@ reads):
 - ``data.root`` for data that is not read from files (synthetic, scikit-learn's digits);
 - ``telemetry.interval_s`` with ``telemetry.enabled=false``;
 - ``framework.version`` when it is the pinned one (empty): a run without it ran the pinned
-  version;
+  version; likewise ``framework.installed`` when empty (the trial's interpreter had the
+  pinned version, or the run predates the field);
 - ``claims`` (the sweep's, checked in its report), ``skip_unavailable`` and ``scale`` (a
   study preset's: what the scale sets is logged key by key).
 
@@ -47,6 +48,8 @@ def irrelevant(flat: Mapping[str, Any]) -> set[str]:
         out.add("data.root")
     if not str(flat.get("framework.version", "")):  # the pinned version: no param
         out.add("framework.version")
+    if not str(flat.get("framework.installed", "")):  # the pinned version as pinned
+        out.add("framework.installed")
     if str(flat.get("telemetry.enabled", "")).lower() == "false":
         out.add("telemetry.interval_s")
     return out & set(flat)

@@ -42,6 +42,8 @@ def trial_tags(cfg: BenchConfig, result: TrialResult | None = None) -> dict[str,
         "bench.launcher": cfg.launcher.name,
         "bench.repeat": str(cfg.repeat),
     }
+    if cfg.framework.installed:  # the framework as the trial's interpreter has it
+        tags["bench.framework_installed"] = cfg.framework.installed
     if result is not None:
         tags["bench.status"] = result.status
         if result.device:
