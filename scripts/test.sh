@@ -38,6 +38,9 @@ fi
 .venv/bin/mypy bench
 .venv/bin/lint-imports --no-cache  # the import contracts in pyproject.toml
 .venv/bin/python scripts/locks.py --check  # the locks are what pyproject.toml and the grid give
+# The wheels bench carries to a Python 3.12 interpreter that has its own torch (the GPU check's
+# machine): the set resolves for CPython 3.12 manylinux x86_64 and stays under 50 MiB.
+.venv/bin/python scripts/gpu_wheels.py --check
 bash scripts/docs.sh  # docs/: mkdocs --strict, no broken link or anchor
 # Two pytest-xdist workers; tests that share the Docker engine's images, the Slurm cluster,
 # the version environments or the Horovod build keep to one worker (tests/conftest.py).
