@@ -24,8 +24,13 @@ DEVICES = ("auto", "cpu", "cuda")
 LAUNCHERS = ("process", "inline", "docker")
 DOCKER_VARIANTS = ("auto", "cpu", "cuda")
 DATASETS = ("synthetic", "digits", "cifar10", "cifar100")
-PRECISIONS = ("fp32", "fp16", "bf16")
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 OPTIMIZERS = ("sgd", "adam")
+# How a timed window's step times are taken (bench.trial): ``step``, the host's clock with
+# the device synchronized after every step; ``events``, the device's own events recorded
+# after every step, the host synchronizing only at the window's edges (where the framework
+# has them: torch on CUDA, else ``step``); ``auto``, bench's default for the device.
+TIMINGS = ("auto", "step", "events")
 
 
 # steps_per_epoch=-1: as many steps as make each timed window last min_window_s.
@@ -176,10 +181,15 @@ class BenchConfig:
     seed: int = 0
     # Intra-op and inter-op threads for both frameworks; 0 means one per usable CPU core.
     threads: int = 0
-    # fp32, or mixed precision with fp16 (CUDA only) or bf16 compute.
+    # fp32 (full float32: TensorFloat-32 tensor cores off, which cuDNN and TF otherwise use
+    # on a GPU), tf32 (float32 with TF32 matrix products and convolutions, CUDA only), or
+    # mixed precision with fp16 (CUDA only) or bf16 compute.
     precision: str = "fp32"
     # torch.compile / XLA jit_compile; compilation happens in the warm-up steps.
     compile: bool = False
+    # How step times are taken in a timed window: auto | step | events (TIMINGS above).
+    # Every window starts and ends with the device synchronized, whichever it is.
+    timing: str = "auto"
     timeout_s: float = 600.0
     force: bool = False
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
@@ -289,6 +299,7 @@ def check(cfg: BenchConfig) -> list[str]:
     choice(problems, "mode", cfg.mode, MODES)
     choice(problems, "device", cfg.device, DEVICES)
     choice(problems, "precision", cfg.precision, PRECISIONS)
+    choice(problems, "timing", cfg.timing, TIMINGS)
     for name in ("batch_size", "epochs", "num_classes"):
         at_least(problems, name, getattr(cfg, name), 1)
     at_least(problems, "data.num_batches", cfg.data.num_batches, 1)
@@ -409,6 +420,7 @@ def measured(flat: dict[str, Any]) -> dict[str, Any]:
         if _decides(k, auto)
         and not (pinned and k == "framework.version")
         and not (as_pinned and k == "framework.installed")
+        and not (k == "timing" and str(v) == "auto")  # as before the field existed
         and default_settings.get(k) != str(v)  # a default setting: as a run without it
     }
 
@@ -417,6 +429,8 @@ def config_hash(cfg: BenchConfig) -> str:
     """A stable hash of everything that decides what a trial measures (:func:`measured`)."""
     auto = cfg.steps_per_epoch == AUTO
     data = {k: v for k, v in to_dict(cfg).items() if _decides(k, auto)}
+    if cfg.timing == "auto":  # bench's default timing hashes as before there was a choice
+        data.pop("timing", None)
     # The pinned version hashes as before versions existed, and a run on the pinned version
     # as installed (framework.installed "") as before that field existed.
     dropped = {"version"} if not cfg.framework.version else set()

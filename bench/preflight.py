@@ -25,13 +25,20 @@ from bench.config import (
 
 
 def _check_precision(problems: list[str], cfg: BenchConfig) -> None:
-    if cfg.precision != "fp16":
+    if cfg.precision == "tf32" and cfg.framework.name == "mxnet":
+        problems.append(
+            "precision: tf32 is not wired into MXNet trials (its cuDNN settings are its own); "
+            "use fp32, fp16 or bf16"
+        )
+        return
+    if cfg.precision not in ("fp16", "tf32"):
         return
     if cfg.device == "cpu" or (cfg.device == "auto" and not gpu_visible()):
-        problems.append(
-            "precision: fp16 mixed precision needs a CUDA device and this trial runs on the "
-            "CPU; use bf16 or fp32"
-        )
+        what = {
+            "fp16": "fp16 mixed precision needs a CUDA device",
+            "tf32": "tf32 is a mode of a CUDA GPU's tensor cores",
+        }[cfg.precision]
+        problems.append(f"precision: {what} and this trial runs on the CPU; use bf16 or fp32")
 
 
 def gpu_visible() -> bool:

@@ -25,7 +25,14 @@ from bench import data as data_mod
 from bench import frameworks, sysinfo
 from bench.config import AUTO, AUTO_MIN_STEPS, BenchConfig, resolved_threads, samples_per_step
 from bench.frameworks import parity_hook
-from bench.frameworks.base import EpochProbe, Framework, Session, WindowBarrier
+from bench.frameworks.base import (
+    DeviceEvents,
+    EpochProbe,
+    Framework,
+    PeakProbe,
+    Session,
+    WindowBarrier,
+)
 from bench.models.flops import TRAIN_FLOPS_PER_FORWARD
 from bench.monitors import Findings, Telemetry
 from bench.result import ERROR, OK, OOM, EpochRecord, TrialResult
@@ -43,6 +50,58 @@ def _percentiles_ms(times_s: list[float]) -> tuple[float, float, float]:
     return float(p50), float(p90), float(p99)
 
 
+# What timing=auto uses where the session has device events (torch on CUDA).
+AUTO_TIMING = "step"
+
+
+def timing_method(session: Session, cfg: BenchConfig) -> str:
+    """The timing a trial of ``cfg`` uses on ``session``: ``events`` only where asked for
+    (or auto's choice) and the session records device events; ``step`` otherwise."""
+    wanted = AUTO_TIMING if cfg.timing == "auto" else cfg.timing
+    if wanted == "events" and isinstance(session, DeviceEvents) and session.mark() is not None:
+        return "events"
+    return "step"
+
+
+def _window(session: Session, steps: int, events: bool) -> tuple[float, float, list[float], float]:
+    """One timed window of ``steps`` steps: (start, end) on the host's clock, each step's
+    time and the time spent waiting for batches, in seconds.  The device is synchronized at
+    both edges.  ``events``: step times are the device's, between events recorded after each
+    step, and the host never waits for the device inside the window; otherwise the host
+    synchronizes after every step, and a step runs from the end of the previous step to the
+    end of this one (so it includes waiting for the batch)."""
+    perf, next_batch, step, sync = time.perf_counter, session.next_batch, session.step, session.sync
+    times = [0.0] * steps
+    data_wait = 0.0
+    if events:
+        assert isinstance(session, DeviceEvents)
+        mark = session.mark
+        marks = [mark()]
+        start = perf()
+        for _ in range(steps):
+            asked = perf()
+            batch = next_batch()
+            data_wait += perf() - asked
+            step(batch)
+            marks.append(mark())
+        sync()
+        end = perf()
+        for i in range(steps):
+            times[i] = session.between_s(marks[i], marks[i + 1])
+        return start, end, times, data_wait
+    start = last = perf()
+    for i in range(steps):
+        batch = next_batch()
+        fetched = perf()
+        step(batch)
+        sync()
+        now = perf()
+        data_wait += fetched - last
+        times[i] = now - last
+        last = now
+    return start, last, times, data_wait
+
+
 def _timed_epochs(
     session: Session,
     cfg: BenchConfig,
@@ -55,33 +114,21 @@ def _timed_epochs(
     ``probes=False``: no per-epoch probe (:class:`EpochProbe`), whose split steps train
     too (the parity check counts every update).
 
-    A step's time runs from the end of the previous step (after its sync) to the end of
-    this one, so it includes waiting for the batch; that wait is also summed on its own as
-    the epoch's ``data_time_s``.
+    How a step's time is taken (``cfg.timing``) is :func:`_window`'s; the time spent
+    waiting for batches is also summed on its own as the epoch's ``data_time_s``.
     """
     perf = time.perf_counter
-    next_batch, step, sync = session.next_batch, session.step, session.sync
     steps = cfg.steps_per_epoch or session.steps_per_pass
     records: list[EpochRecord] = []
     all_steps: list[float] = []
     # A rank among several starts each window with its peers, after a barrier.
     barrier = session.barrier if isinstance(session, WindowBarrier) else None
+    events = timing_method(session, cfg) == "events"
     for epoch in range(1, cfg.epochs + 1):
-        times = [0.0] * steps
-        data_wait = 0.0
-        sync()
+        session.sync()
         if barrier is not None:
             barrier()
-        start = last = perf()
-        for i in range(steps):
-            batch = next_batch()
-            fetched = perf()
-            step(batch)
-            sync()
-            now = perf()
-            data_wait += fetched - last
-            times[i] = now - last
-            last = now
+        start, last, times, data_wait = _window(session, steps, events)
         elapsed = last - start
         # Everything below is outside the timed window.
         loss = session.take_mean_loss()
@@ -182,6 +229,19 @@ def _flops_per_sample(cfg: BenchConfig, forward: float | None) -> dict[str, floa
     }
 
 
+def _utilization(session: Session, cfg: BenchConfig, summary: dict[str, float]) -> dict[str, float]:
+    """Model FLOP utilization on a GPU: the trial's achieved FLOP/s (bench's own FLOP
+    counts) against the peak a matrix product reaches on the same device at the trial's
+    compute precision, measured after the timed windows; {} where either is missing."""
+    achieved = summary.get("trial_achieved_flops_per_s")
+    if not achieved or not isinstance(session, PeakProbe) or not session.device.startswith("cuda"):
+        return {}
+    peak = session.peak_flops_per_s(cfg.precision)
+    if not peak:
+        return {}
+    return {"peak_flops_per_s": peak, "mfu_pct": 100.0 * achieved / peak}
+
+
 def _summary(records: list[EpochRecord], steps: list[float]) -> dict[str, float]:
     total_time = sum(r.epoch_time_s for r in records)
     samples = sum(r.samples for r in records)
@@ -252,6 +312,7 @@ def run_trial(
         result.device = session.device
         result.num_parameters = int(session.num_parameters)
         result.environment.update(adapter.environment())
+        result.environment["timing"] = timing_method(session, cfg)
         t0 = time.perf_counter()
         flops = _flops_per_sample(cfg, session.forward_flops_per_sample())
         result.phases["flops_time_s"] = time.perf_counter() - t0
@@ -295,6 +356,7 @@ def run_trial(
         peak = session.peak_device_memory_mb()
         if peak is not None:
             result.summary["peak_device_mem_mb"] = peak
+        result.summary.update(_utilization(session, cfg, result.summary))
         _add(result, telemetry.stop(workdir))
         if cfg.breakdown or cfg.profile:  # extra passes after the headline timing, never in it
             from bench import profiling

@@ -53,6 +53,28 @@ class EpochProbe(Protocol):
 
 
 @runtime_checkable
+class DeviceEvents(Protocol):
+    """A session whose device records events in its stream of work (an optional extension):
+    step times then come from the device, with no host synchronization between steps."""
+
+    def mark(self) -> Any:
+        """Record an event after the work queued so far; return it (None: no device events
+        here, e.g. on the CPU)."""
+
+    def between_s(self, first: Any, second: Any) -> float:
+        """Seconds of device time between two recorded events, once both have completed."""
+
+
+@runtime_checkable
+class PeakProbe(Protocol):
+    """A session that can measure its device's peak arithmetic rate (an optional extension)."""
+
+    def peak_flops_per_s(self, precision: str) -> float | None:
+        """FLOP/s of a large matrix product at ``precision``'s compute type on this session's
+        device, measured now (outside any timed window); None where not measured."""
+
+
+@runtime_checkable
 class WindowBarrier(Protocol):
     """A session of one rank among several that step together (an optional extension)."""
 

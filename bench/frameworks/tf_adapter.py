@@ -28,7 +28,12 @@ from bench.data import IGNORE_INDEX, HostBatches, LabelledData, SequenceBatches 
 
 # (inputs, targets): targets are a label tensor, or a tuple of tensors for sequence models.
 Batch = tuple[tf.Tensor, Any]
-_POLICIES = {"fp32": "float32", "fp16": "mixed_float16", "bf16": "mixed_bfloat16"}
+_POLICIES = {
+    "fp32": "float32",
+    "tf32": "float32",
+    "fp16": "mixed_float16",
+    "bf16": "mixed_bfloat16",
+}
 
 
 def _device(requested: str) -> str:
@@ -271,6 +276,8 @@ class Adapter:
 
     def configure(self, cfg: BenchConfig, threads: int) -> None:
         tf.get_logger().setLevel("ERROR")
+        # fp32 means float32: TF uses TensorFloat-32 on GPUs that have it unless told not to.
+        tf.config.experimental.enable_tensor_float_32_execution(cfg.precision == "tf32")
         try:
             tf.config.threading.set_intra_op_parallelism_threads(threads)
             tf.config.threading.set_inter_op_parallelism_threads(threads)
@@ -290,6 +297,7 @@ class Adapter:
             "keras_version": keras.__version__,
             "intra_op_threads": str(tf.config.threading.get_intra_op_parallelism_threads()),
             "inter_op_threads": str(tf.config.threading.get_inter_op_parallelism_threads()),
+            "tf32": str(tf.config.experimental.tensor_float_32_execution_enabled()),
         }
         gpus = tf.config.list_physical_devices("GPU")
         if gpus:  # the CUDA and cuDNN TF was built with; CPU runs don't use them

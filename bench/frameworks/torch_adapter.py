@@ -205,6 +205,21 @@ class TorchSession:
         if self.dev.type == "cuda":
             torch.cuda.synchronize(self.dev)
 
+    def mark(self) -> torch.cuda.Event | None:
+        if self.dev.type != "cuda":
+            return None
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def between_s(self, first: torch.cuda.Event, second: torch.cuda.Event) -> float:
+        return float(first.elapsed_time(second)) / 1e3
+
+    def peak_flops_per_s(self, precision: str) -> float | None:
+        if self.dev.type != "cuda":
+            return None
+        return matmul_peak(self.dev, precision)
+
     def take_mean_loss(self) -> float | None:
         if not self._loss_steps:
             return None
@@ -243,10 +258,55 @@ class TorchSession:
         return float(flops.torch_flops_per_sample(self.model, self._image_size))
 
 
+# The compute type of a precision's matrix products: fp32 with TF32 off, tf32 with it on.
+_PEAK_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
+                "bf16": torch.bfloat16}  # fmt: skip
+PEAK_SIZE = 8192  # n of the n x n x n product: large enough to reach the tensor cores' rate
+
+
+def matmul_peak(dev: torch.device, precision: str, n: int = PEAK_SIZE, reps: int = 10) -> float:
+    """FLOP/s of an ``n`` x ``n`` x ``n`` matrix product on ``dev`` at ``precision``'s
+    compute type (TF32 as the precision sets it), the best of three timed batches of
+    ``reps`` products after a warm-up, timed by CUDA events; 0.0 where the device has no
+    memory left for the three matrices."""
+    dtype = _PEAK_DTYPES.get(precision, torch.float32)
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    try:
+        torch.cuda.empty_cache()
+        a = torch.randn(n, n, device=dev, dtype=dtype)
+        b = torch.randn(n, n, device=dev, dtype=dtype)
+        out = torch.empty(n, n, device=dev, dtype=dtype)
+        torch.matmul(a, b, out=out)
+        best = float("inf")
+        for _ in range(3):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(reps):
+                torch.matmul(a, b, out=out)
+            end.record()
+            end.synchronize()
+            best = min(best, start.elapsed_time(end) / 1e3)
+        del a, b, out
+        torch.cuda.empty_cache()
+        return 2.0 * n**3 * reps / best
+    except torch.cuda.OutOfMemoryError:
+        torch.cuda.empty_cache()
+        return 0.0
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
 class Adapter:
     name = "torch"
 
     def configure(self, cfg: BenchConfig, threads: int) -> None:
+        # fp32 means float32: cuDNN's convolutions use TensorFloat-32 by default on GPUs
+        # that have it (matrix products do not), so both are pinned, off unless asked for.
+        tf32 = cfg.precision == "tf32"
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+        torch.set_float32_matmul_precision("high" if tf32 else "highest")
         torch.set_num_threads(threads)
         try:
             torch.set_num_interop_threads(threads)
@@ -259,6 +319,9 @@ class Adapter:
             "torch_version": torch.__version__,
             "intra_op_threads": torch.get_num_threads(),
             "inter_op_threads": torch.get_num_interop_threads(),
+            # Whether float32 matrix products and convolutions may use TensorFloat-32.
+            "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
+            "tf32_cudnn": torch.backends.cudnn.allow_tf32,
         }
         if torch.version.cuda:
             env["cuda_version"] = torch.version.cuda

@@ -50,6 +50,8 @@ def irrelevant(flat: Mapping[str, Any]) -> set[str]:
         out.add("framework.version")
     if not str(flat.get("framework.installed", "")):  # the pinned version as pinned
         out.add("framework.installed")
+    if str(flat.get("timing", "")) == "auto":  # the method used is the run's timing tag
+        out.add("timing")
     if str(flat.get("telemetry.enabled", "")).lower() == "false":
         out.add("telemetry.interval_s")
     return out & set(flat)

@@ -137,3 +137,62 @@ def test_processes_agree_on_the_largest_proposal(tmp_path) -> None:  # noqa: ANN
     assert got == [70, 70, 70]
     with pytest.raises(RuntimeError, match="1 of 2 processes"):
         agree_max(tmp_path / "b", 2, 5, 0.2)
+
+
+class EventSession(ScriptedSession):
+    """A device that runs behind the host: each step queues ``durations`` of device work
+    and returns at once; events carry the device's clock, sync() waits for the queue."""
+
+    device = "cuda:0"
+
+    def __init__(self, durations: list[float]) -> None:
+        super().__init__(durations)
+        self.device_clock = 0.0  # device time of the work queued so far
+
+    def step(self, batch: None) -> None:
+        self.device_clock += next(self.durations)
+        self.calls.append("step")
+        self.losses.append(1.0)
+
+    def sync(self) -> None:
+        self.calls.append("sync")
+
+    def mark(self) -> float:
+        self.calls.append("mark")
+        return self.device_clock
+
+    def between_s(self, first: float, second: float) -> float:
+        return second - first
+
+
+def test_events_timing_syncs_only_at_the_window_edges_and_takes_the_devices_step_times() -> None:
+    cfg = BenchConfig(epochs=1, steps_per_epoch=3, warmup_steps=0, timing="events")
+    session = EventSession([0.010, 0.020, 0.030])
+    (record,), steps = _timed_epochs(session, cfg, None)
+    # the mark before the loop is timing_method's own check, then one per step and the start
+    assert session.calls == ["mark", "sync", "mark", "batch", "step", "mark", "batch", "step",
+                             "mark", "batch", "step", "mark", "sync"]  # fmt: skip
+    assert steps == pytest.approx([0.010, 0.020, 0.030])
+    assert record.step_time_p50_ms == pytest.approx(20.0)
+
+
+@pytest.mark.parametrize("timing", ["auto", "step"])
+def test_step_timing_and_the_default_sync_after_every_step(timing: str) -> None:
+    cfg = BenchConfig(epochs=1, steps_per_epoch=2, warmup_steps=0, timing=timing)
+    session = EventSession([0.0, 0.0])
+    _timed_epochs(session, cfg, None)
+    assert session.calls == ["sync", "batch", "step", "sync", "batch", "step", "sync"]
+
+
+def test_events_timing_falls_back_to_step_timing_without_device_events() -> None:
+    from bench.trial import timing_method
+
+    cfg = BenchConfig(timing="events")
+    assert timing_method(ScriptedSession([]), cfg) == "step"  # no mark() at all
+
+    class CpuTorch(EventSession):
+        def mark(self) -> None:  # torch on the CPU: no events
+            return None
+
+    assert timing_method(CpuTorch([]), cfg) == "step"
+    assert timing_method(EventSession([]), cfg) == "events"
