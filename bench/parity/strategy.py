@@ -16,9 +16,9 @@ import numpy as np
 
 from bench import data, interpreters
 from bench.distributed import registry
-from bench.frameworks.weights import Tensor
+from bench.frameworks.weights import BUFFER, PARAM, Tensor
 from bench.parity import side as sides
-from bench.parity.check import DEFAULT_TOLERANCE, Outcome, compare, horizon, norm
+from bench.parity.check import DEFAULT_TOLERANCE, Outcome, compare, horizon, layer_deviation
 from bench.strategy_configs import STRATEGY_CONFIGS, DistributedConfig
 
 # Synchronous strategies the check runs through a real trial on the CPU, by framework
@@ -99,9 +99,9 @@ def run_trial_side(
     apart = None
     if len(loaded) > 1:
         apart = max(
-            norm([t.value - a.value]) / max(norm([a.value]), 1e-30)
+            layer_deviation(first, tensors, kind)[0] or 0.0
             for tensors, _ in loaded[1:]
-            for a, t in zip(first, tensors, strict=True)
+            for kind in (PARAM, BUFFER)
         )
     return sides.Side(label, [float(v) for v in losses], first), apart
 
@@ -119,7 +119,7 @@ def check_strategy(
     import time
 
     started = time.perf_counter()
-    run_spec, reference, floor, init, b = horizon(spec, framework, tolerance)
+    run_spec, reference, floor, shakes, init, b = horizon(spec, framework, tolerance)
     per_worker = worker_batch(strategy, spec.batch_size, workers)
     overrides = [f"distributed={strategy}", f"workers={workers}", f"batch_size={per_worker}"]
     label = f"{strategy} {workers}x{per_worker}"
@@ -138,6 +138,7 @@ def check_strategy(
         workers,
         apart,
         _setup(strategy, workers, spec.batch_size),
+        shakes,
     )
 
 
@@ -202,8 +203,9 @@ def check_async(
     order = sequential(b, workers)
     one_by_one = dataclasses.replace(spec, batch_size=per_worker, steps=spec.steps * workers)
     reference = _rounds(run_side(framework, one_by_one, init, order), workers)
-    floor = compare(reference, _rounds(run_side(framework, one_by_one, shaken(init, spec.seed),
-                                                 order), workers), init)  # fmt: skip
+    start = shaken(init, spec.seed)
+    again = _rounds(run_side(framework, one_by_one, start, order), workers)
+    floor = compare(reference, again, init, start)
     reference.framework = f"{framework} 1x{per_worker} in turn"
     overrides = [f"distributed={strategy}", f"workers={workers}", f"batch_size={per_worker}"]
     label = f"{strategy} {workers}x{per_worker}"
