@@ -94,6 +94,8 @@ class Check:
     timeout_s: float
     kind: str  # "gpu" or "cpu" (the rehearsal)
     gpus: int = 0
+    timing_rounds: int = 3
+    timing_window_s: float = 1.0
     started: float = field(default_factory=time.monotonic)
     rows: list[list[str]] = field(default_factory=list)
 
@@ -312,9 +314,12 @@ def row_oom(check: Check) -> None:
 
 def row_timing(check: Check, matrix: list[Run]) -> None:
     path = "timing method: per-step sync vs bare loop"
-    if not check.fits(path, 45):
+    if not check.fits(path, 15 + 9 * check.timing_rounds * check.timing_window_s):
         return
-    command = [sys.executable, str(REPO / "scripts/bench_gpu_timing.py"), "--peak", "--json"]
+    command = [
+        sys.executable, str(REPO / "scripts/bench_gpu_timing.py"), "--peak",
+        f"--rounds={check.timing_rounds}", f"--window-s={check.timing_window_s}", "--json",
+    ]  # fmt: skip
     target = (check.out or check.store) / "gpu_timing.json"
     from bench.interpreters import child_env
 
@@ -357,6 +362,27 @@ def row_timing(check: Check, matrix: list[Run]) -> None:
         check.add("peak matrix product (TFLOP/s, 8192^3)", "ok", shown)
     elif check.kind == "gpu":
         check.add("peak matrix product", "failed", "no peak measured")
+
+
+def row_variants(check: Check) -> None:
+    """ResNet-50 training at tf32 (batch 128) and with timing=events (fp32, batch 64): the
+    same trials as the matrix's fp32 ones, but for the one setting."""
+    path = "tf32 and timing=events (ResNet-50 training)"
+    if check.kind != "gpu":
+        check.add(path, "skipped (no GPU: the rehearsal; tf32 is CUDA-only)")
+        return
+    if not check.fits(path, 30):
+        return
+    s = check.size
+    common = [*BASE, "device=cuda", "model=resnet50", "image_size=224", "mode=train", *s["window"]]
+    try:
+        runs = check.bench("gpu-tf32", [*common, "precision=tf32", "batch_size=128"])
+        runs += check.bench("gpu-events", [*common, "precision=fp32", "batch_size=64",
+                                           "timing=events"])  # fmt: skip
+    except RuntimeError as exc:
+        check.add(path, "failed", str(exc))
+        return
+    trial_rows(check, runs)
 
 
 def row_compile(check: Check) -> None:
@@ -413,7 +439,11 @@ def _docker() -> str:
     base = DEFAULT_BASES[("torch", "cuda")]
     try:
         import docker
-
+    except ImportError:
+        docker = None
+    if not hasattr(docker, "from_env"):  # absent, or the checkout's docker/ folder found
+        return "the Docker SDK (the docker package) is not installed"
+    try:
         engine = docker.from_env()
         engine.ping()
     except Exception as exc:  # noqa: BLE001 - any reason is the row's reason
@@ -527,14 +557,25 @@ def _gpu_memory_bytes() -> float:
     return float(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(0)).total)
 
 
-def check_host(check: Check) -> list[list[str]]:
-    matrix = row_matrix(check)
-    row_nvml(check, matrix)
-    row_launch_bound(check)
-    row_oom(check)
-    row_timing(check, matrix)
-    row_compile(check)
-    row_others(check)
+ROWS = ("matrix", "nvml", "launch", "oom", "timing", "variants", "compile", "others")
+
+
+def check_host(check: Check, rows: tuple[str, ...] = ROWS) -> list[list[str]]:
+    """The rows named in ``rows``, in priority order (nvml reads the matrix's trials, as
+    does timing's comparison with bench's own trial: from this store, whichever ran them)."""
+    matrix = row_matrix(check) if "matrix" in rows else trials(check.store, "gpu-matrix")
+    steps: list[tuple[str, Callable[[], None]]] = [
+        ("nvml", lambda: row_nvml(check, matrix)),
+        ("launch", lambda: row_launch_bound(check)),
+        ("oom", lambda: row_oom(check)),
+        ("timing", lambda: row_timing(check, matrix)),
+        ("variants", lambda: row_variants(check)),
+        ("compile", lambda: row_compile(check)),
+        ("others", lambda: row_others(check)),
+    ]
+    for name, run in steps:
+        if name in rows:
+            run()
     check.pack()
     return check.rows
 
@@ -593,6 +634,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", type=Path, help="the store's folder (default: temporary)")
     parser.add_argument("--out", type=Path, help="rows, figures and the packed store go here")
     parser.add_argument("--rehearse", action="store_true", help="the same rows on the CPU")
+    parser.add_argument(
+        "--rows", default=",".join(ROWS), help=f"which rows, in this order: {','.join(ROWS)}"
+    )
+    parser.add_argument("--timing-rounds", type=int, default=3)
+    parser.add_argument("--timing-window-s", type=float, default=1.0)
     args = parser.parse_args(argv)
     if importlib.util.find_spec("mlflow") is None or importlib.util.find_spec("hydra") is None:
         print("gpu_check: bench's own environment is missing (run bash scripts/setup.sh)")
@@ -618,9 +664,14 @@ def main(argv: list[str] | None = None) -> int:
     store = args.store or Path(tempfile.mkdtemp(prefix="bench-gpu-check-"))
     store.mkdir(parents=True, exist_ok=True)
     kind = "gpu" if gpus else "cpu"
-    check = Check(store.resolve(), args.out, args.budget_s, args.timeout, kind, gpus)
+    wanted = tuple(r.strip() for r in args.rows.split(",") if r.strip())
+    unknown = [r for r in wanted if r not in ROWS]
+    if unknown:
+        parser.error(f"--rows: {', '.join(unknown)} not among {', '.join(ROWS)}")
+    check = Check(store.resolve(), args.out, args.budget_s, args.timeout, kind, gpus,
+                  args.timing_rounds, args.timing_window_s)  # fmt: skip
     try:
-        rows = check_host(check)
+        rows = check_host(check, wanted)
     finally:
         if args.store is None:
             shutil.rmtree(store, ignore_errors=True)

@@ -72,52 +72,98 @@ def test_the_cuda_lock_has_torchs_cuda_build_and_tensorflows_cuda_libraries() ->
     assert {k: (cpu[k], cuda[k]) for k in shared if cpu[k] != cuda[k]} == {}
 
 
-def test_on_a_gpu_host_each_path_is_ok_failed_or_skipped_with_its_reason(
-    monkeypatch: pytest.MonkeyPatch,
+def _run(status: str = "ok", **params: str) -> gpu_check.Run:
+    p = {"model.name": "resnet50", "image_size": "224", "mode": "train", "precision": "fp32",
+         "batch_size": "64", **params}  # fmt: skip
+    metrics = {"trial_samples_per_s": 821.0, "mfu_pct": 39.4, "peak_flops_per_s": 51e12,
+               "power_w": 556.0, "energy_j": 900.0, "trial_energy_per_sample_j": 0.67,
+               "gpu_util_pct": 97.0, "gpu_idle_power_w": 81.0, "gpu_mem_mb": 13_000.0}  # fmt: skip
+    tags = {"bench.error": "torch.OutOfMemoryError: CUDA out of memory"} if status != "ok" else {}
+    return gpu_check.Run(status, p, metrics if status == "ok" else {}, tags)
+
+
+class Scripted:
+    """``Check.bench`` answered from a script: the runs each experiment would record."""
+
+    def __init__(self, answers: dict[str, list[gpu_check.Run]]) -> None:
+        self.answers = answers
+        self.asked: list[tuple[str, list[str], bool]] = []
+
+    def __call__(self, experiment: str, overrides: list[str], sweep: bool = False) -> Any:
+        self.asked.append((experiment, overrides, sweep))
+        if experiment not in self.answers:
+            raise RuntimeError("bench: scripted failure")
+        return self.answers[experiment]
+
+
+def _check(tmp_path: Path, answers: dict[str, list[gpu_check.Run]], budget: float = 600) -> Any:
+    check = gpu_check.Check(tmp_path, tmp_path / "out", budget, 60, "gpu", gpus=1)
+    (tmp_path / "out").mkdir()
+    scripted = Scripted(answers)
+    check.bench = scripted  # type: ignore[method-assign]
+    return check, scripted
+
+
+def test_on_a_gpu_host_each_row_is_ok_failed_or_skipped_with_its_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """One GPU: the 2-GPU paths are skipped; a trial with another status than the path
-    expects is failed with its error; the telemetry row checks energy and power."""
-    ran: list[list[str]] = []
-
-    def bench(overrides: list[str], where: Path, timeout: float) -> Any:
-        ran.append(overrides)
-        return subprocess.CompletedProcess([], 0, "", "")
-
-    def trial(where: Path) -> tuple[str, dict[str, Any], str]:
-        last = ran[-1]
-        if "precision=fp16" in last and "framework=tf" in last:
-            return "error", {}, "ValueError: a scripted failure"
-        if "batch_size=16384" in last:
-            return "oom", {}, "CUDA out of memory"
-        return "ok", {"trial_samples_per_s": 1234.0, "energy_j": 900.0, "power_w": 300.0,
-                      "gpu_util_pct": 97.0}, ""  # fmt: skip
-
-    monkeypatch.setattr(gpu_check, "_bench", bench)
-    monkeypatch.setattr(gpu_check, "_trial", trial)
     monkeypatch.setattr(gpu_check, "_power_limit_w", lambda: 700.0)
-    monkeypatch.setattr(gpu_check, "_installed", lambda module: lambda: "")
-    for p in gpu_check.PATHS:
-        scripted = [lambda: "no Docker engine reachable (scripted)"] if p.needs else []
-        monkeypatch.setattr(p, "needs", scripted)
-    rows = {name: (outcome, figure) for name, outcome, figure in gpu_check.check_gpu_host(1, 60)}
-    assert rows["torch training on cuda"][0] == "ok"
-    assert rows["torch training on cuda"][1].startswith("1,234 samples/s")
-    assert rows["dp on 2 GPUs"][0] == "skipped (needs 2 GPUs, 1 here)"
-    assert rows["fp16 (tf)"] == ("failed", "status error: ValueError: a scripted failure")
-    assert rows["OOM frontier (a real GPU OOM)"][0] == "ok"
-    assert rows["NVML utilization, power, energy"][1].startswith("util 97%, 300 W (limit 700")
-    assert rows["Horovod with NCCL"][0] == "skipped (needs 2 GPUs, 1 here)"
-    docker = rows["launcher=docker, gpus=all (CUDA image)"]
-    assert docker[0] == "skipped (no Docker engine reachable (scripted))"
-    table = gpu_check.table([[n, *v] for n, v in rows.items()], ["path", "outcome", "figure"])
-    assert table.splitlines()[0].split() == ["path", "outcome", "figure"]
+    monkeypatch.setattr(gpu_check, "_gpu_memory_bytes", lambda: 140 * 2**30)
+    batch = gpu_check.oom_batch(140 * 2**30)
+    matrix = [_run(), _run(mode="infer"), _run("error", precision="fp16")]
+    oom = [_run("oom", batch_size=str(batch)), _run(batch_size="32")]
+    check, scripted = _check(tmp_path, {"gpu-matrix": matrix, "gpu-oom": oom})
+    monkeypatch.setattr(gpu_check, "OTHERS", [gpu_check.Other("dp on 2 GPUs", [], 2)])
+    rows = {r[0]: r[1:] for r in gpu_check.check_host(check, ("matrix", "nvml", "oom", "others"))}
+    assert rows["resnet50 224 px train fp32 batch 64"] == [
+        "ok", "821 samples/s, MFU 39.4% of 51 TFLOP/s, 556 W, 0.670 J/sample"
+    ]  # fmt: skip
+    assert rows["resnet50 224 px train fp16 batch 64"][0] == "failed"
+    assert "CUDA out of memory" in rows["resnet50 224 px train fp16 batch 64"][1]
+    nvml = rows["NVML: utilization, power, energy, memory"]
+    assert nvml[0] == "ok" and nvml[1].startswith("idle 81 W; mean power 556-556 W (limit 700")
+    assert rows["out of memory, recorded as oom"][0] == "ok"
+    assert f"batch {batch} for 140 GiB: oom; the next trial ran ok" in rows[
+        "out of memory, recorded as oom"][1]  # fmt: skip
+    assert rows["dp on 2 GPUs"] == ["skipped (needs 2 GPUs, 1 here)", "-"]
+    # The matrix is one sweep on the framework the interpreter has.
+    experiment, overrides, sweep = scripted.asked[0]
+    assert experiment == "gpu-matrix" and sweep
+    assert "framework.version=installed" in overrides and "precision=fp32,bf16,fp16" in overrides
+    # Each row reached the out folder as it finished.
+    written = (tmp_path / "out" / "gpu_check.txt").read_text().splitlines()
+    assert [ln.split("\t")[0] for ln in written] == list(rows)
 
 
-def test_energy_missing_or_power_beyond_the_limit_fails_the_telemetry_row(
-    monkeypatch: pytest.MonkeyPatch,
+def test_a_row_that_no_longer_fits_the_budget_is_skipped_saying_so(tmp_path: Path) -> None:
+    check, scripted = _check(tmp_path, {}, budget=10)
+    rows = gpu_check.check_host(check, ("matrix", "compile"))
+    assert rows[0][1].startswith("skipped (about 60 s;")
+    assert rows[1][0] == "compile=true (torch.compile)" and "s left)" in rows[1][1]
+    assert scripted.asked == []
+
+
+def test_a_failed_command_is_a_failed_row_not_a_crash(tmp_path: Path) -> None:
+    check, _ = _check(tmp_path, {})
+    rows = gpu_check.check_host(check, ("matrix", "launch"))
+    assert [r[1] for r in rows] == ["failed", "failed"]
+    assert rows[0][2] == "bench: scripted failure"
+
+
+def test_power_beyond_the_limit_or_no_energy_fails_the_nvml_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(gpu_check, "_power_limit_w", lambda: 300.0)
-    with pytest.raises(AssertionError, match="energy_j missing"):
-        gpu_check._telemetry({"power_w": 100.0})
-    with pytest.raises(AssertionError, match="power_w 500.0 outside"):
-        gpu_check._telemetry({"power_w": 500.0, "energy_j": 10.0})
+    check, _ = _check(tmp_path, {})
+    hot, cold = _run(), _run(batch_size="128")
+    cold.metrics["energy_j"] = 0.0
+    gpu_check.row_nvml(check, [hot, cold])
+    (row,) = check.rows
+    assert row[1] == "failed"
+    assert "power_w 556.0 outside (0, 300.0 W]" in row[2] and "energy_j 0.0" in row[2]
+
+
+def test_the_oom_batch_asks_for_three_times_the_gpus_memory() -> None:
+    h100, h200 = gpu_check.oom_batch(80e9), gpu_check.oom_batch(141e9)
+    assert h100 * gpu_check.OOM_BYTES_PER_SAMPLE >= 3 * 80e9
+    assert h200 > h100 and h200 == 4230
