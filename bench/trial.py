@@ -356,8 +356,9 @@ def run_trial(
         peak = session.peak_device_memory_mb()
         if peak is not None:
             result.summary["peak_device_mem_mb"] = peak
-        result.summary.update(_utilization(session, cfg, result.summary))
         _add(result, telemetry.stop(workdir))
+        # After the samplers stop: the peak probe's work is not the trial's.
+        result.summary.update(_utilization(session, cfg, result.summary))
         if cfg.breakdown or cfg.profile:  # extra passes after the headline timing, never in it
             from bench import profiling
 

@@ -210,10 +210,14 @@ class GpuMonitor:
         power: list[Line] = []
         for g, series in self.series.items():
             label = f"GPU {g}" if len(self.series) > 1 else "GPU"
+            counted = counter_power(series.times, series.readings)
+            # NVML's power reading is a moving average (about 1 s on an H200) and trails
+            # the counter: with a counter, both are drawn, and named for what they are.
+            reading = "power (NVML reading, averaged)" if counted else "power"
             for lines, name, what in (
                 (util, "sm_util_pct", "SM"),
                 (util, "mem_util_pct", "memory"),
-                (power, "power_w", "power"),
+                (power, "power_w", reading),
             ):
                 points = [
                     (t - self.origin, float(getattr(r, name)))
@@ -222,8 +226,35 @@ class GpuMonitor:
                 ]
                 if points:
                     lines.append(Line(f"{label} {what}", points))
+            if counted:
+                shifted = [(t - self.origin, w) for t, w in counted]
+                power.append(Line(f"{label} power (from the energy counter)", shifted))
         panels = [Panel("utilization (%)", util), Panel("power (W)", power)]
         plot(path, "GPU telemetry", [p for p in panels if p.lines], self.windows, self.origin)
+
+
+# Samples closer than this are not used to take power from the energy counter: the
+# counter moves in steps (about 0.1 s on an H200), so a shorter difference is noise.
+MIN_COUNTER_DT_S = 0.05
+
+
+def counter_power(times: list[float], readings: list[GpuReading]) -> list[tuple[float, float]]:
+    """Power (W) between successive energy-counter samples, at each interval's midpoint:
+    what the GPU drew, where NVML's power reading is an average that trails it (seen on an
+    H200: the reading took about 0.8 s to reach the 430 W the counter showed at once).
+    [] without a counter."""
+    out: list[tuple[float, float]] = []
+    last: tuple[float, float] | None = None
+    for t, r in zip(times, readings, strict=True):
+        if r.energy_mj is None:
+            continue
+        if last is not None and t - last[0] >= MIN_COUNTER_DT_S:
+            if r.energy_mj >= last[1]:  # a counter reset (driver reload) is skipped
+                out.append(((t + last[0]) / 2, (r.energy_mj - last[1]) / 1e3 / (t - last[0])))
+            last = (t, float(r.energy_mj))
+        elif last is None:
+            last = (t, float(r.energy_mj))
+    return out
 
 
 def gpu_window(

@@ -399,3 +399,61 @@ def test_a_failing_trial_stops_its_samplers(tmp_path: Path) -> None:
     with open(tmp_path / "telemetry_host.csv") as f:
         epochs = {row["epoch"] for row in csv.DictReader(f)}
     assert "2" not in epochs  # sampling ended with the failure in epoch 1
+
+
+def _replayed_h200() -> tuple[list[float], list[GpuReading]]:
+    """A ResNet-50 bf16 training trial's GPU samples as an H200 gave them (gpu_check's run on
+    the lent machine, 0.1 s apart): the energy counter and NVML's averaged power reading."""
+    path = Path(__file__).resolve().parents[1] / "data" / "h200_resnet50_bf16_telemetry_gpu.csv"
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    times = [float(r["time_s"]) for r in rows]
+    readings = [
+        GpuReading(sm_util_pct=float(r["sm_util_pct"]), mem_util_pct=float(r["mem_util_pct"]),
+                   power_w=float(r["power_w"]),
+                   energy_mj=float(r["energy_mj"]))
+        for r in rows
+    ]  # fmt: skip
+    return times, readings
+
+
+def test_power_from_the_energy_counter_leads_the_averaged_reading_on_an_h200() -> None:
+    from bench.monitors.gpu import counter_power
+
+    times, readings = _replayed_h200()
+    counted = dict(counter_power(times, readings))
+    # The work starts at about 7.45 s: the counter shows 430 W from the next interval, the
+    # averaged reading is still under 300 W 0.4 s later.
+    at_once = [w for t, w in counted.items() if 7.55 < t < 7.9]
+    assert at_once and min(at_once) > 400
+    later = min(range(len(times)), key=lambda i: abs(times[i] - 7.92))
+    assert readings[later].power_w is not None and readings[later].power_w < 300
+    # Samples closer than MIN_COUNTER_DT_S (an epoch's edge sampled twice) give no point.
+    assert all(w > 0 for w in counted.values()) and len(counted) < len(times) - 1
+    # The epochs' figures come from the counter: both windows about 425 W.
+    (first, method), (second, _) = (
+        gpu_window(times, readings, 7.72, 9.0),
+        gpu_window(times, readings, 9.05, 10.33),
+    )
+    power = [first["energy_j"] / (9.0 - 7.72), second["energy_j"] / (10.33 - 9.05)]
+    assert method == "counter" and power[0] == pytest.approx(power[1], rel=0.03)
+    assert 410 < power[0] < 445
+
+
+def test_the_gpu_plot_draws_the_counters_power_beside_the_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bench.monitors import plot as plot_mod
+
+    drawn: list[list[str]] = []
+    monkeypatch.setattr(
+        plot_mod, "plot", lambda path, title, panels, windows, origin: drawn.append(
+            [line.label for panel in panels for line in panel.lines])
+    )  # fmt: skip
+    times, readings = _replayed_h200()
+    monitor = GpuMonitor(LiveReader(), [0], interval_s=0.1, origin=0.0)
+    monitor.series[0].times[:] = times
+    monitor.series[0].readings[:] = readings
+    monitor._plot(tmp_path / "telemetry_gpu.png")
+    assert drawn == [["GPU SM", "GPU memory", "GPU power (NVML reading, averaged)",
+                      "GPU power (from the energy counter)"]]  # fmt: skip
