@@ -146,6 +146,20 @@ def host_environment() -> dict[str, str]:
     return {**sysinfo.git_environment(), **sysinfo.gpu_environment(), **sysinfo.slurm_environment()}
 
 
+def trial_lock(cfg: BenchConfig) -> Path | None:
+    """The lock the trial's environment was installed from (environments.lock_of), or None
+    where the trial runs a framework no lock of bench's installed: ``framework.installed``
+    is set (``framework.version=installed``, or a pin the interpreter does not have), and
+    ``bench reproduce`` must not take the host's lock for it."""
+    if cfg.framework.installed:
+        return None
+    from bench.images import image_variant
+    from bench.versions import own_release
+
+    release = own_release(cfg.framework.version)
+    return environments.lock_of(cfg.framework.name, release, image_variant(cfg))
+
+
 class Sweep:
     def __init__(
         self,
@@ -221,11 +235,7 @@ class Sweep:
                 tracking.note_reused_run(self.store, self.sweep_id, done["run_id"])
                 return row
         tags = {"bench.sweep_index": str(index), **(tags or {})}
-        from bench.images import image_variant
-        from bench.versions import own_release
-
-        release = own_release(cfg.framework.version)
-        lock = environments.lock_of(cfg.framework.name, release, image_variant(cfg))
+        lock = trial_lock(cfg)
         if lock is not None:  # the lock the trial's environment was installed from
             tags["bench.lock_sha"] = environments.lock_hash_of(lock)
         tags.update({f"bench.{k}": v for k, v in sysinfo.slurm_environment().items()})

@@ -223,3 +223,14 @@ def test_a_childs_good_answer_is_taken(tmp_path: Path, monkeypatch: pytest.Monke
     finally:
         interpreters.installed.cache_clear()
     assert os.access(python, os.X_OK)
+
+
+def test_a_run_on_the_installed_framework_logs_no_lock_of_benchs() -> None:
+    from bench.sweep.session import trial_lock
+
+    pinned = BenchConfig(framework=FrameworkConfig("torch"))
+    assert trial_lock(pinned) is not None  # requirements.lock installed it
+    installed = BenchConfig(framework=FrameworkConfig("torch", "installed", "2.11.0+cu130"))
+    assert trial_lock(installed) is None
+    other = BenchConfig(framework=FrameworkConfig("torch", "", "2.11.0+cu130"))
+    assert trial_lock(other) is None  # a pin the interpreter did not have
