@@ -22,5 +22,5 @@ def test_on_a_host_without_a_gpu_every_gpu_only_setting_is_refused() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "no GPU visible here" in done.stdout
     rows = [ln.split("  ")[0] for ln in done.stdout.splitlines() if "  refused  " in ln]
-    assert rows == ["device=cuda", "precision=fp16", "distributed=dp", "model_parallel (torch)",
-                    "launcher.docker.gpus=all"]  # fmt: skip
+    assert rows == ["device=cuda", "precision=fp16", "precision=tf32", "distributed=dp",
+                    "model_parallel (torch)", "launcher.docker.gpus=all"]  # fmt: skip
