@@ -245,6 +245,15 @@ _NOT_HASHED = (
 )  # fmt: skip
 
 
+# Keys that decide nothing about what is measured, but were hashed before that was
+# noticed: hashed at their canonical value, so a run with another value keeps the hash (and
+# the report's grouping) of the run it measures the same as, and every pinned hash stays.
+_CANONICAL = {
+    ("launcher", "kill_grace_s"): LauncherConfig().kill_grace_s,
+    ("launcher", "docker", "heartbeat_timeout_s"): DockerConfig().heartbeat_timeout_s,
+}
+
+
 class ConfigError(ValueError):
     """Bad input. ``str()`` lists every problem, one per line, each naming its field."""
 
@@ -421,6 +430,7 @@ def measured(flat: dict[str, Any]) -> dict[str, Any]:
         and not (pinned and k == "framework.version")
         and not (as_pinned and k == "framework.installed")
         and not (k == "timing" and str(v) == "auto")  # as before the field existed
+        and tuple(k.split(".")) not in _CANONICAL  # decides nothing (see _CANONICAL)
         and default_settings.get(k) != str(v)  # a default setting: as a run without it
     }
 
@@ -431,6 +441,12 @@ def config_hash(cfg: BenchConfig) -> str:
     data = {k: v for k, v in to_dict(cfg).items() if _decides(k, auto)}
     if cfg.timing == "auto":  # bench's default timing hashes as before there was a choice
         data.pop("timing", None)
+    for path, value in _CANONICAL.items():
+        node = data
+        for key in path[:-1]:
+            node = node.get(key, {})
+        if path[-1] in node:
+            node[path[-1]] = value
     # The pinned version hashes as before versions existed, and a run on the pinned version
     # as installed (framework.installed "") as before that field existed.
     dropped = {"version"} if not cfg.framework.version else set()

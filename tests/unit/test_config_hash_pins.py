@@ -111,3 +111,16 @@ def test_the_report_groups_runs_by_the_identity_the_hash_uses() -> None:
     flat = flatten(to_dict(BenchConfig()))
     assert "parity" not in measured(flat) and "tracking.uri" not in measured(flat)
     assert "min_window_s" in measured(flat)  # the default is auto
+
+
+def test_keys_that_decide_nothing_leave_the_hash_alone() -> None:
+    from bench.config import flatten, measured, to_dict
+
+    base = B()
+    patient = dataclasses.replace(base, launcher=LauncherConfig(kill_grace_s=30.0))
+    patient.launcher.docker.heartbeat_timeout_s = 60.0
+    assert config_hash(patient) == config_hash(base) == "41fbcc5ea59ecce3"
+    flat = measured(flatten(to_dict(patient)))
+    assert "launcher.kill_grace_s" not in flat
+    assert "launcher.docker.heartbeat_timeout_s" not in flat
+    assert measured(flatten(to_dict(base))) == flat  # one configuration in the report
