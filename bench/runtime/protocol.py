@@ -5,6 +5,9 @@ the child appends one JSON line per finished epoch to ``events.jsonl`` (so the h
 them as they come) and writes ``result.json`` once, atomically, when the trial is done.
 Its output goes to ``worker.log``.  A child stopped by its coordinator leaves ``stopped``.
 
+The host reads these files without following links, and only as regular files
+(:func:`read_regular`): a trial, a container above all, may have left anything there.
+
 One reader serves every host side (the launchers, the distributed coordinator, MXNet's
 kvstore job): :class:`EventReader` reads what was appended since its last poll and never
 returns a line that is still being written.
@@ -13,8 +16,10 @@ returns a line that is still being written.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import os
+import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,6 +35,23 @@ CONFIG, EVENTS, RESULT, LOG, STOPPED = (
     "worker.log",
     "stopped",
 )
+
+
+def read_regular(path: Path, offset: int = 0) -> bytes:
+    """The bytes of ``path`` from ``offset``, opened without following a link (in its last
+    component) and only if it is a regular file: a link to a host file or a FIFO left by a
+    trial raises OSError rather than being read or blocking."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        os.lseek(fd, offset, os.SEEK_SET)
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def write_json_atomic(path: Path, data: object) -> None:
@@ -50,7 +72,7 @@ def read_config(path: Path) -> BenchConfig:
 def read_result(path: Path) -> TrialResult | None:
     """The result a child wrote, or None if it wrote none (or an unreadable one)."""
     try:
-        return TrialResult.from_dict(json.loads(path.read_text()))
+        return TrialResult.from_dict(json.loads(read_regular(path)))
     except (OSError, ValueError, TypeError, KeyError):
         return None
 
@@ -85,10 +107,8 @@ class EventReader:
     def poll(self) -> list[EpochRecord]:
         """The records new since the last poll."""
         try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                chunk = f.read()
-        except FileNotFoundError:
+            chunk = read_regular(self.path, self.offset)
+        except OSError:  # not there yet, or not a regular file: no epochs from it
             return []
         complete = chunk[: chunk.rfind(b"\n") + 1]
         self.offset += len(complete)
@@ -101,8 +121,9 @@ class EventReader:
 
 
 def tail(path: Path, lines: int = 40) -> str:
-    """The last ``lines`` lines of a log ('' if it cannot be read)."""
+    """The last ``lines`` lines of a log ('' if it cannot be read, or is not a regular file)."""
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        text = read_regular(path).decode(errors="replace")
+        return "\n".join(text.splitlines()[-lines:])
     except OSError:
         return ""

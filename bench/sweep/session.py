@@ -12,17 +12,19 @@ from __future__ import annotations
 
 import functools
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, TextIO
 
 from bench import environments, sysinfo, tracking
 from bench.config import BenchConfig
 from bench.launchers import TrialInterrupted
 from bench.launchers import get as get_launcher
+from bench.launchers.collect import collect
 from bench.result import ERROR, OK, TIMEOUT, EpochRecord, TrialResult
 from bench.runtime.processes import shielded
 from bench.sweep.jobs import BenchExit
@@ -140,6 +142,14 @@ def store_for(uri: str, experiment: str) -> tracking.Store:
     """The store of ``uri`` and ``experiment``, opened once per process (the sweeper and its
     jobs share it when they share a process, and so its switch to the spool)."""
     return tracking.open_store(uri, experiment)
+
+
+def _top(name: str) -> str:
+    """The entry of a trial's folder that holds ``name`` (a path the trial's result names),
+    or ``name`` itself where it points outside (refused when collected)."""
+    path = PurePosixPath(name)
+    inside = path.parts and not path.is_absolute() and ".." not in path.parts
+    return path.parts[0] if inside else name
 
 
 def host_environment() -> dict[str, str]:
@@ -278,9 +288,20 @@ class Sweep:
             result.environment.setdefault(key, value)
         # A file in a sub-folder (rank1/events.jsonl, nodes/node1/torchrun.log) is logged with
         # its whole top folder, so that the ranks' and nodes' same-named files stay apart.
-        tops = dict.fromkeys(Path(name).parts[0] for name in result.files)
-        files = [workdir / "worker.log"] + [workdir / top for top in tops] + (extra or [])
-        run.finish(result, files)
+        # What the trial wrote is not trusted: copies of its regular files are logged, and
+        # whatever else it left (a link to a host file, a FIFO, a name outside its folder)
+        # is named in bench.refused_files and never read (bench.launchers.collect).
+        names = ["worker.log", *(_top(name) for name in result.files)]
+        beside = workdir.parent if workdir.parent.is_dir() else None
+        with tempfile.TemporaryDirectory(prefix=".collected-", dir=beside) as staged:
+            taken = collect(workdir, names, Path(staged))
+            if taken.refused:
+                result.environment["refused_files"] = "; ".join(taken.refused)[:4000]
+                print(
+                    f"bench: {label}: not collected from {workdir}: " + "; ".join(taken.refused),
+                    file=sys.stderr,
+                )
+            run.finish(result, taken.files + (extra or []))
         result.marks["logged"] = time.time()
         rate = result.summary.get("trial_samples_per_s")
         row = Row(label, result.status, rate, time.time() - started, getattr(run, "run_id", ""))
