@@ -367,6 +367,9 @@ def run_trial(
     except Exception as exc:  # noqa: BLE001 - every failure becomes a result
         capped = cfg.launcher.memory_limit_mb > 0
         oom = isinstance(exc, MemoryError) or (adapter is not None and adapter.is_oom(exc, capped))
+        # Under a cap, the framework's own libraries may not even map (torch's CUDA build
+        # under 300 MB: "failed to map segment from shared object"): out of memory too.
+        oom = oom or (capped and isinstance(exc, ImportError) and "failed to map" in str(exc))
         result.status = OOM if oom else ERROR
         result.error = "".join(traceback.format_exception(exc))[-20000:]
     finally:

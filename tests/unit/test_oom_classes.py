@@ -60,3 +60,22 @@ def test_lenet5_under_a_300_mb_cap_is_an_oom_result(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", ["torch", "tf"])
 def test_is_oom_takes_the_cap(name: str) -> None:
     assert not frameworks.load(name).is_oom(KeyError("x"), capped=True)
+
+
+def test_a_framework_that_cannot_map_its_libraries_under_a_cap_is_an_oom_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen on Python 3.12 with torch's CUDA build under a 300 MB cap: the import fails
+    with the loader's mmap error, before any adapter exists."""
+    from bench import trial
+
+    def load(name: str) -> None:
+        raise ImportError("/x/torch/_C.so: failed to map segment from shared object")
+
+    monkeypatch.setattr(trial.frameworks, "load", load)
+    cfg = BenchConfig(batch_size=4, epochs=1, steps_per_epoch=2, warmup_steps=1)
+    cfg.telemetry.enabled = False
+    cfg.launcher.memory_limit_mb = 300
+    assert trial.run_trial(cfg).status == OOM
+    cfg.launcher.memory_limit_mb = 0  # without a cap it is a broken install, not memory
+    assert trial.run_trial(cfg).status != OOM
