@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.config import BenchConfig
-from bench.paths import cache_dir
+from bench.paths import cache_dir, owned_private, private_dir, write_private
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ def ask(framework: str, driver: str = "", version: str = "") -> Seen:
         ]
     )
     cached_at = cache_dir() / "devices" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
-    if cached_at.is_file():
+    if owned_private(cached_at):  # not another user's answer in a shared cache
         cached = json.loads(cached_at.read_text())
         return Seen(int(cached["gpus"]), str(cached["detail"]))
     problem = interpreters.problem(framework, version)
@@ -113,8 +113,8 @@ def ask(framework: str, driver: str = "", version: str = "") -> Seen:
     answer = json.loads(lines[-1])
     names = answer.get("names") or []
     detail = str(answer["detail"]) + (f"; {', '.join(names)}" if names else "")
-    cached_at.parent.mkdir(parents=True, exist_ok=True)
-    cached_at.write_text(json.dumps({"gpus": int(answer["gpus"]), "detail": detail}))
+    private_dir(cached_at.parent)
+    write_private(cached_at, json.dumps({"gpus": int(answer["gpus"]), "detail": detail}))
     return Seen(int(answer["gpus"]), detail)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -57,6 +58,42 @@ def source_root() -> Path:
         spare.symlink_to(PACKAGE, target_is_directory=True)
         spare.replace(link)  # atomic: a concurrent reader sees the old link or the new
     return root
+
+
+def private_dir(path: Path) -> Path:
+    """``path`` as a folder only its owner can enter (0700), made with its parents if
+    missing; one an older bench made open to others is closed.  For folders holding run
+    data (the spool, cached answers), never for environments, which others may run."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if stat.S_IMODE(path.stat().st_mode) & 0o077:
+        os.chmod(path, 0o700)
+    return path
+
+
+def write_private(path: Path, data: str | bytes) -> None:
+    """Write ``path`` whole, readable and writable by its owner only (0600): a reader sees
+    the old file or the new one, never a part; a link at its name is replaced, not
+    followed."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data.encode() if isinstance(data, str) else data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def owned_private(path: Path) -> bool:
+    """Whether ``path`` is a regular file of this user that no one else can write: what a
+    cached answer must be before bench believes it (a shared cache folder may hold another
+    user's)."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
 
 
 @contextlib.contextmanager

@@ -3,7 +3,8 @@
 Records are spooled per tracking URI under bench's per-user state directory
 (``$BENCH_STATE_DIR``, ``$XDG_STATE_HOME/bench`` or ``~/.local/state/bench``), so this finds
 them from any directory.  With the server still out of reach it says so in one line and
-keeps the records.
+keeps the records.  A record that is not what bench writes (a file name that leaves its
+folder, a field of the wrong type) is refused in one line and stays; then it exits 1.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     where = args.spool or spool_root()
     waiting = len(spooled(args.spool))
+    refused: list[Path] = []
     try:
-        count = sync_spool(args.spool, args.uri)
+        count = sync_spool(args.spool, args.uri, refused)
     except Exception as exc:  # noqa: BLE001 - one line, the records stay
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(
@@ -38,6 +40,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     print(f"synced {count} trial record(s) from {where}")
+    if refused:
+        print(
+            f"bench.sync: {len(refused)} record(s) refused (above) stay in {where}", file=sys.stderr
+        )
+        return 1
     return 0
 
 

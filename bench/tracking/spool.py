@@ -1,20 +1,27 @@
 """The spool: complete trial records kept on local disk while the tracking server cannot
 be reached, one folder per tracking URI under bench's per-user state directory (the same
-from any working directory); :mod:`.sync` logs them later."""
+from any working directory); :mod:`.sync` logs them later.
+
+Records hold run data (configs, results, artifacts), so their folders are 0700 and the
+records 0600, each written whole.  A record is not trusted when read back: :mod:`.sync`
+checks it first (:func:`check_record`)."""
 
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import json
 import os
 import time
 import uuid
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from bench.config import BenchConfig, to_dict
+from bench.paths import private_dir, write_private
 from bench.result import EpochRecord, TrialResult
+from bench.runtime.protocol import read_regular
 
 SWEEP_END = ".sweep-end"  # a spooled sweep's end; trial records end in ``.json``
 
@@ -44,8 +51,9 @@ class Spool:
     def __init__(self, uri: str, experiment: str, reason: str) -> None:
         self.uri, self.experiment, self.reason = uri, experiment, reason
         self.directory = spool_dir(uri)
-        self.directory.mkdir(parents=True, exist_ok=True)
-        (self.directory / "uri").write_text(uri + "\n")  # whose spool this is, for people
+        private_dir(spool_root())
+        private_dir(self.directory)
+        write_private(self.directory / "uri", uri + "\n")  # whose spool this is, for people
         self.where = f"{self.directory}/ (tracking store {uri} out of reach: {reason})"
         self.sweeps: dict[str, dict[str, Any]] = {}
 
@@ -67,7 +75,7 @@ class Spool:
             "summary": summary,
         }
         path = self.directory / f"{time.time_ns()}-{sweep_id[:8]}{SWEEP_END}"
-        path.write_text(json.dumps(record, indent=1))
+        write_private(path, json.dumps(record, indent=1))
 
     def find_ok_run(self, cfg: BenchConfig) -> dict[str, Any] | None:
         return None
@@ -112,7 +120,7 @@ class SpooledTrial:
             "files": _spool_files(files),
         }
         path = self.spool.directory / f"{int(time.time())}-{uuid.uuid4().hex[:8]}.json"
-        path.write_text(json.dumps(record, indent=1, default=str))
+        write_private(path, json.dumps(record, indent=1, default=str))
 
 
 def _spool_files(files: list[Path]) -> dict[str, Any]:
@@ -145,3 +153,88 @@ def spooled_ends(directory: Path | None = None) -> list[Path]:
 def _files(directory: Path | None, pattern: str) -> list[Path]:
     folders = [directory] if directory is not None else sorted(spool_root().glob("*/"))
     return sorted(p for folder in folders for p in folder.glob(pattern))
+
+
+class BadRecord(ValueError):
+    """A spooled record that is not what bench writes; the message says why, in one line."""
+
+
+def _strings(value: object) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    )
+
+
+def bad_file_name(name: str) -> str:
+    """Why ``name`` (an artifact's name in a record) would leave the folder it is unpacked
+    in ('' if it stays inside)."""
+    parts = name.split("/")
+    if PurePosixPath(name).is_absolute() or not name:
+        return f"file name {name!r} is not relative"
+    if any(p in ("", ".", "..") for p in parts) or "\0" in name:
+        return f"file name {name!r} does not stay inside its folder"
+    return ""
+
+
+def _check_files(files: object) -> str:
+    if not isinstance(files, dict):
+        return "its files are not a mapping of names to contents"
+    names = set(files)
+    for name, content in files.items():
+        why = bad_file_name(name) if isinstance(name, str) else "a file name is not text"
+        if why:
+            return why
+        folders = ["/".join(name.split("/")[:i]) for i in range(1, name.count("/") + 1)]
+        if any(folder in names for folder in folders):
+            return f"file name {name!r} is inside another file"
+        if isinstance(content, dict):
+            if set(content) != {"base64"} or not isinstance(content["base64"], str):
+                return f"file {name!r} is neither text nor {{'base64': ...}}"
+            try:
+                base64.b64decode(content["base64"], validate=True)
+            except (binascii.Error, ValueError):
+                return f"file {name!r} is not valid base64"
+        elif not isinstance(content, str):
+            return f"file {name!r} is neither text nor {{'base64': ...}}"
+    return ""
+
+
+def check_record(record: object, end: bool = False) -> str:
+    """Why ``record`` (a trial record, or a sweep's end with ``end``) is not one bench
+    writes ('' if it is): the fields and their types, and artifact names that stay inside
+    the folder they are unpacked in."""
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    for key in ("tracking_uri", "experiment", "sweep_id"):
+        if not isinstance(record.get(key), str):
+            return f"its {key} is missing or not text"
+    sweep = record.get("sweep")
+    if not (isinstance(sweep, dict) and isinstance(sweep.get("name"), str)):
+        return "its sweep is missing or has no name"
+    if not _strings(sweep.get("tags")):
+        return "its sweep's tags are not text"
+    if end:
+        if not (isinstance(record.get("ok"), bool) and isinstance(record.get("killed"), bool)):
+            return "its ok or killed is missing or not true/false"
+        return "" if isinstance(record.get("summary"), str) else "its summary is not text"
+    if not isinstance(record.get("name"), str) or not _strings(record.get("tags")):
+        return "its name or tags are missing or not text"
+    if not (isinstance(record.get("config"), dict) and isinstance(record.get("result"), dict)):
+        return "its config or result is missing"
+    return _check_files(record.get("files"))
+
+
+def read_record(path: Path) -> dict[str, Any]:
+    """The spooled record at ``path``, read without following a link and checked
+    (:func:`check_record`); raises :class:`BadRecord` saying why it is not one."""
+    try:
+        record = json.loads(read_regular(path))
+    except OSError as exc:
+        raise BadRecord(f"cannot be read as a regular file ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        raise BadRecord(f"is not JSON ({exc})") from None
+    problem = check_record(record, end=path.name.endswith(SWEEP_END))
+    if problem:
+        raise BadRecord(problem)
+    assert isinstance(record, dict)
+    return record

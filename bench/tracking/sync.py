@@ -1,16 +1,29 @@
-"""Syncing the spool: every spooled trial record logged to its tracking server."""
+"""Syncing the spool: every spooled trial record logged to its tracking server.
+
+A record is checked before anything is made from it (:func:`.spool.read_record`, and its
+tracking URI must be the one its folder is named for): one that is not what bench writes
+is refused in one line on stderr and left where it is, and no run, file or artifact is made
+from it."""
 
 from __future__ import annotations
 
 import base64
-import json
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from bench.config import BenchConfig
 from bench.result import OK, TrialResult
-from bench.tracking.spool import spooled, spooled_ends
+from bench.tracking.spool import (
+    SWEEP_END,
+    BadRecord,
+    bad_file_name,
+    read_record,
+    spool_dir,
+    spooled,
+    spooled_ends,
+)
 from bench.tracking.store import MlflowStore, MlflowTrialRun
 
 
@@ -24,13 +37,17 @@ def _existing_run(store: MlflowStore, run_id: str | None) -> bool:
         return False
 
 
-def sync_spool(directory: Path | None = None, uri: str | None = None) -> int:
+def sync_spool(
+    directory: Path | None = None, uri: str | None = None, refused: list[Path] | None = None
+) -> int:
     """Log every spooled record to its tracking server; return how many trials were synced.
 
     A record whose trial or sweep already has a run in the target store (the store failed
     part-way through) completes that run; otherwise new runs are made.  A spooled sweep
     end then closes its sweep's run with the status and summary table the sweep printed.
-    Errors propagate and leave the remaining records in the spool.
+    A record that is not what bench writes is refused (a line on stderr, its path added to
+    ``refused``) and stays; the
+    store's errors propagate and leave the remaining records in the spool.
     """
     from bench.config import from_dict
 
@@ -54,19 +71,38 @@ def sync_spool(directory: Path | None = None, uri: str | None = None) -> int:
                 sweeps[key] = (store, store.start_sweep(sweep["name"], tags), True)
         return sweeps[key]
 
+    def checked(path: Path) -> dict[str, Any] | None:
+        """The record at ``path`` if it can be synced; else one line, and it stays."""
+        try:
+            record = read_record(path)
+            if uri is None and spool_dir(record["tracking_uri"]).name != path.parent.name:
+                raise BadRecord("its tracking_uri is not the one its spool folder is for")
+            if path.name.endswith(SWEEP_END):
+                return record
+            record["cfg"] = from_dict(BenchConfig, record["config"])
+            record["trial"] = TrialResult.from_dict(record["result"])
+        except (BadRecord, KeyError, TypeError, ValueError) as exc:
+            why = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+            print(f"bench.sync: {path}: refused, left in place: {why}", file=sys.stderr)
+            if refused is not None:
+                refused.append(path)
+            return None
+        return record
+
     for path in spooled(directory):
-        record = json.loads(path.read_text())
-        store, sweep_id, ok = sweep_run(record)
-        cfg = from_dict(BenchConfig, record["config"])
-        result = TrialResult.from_dict(record["result"])
-        tags = record["tags"]
-        original_run = tags.get("bench.spooled_from_run")
-        if _existing_run(store, original_run):
-            run = MlflowTrialRun(store, original_run, cfg, sweep_id, record["name"], tags)
-        else:
-            run = store._start_trial(sweep_id, cfg, record["name"], tags)
+        record = checked(path)
+        if record is None:
+            continue
         with tempfile.TemporaryDirectory() as tmp:
-            run._finish(result, _unpack(record["files"], Path(tmp)))
+            files = _unpack(record["files"], Path(tmp))  # before any run is made
+            store, sweep_id, ok = sweep_run(record)
+            cfg, result, tags = record["cfg"], record["trial"], record["tags"]
+            original_run = tags.get("bench.spooled_from_run")
+            if _existing_run(store, original_run):
+                run = MlflowTrialRun(store, original_run, cfg, sweep_id, record["name"], tags)
+            else:
+                run = store._start_trial(sweep_id, cfg, record["name"], tags)
+            run._finish(result, files)
         sweeps[uri or record["tracking_uri"], record["sweep_id"]] = (
             store,
             sweep_id,
@@ -76,7 +112,9 @@ def sync_spool(directory: Path | None = None, uri: str | None = None) -> int:
         synced += 1
     ended: set[str] = set()
     for path in spooled_ends(directory):
-        record = json.loads(path.read_text())
+        record = checked(path)
+        if record is None:
+            continue
         store, sweep_id, _ = sweep_run(record)
         store.close_sweep(sweep_id, record["ok"], record["killed"], record["summary"])
         ended.add(sweep_id)
@@ -88,11 +126,15 @@ def sync_spool(directory: Path | None = None, uri: str | None = None) -> int:
 
 
 def _unpack(files: dict[str, Any], tmp: Path) -> list[Path]:
-    """A spooled record's artifacts written back to files under ``tmp``: the paths to log
-    (a directory as one artifact)."""
+    """A checked record's artifacts written back to files under ``tmp``: the paths to log
+    (a directory as one artifact).  A name that would leave ``tmp`` raises
+    :class:`BadRecord` (:func:`.spool.read_record` refused it already)."""
     out: list[Path] = []
+    inside = tmp.resolve()
     for name, content in files.items():
         target = tmp / name
+        if bad_file_name(name) or not target.resolve().is_relative_to(inside):
+            raise BadRecord(f"file name {name!r} does not stay inside its folder")
         target.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(content, dict):  # binary, see spool._spool_files
             target.write_bytes(base64.b64decode(content["base64"]))

@@ -102,12 +102,17 @@ def test_on_this_host_the_real_probes_answer_and_are_cached(
     count, _ = device_preflight.host_gpus()
     answer = device_preflight.ask("torch")
     assert answer.detail.startswith("torch 2.") and answer.gpus == count
-    assert len(list((tmp_path / "devices").glob("*.json"))) == 1
+    (cached,) = (tmp_path / "devices").glob("*.json")
+    assert (cached.stat().st_mode & 0o777, cached.parent.stat().st_mode & 0o777) == (0o600, 0o700)
 
     def no_child(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("asked again")
 
     monkeypatch.setattr(subprocess, "run", no_child)
     assert device_preflight.ask("torch") == answer
+    cached.chmod(0o666)  # writable by others (a shared cache): not believed, asked again
+    with pytest.raises(AssertionError, match="asked again"):
+        device_preflight.ask("torch")
+    cached.chmod(0o600)
     if count == 0:  # no GPU on the host: nobody is asked at all
         assert device_preflight.seen(cfg("tf")).detail.startswith("no NVIDIA GPU on this host")

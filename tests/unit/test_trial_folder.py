@@ -18,7 +18,7 @@ from bench.config import BenchConfig
 from bench.launchers import process
 from bench.launchers.base import Launcher
 from bench.launchers.collect import collect
-from bench.result import OK, ERROR, EpochRecord, TrialResult
+from bench.result import ERROR, OK, EpochRecord, TrialResult
 from bench.runtime.protocol import EventReader, read_result, tail
 from bench.sweep import session as session_mod
 from bench.trial import EpochCallback
