@@ -57,8 +57,8 @@ FIGURES = {
 # A side passes a figure within the tolerance or within this multiple of the rounding
 # floor's figure, whichever is larger.  Another framework's rounding differs in every
 # operation, not only in the initial weights: at the first step of ResNet-18 its deviations
-# were 0.9 to 2 times the one-ulp floor's where no ReLU tipped over; where one did, as much as
-# the floor's shake that tipped the same one.  Faults stay well beyond: a 0.9x gradient or
+# were up to 2 times the one-ulp floor's where no ReLU tipped over, and up to 1.05 times
+# where one did (12 data seeds, SGD and Adam).  Faults stay well beyond: a 0.9x gradient or
 # step size is 0.1 in ``scale``, whose floor is at most 9e-3 there (Adam, 1 step).
 FLOOR_MULTIPLE = 4.0
 
@@ -188,6 +188,12 @@ def compare(
     return Deviation(other.framework, loss, update, scale, weights or 0.0, buffers, worst)
 
 
+def limits(floor: Deviation, tolerance: float) -> dict[str, float]:
+    """Each figure's limit: the tolerance, or ``FLOOR_MULTIPLE`` times the floor's figure
+    where that is larger."""
+    return {k: max(tolerance, FLOOR_MULTIPLE * v) for k, v in floor.figures().items()}
+
+
 @dataclass
 class Outcome:
     spec: sides.Spec  # as run: its steps may be fewer than asked (see ``horizon``)
@@ -206,12 +212,7 @@ class Outcome:
 
     @property
     def limits(self) -> dict[str, float]:
-        """Each figure's limit: the tolerance, or ``FLOOR_MULTIPLE`` times the floor's
-        figure where that is larger."""
-        return {
-            name: max(self.tolerance, FLOOR_MULTIPLE * value)
-            for name, value in self.floor.figures().items()
-        }
+        return limits(self.floor, self.tolerance)
 
     @property
     def rounding_dominates(self) -> list[str]:
@@ -234,15 +235,18 @@ class Outcome:
 # a tenth, a low draw let such a run be compared over 3 steps and fail at 4.7e-2.
 FLOOR_SHARE = 0.01
 SHAKES = 2
-# Where rounding decides even the steps compared (the horizon was cut, or one step is all
-# there is and the floor still exceeds FLOOR_SHARE of the tolerance), the floor is also the
-# yardstick of the verdict, so it is sampled more: the worst of this many shakes, in
-# opposite pairs.  One step of ResNet-18 has a few ReLU inputs within rounding of zero; a
-# shake that tips one over moves the whole backward pass (the update by 1e-2 to 2e-2 under
-# SGD, 0.13 under Adam, whose first step is about lr * sign(gradient)), one that does not
-# moves it by 6e-6.  A shake and its opposite move such an input in opposite directions,
-# so one of a pair tips it where either can; of 6 random pairs, 3 tipped one.
+# At the steps compared the floor is also the verdict's yardstick, so it is sampled more:
+# the worst of this many shakes, in opposite pairs, and, before any side is called FAILED,
+# of up to MAX_SHAKES.  One step of ResNet-18 has a few ReLU inputs within rounding of
+# zero; a shake that tips one over moves the whole backward pass (the update by 1e-3 to 2e-2
+# under SGD, 7e-3 to 0.13 under Adam, whose first step is about lr * sign(gradient)), one
+# that does not by 6e-6 (SGD; 1e-3 under Adam).  A shake and its opposite move such an
+# input in opposite directions, so one of a pair tips it where either can; of 6 random
+# pairs, 3 tipped one.
+# Another framework's rounding tips one or not in the same way: the more pairs the floor
+# takes, the less likely that it tips one the floor missed.
 ROUNDING_SHAKES = 4
+MAX_SHAKES = 12
 
 
 def shaken(init: list[Tensor], seed: int, shake: int = 0) -> list[Tensor]:
@@ -260,10 +264,13 @@ def shaken(init: list[Tensor], seed: int, shake: int = 0) -> list[Tensor]:
 def check(spec: sides.Spec, frameworks: list[str], tolerance: float = DEFAULT_TOLERANCE) -> Outcome:
     """Run every framework's side from the same start; compare each with the first.
 
-    First the reference runs twice, the second time from weights one rounding step away:
-    where that alone moves its trajectory by more than ``FLOOR_SHARE * tolerance`` (deep
-    networks with BatchNorm on random data are chaotic: ResNet-18 is, within 10 steps),
-    the comparison is made over the longest prefix of steps where it does not, and says so.
+    First the reference runs again from weights one rounding step away (the floor): where
+    that alone moves its trajectory by more than ``FLOOR_SHARE * tolerance`` (deep networks
+    with BatchNorm on random data are chaotic: ResNet-18 is, within 10 steps), the
+    comparison is made over the longest prefix of steps where it does not, and says so.  At
+    the steps compared the floor is the worst of ``ROUNDING_SHAKES`` shakes (more before a
+    side fails: :func:`settle`), and a side passes within the tolerance or
+    ``FLOOR_MULTIPLE`` times the floor.
     """
     import time
 
@@ -271,6 +278,9 @@ def check(spec: sides.Spec, frameworks: list[str], tolerance: float = DEFAULT_TO
     run_spec, reference, floor, shakes, init, run_batches = horizon(spec, frameworks[0], tolerance)
     done = [reference] + [run_side(fw, run_spec, init, run_batches) for fw in frameworks[1:]]
     deviations = [compare(reference, other, init) for other in done[1:]]
+    floor, shakes = settle(
+        frameworks[0], run_spec, reference, init, run_batches, floor, shakes, deviations, tolerance
+    )
     return Outcome(
         run_spec,
         done,
@@ -420,6 +430,26 @@ def _worst(runs: list[tuple[Deviation, sides.Side]]) -> Deviation:
     return functools.reduce(worse, [d for d, _ in runs])
 
 
+def settle(
+    framework: str,
+    spec: sides.Spec,
+    reference: sides.Side,
+    init: list[Tensor],
+    b: data.HostBatches,
+    floor: Deviation,
+    shakes: int,
+    deviations: list[Deviation],
+    tolerance: float,
+) -> tuple[Deviation, int]:
+    """The floor and its number of shakes, sampled further (a pair at a time, up to
+    ``MAX_SHAKES``) while a side is beyond its limits: before a side is called FAILED, the
+    floor has had every chance to show that rounding explains it."""
+    while shakes < MAX_SHAKES and not all(d.passed(limits(floor, tolerance)) for d in deviations):
+        runs = _shakes(framework, spec, reference, init, b, range(shakes, shakes + 2))
+        floor, shakes = functools.reduce(worse, [d for d, _ in runs], floor), shakes + len(runs)
+    return floor, shakes
+
+
 def horizon(
     spec: sides.Spec, framework: str, tolerance: float
 ) -> tuple[sides.Spec, sides.Side, Deviation, int, list[Tensor], data.HostBatches]:
@@ -437,11 +467,8 @@ def horizon(
         reference = run_side(framework, run_spec, init, run_batches)
         runs = _shakes(framework, run_spec, reference, init, run_batches, range(SHAKES), limit)
         passed = _worst(runs).passed(limit)
-        if passed and steps == spec.steps:
-            return run_spec, reference, _worst(runs), len(runs), init, run_batches
         if passed or steps == 1:
-            # Rounding decided the steps compared: the floor is the verdict's yardstick too.
-            more = range(len(runs), ROUNDING_SHAKES)
+            more = range(len(runs), ROUNDING_SHAKES)  # the verdict's yardstick: see above
             runs += _shakes(framework, run_spec, reference, init, run_batches, more)
             return run_spec, reference, _worst(runs), len(runs), init, run_batches
         off = [

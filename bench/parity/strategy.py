@@ -18,7 +18,14 @@ from bench import data, interpreters
 from bench.distributed import registry
 from bench.frameworks.weights import BUFFER, PARAM, Tensor
 from bench.parity import side as sides
-from bench.parity.check import DEFAULT_TOLERANCE, Outcome, compare, horizon, layer_deviation
+from bench.parity.check import (
+    DEFAULT_TOLERANCE,
+    Outcome,
+    compare,
+    horizon,
+    layer_deviation,
+    settle,
+)
 from bench.strategy_configs import STRATEGY_CONFIGS, DistributedConfig
 
 # Synchronous strategies the check runs through a real trial on the CPU, by framework
@@ -126,6 +133,9 @@ def check_strategy(
     reference.framework = f"{framework} 1x{spec.batch_size}"
     other, apart = run_trial_side(framework, run_spec, init, b, overrides, label)
     deviation = compare(reference, other, init)
+    floor, shakes = settle(
+        framework, run_spec, reference, init, b, floor, shakes, [deviation], tolerance
+    )
     return Outcome(
         run_spec,
         [reference, other],
