@@ -9,6 +9,7 @@ naming its field.  The CLI runs it for every job of a sweep before the first tri
 
 from __future__ import annotations
 
+import os
 import tempfile
 import urllib.parse
 from pathlib import Path
@@ -157,6 +158,14 @@ def _check_tracking(problems: list[str], t: TrackingConfig) -> None:
             "a directory, or http(s)://HOST:PORT"
         )
         return
+    if scheme in ("file", "") and not _file_store_allowed():
+        problems.append(
+            f"tracking.uri: {t.uri!r} is a file store, which MLflow 3 keeps in maintenance mode "
+            "and refuses to write unless MLFLOW_ALLOW_FILE_STORE=true is set; use "
+            "sqlite:///DIR/mlflow.db (the default is sqlite:///mlruns/mlflow.db), or set "
+            "MLFLOW_ALLOW_FILE_STORE=true to use the file store anyway"
+        )
+        return
     path = _sqlite_or_file_path(t.uri)
     if path is None:
         return
@@ -166,6 +175,11 @@ def _check_tracking(problems: list[str], t: TrackingConfig) -> None:
             f"tracking.uri: cannot write to {str(path.parent)!r} ({problem}); "
             "choose a writable location or an http(s):// server"
         )
+
+
+def _file_store_allowed() -> bool:
+    """Whether MLflow will write a file (directory) store: only where the user opted in."""
+    return os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").strip().lower() in ("true", "1")
 
 
 def _writable(directory: Path) -> str:

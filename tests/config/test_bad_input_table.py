@@ -80,6 +80,8 @@ def cases() -> list[tuple[list[str], str]]:
         (["launcher=docker", "launcher.docker.gpus=zero"], "launcher.docker.gpus"),
         (["launcher=docker", "launcher.docker.heartbeat_timeout_s=1"], "heartbeat_timeout_s"),
         (["tracking.uri=sqlite:////proc/bench-nope/m.db"], "tracking.uri"),
+        (["tracking.uri=/tmp/bench-file-store"], "tracking.uri"),  # MLflow 3's file store
+        (["tracking.uri=file:///tmp/bench-file-store"], "tracking.uri"),
         (["claims=notalist"], "claims"),
         (["claims=[{kind: rumour}]"], "claims"),
         (["claims=[{kind: comparison, faster: torch}]"], "slower"),

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from bench.config import BenchConfig, ConfigError, config_hash, from_dict, to_dict
+from bench.config import BenchConfig, ConfigError, TrackingConfig, config_hash, from_dict, to_dict
 from bench.preflight import validate
 
 
@@ -40,3 +42,20 @@ def test_hash_covers_what_is_measured_only() -> None:
     other = BenchConfig()
     other.framework.name = "tf"
     assert config_hash(base) != config_hash(other)
+
+
+def test_a_file_store_is_refused_unless_mlflow_is_told_to_write_one(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from bench.preflight import _check_tracking
+
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    for uri in (str(tmp_path / "store"), (tmp_path / "store").as_uri()):
+        problems: list[str] = []
+        _check_tracking(problems, TrackingConfig(uri=uri))
+        assert len(problems) == 1 and "MLFLOW_ALLOW_FILE_STORE=true" in problems[0]
+        assert problems[0].startswith("tracking.uri: ")
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    problems = []
+    _check_tracking(problems, TrackingConfig(uri=str(tmp_path / "store")))
+    assert problems == []
