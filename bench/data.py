@@ -15,19 +15,23 @@ Two kinds:
   and kept like :class:`HostBatches`.  Labelled image data sets do not fit these models.
 
 Archives are checked by :func:`check` (called from config validation, before any trial
-starts) and read by :func:`load` in the trial.
+starts) and read by :func:`load` in the trial.  Both check an archive against its published
+MD5 sum before anything in it is unpickled (unpickling runs whatever the pickle says: an
+archive is not trusted, docs/security.md); ``BENCH_EXTRA_DATA_MD5`` (comma-separated sums)
+names further archives to accept, such as the tests' small ones.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import pickle
 import shlex
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
@@ -97,6 +101,7 @@ class CifarSpec:
     test_member: str
     label_key: bytes
     num_classes: int
+    md5: str  # the archive's published sum (www.cs.toronto.edu/~kriz/cifar.html)
 
 
 CIFAR = {
@@ -107,11 +112,20 @@ CIFAR = {
         "test_batch",
         b"labels",
         10,
+        "c58f30108f718f92721af3b95e74349a",
     ),
     "cifar100": CifarSpec(
-        "cifar-100-python.tar.gz", "cifar-100-python", ("train",), "test", b"fine_labels", 100
+        "cifar-100-python.tar.gz",
+        "cifar-100-python",
+        ("train",),
+        "test",
+        b"fine_labels",
+        100,
+        "eb9058c3a382ffc7106e4002c42a8d85",
     ),
 }
+# Further MD5 sums to accept, comma-separated (archives of one's own, the tests' small ones).
+ENV_EXTRA_MD5 = "BENCH_EXTRA_DATA_MD5"
 CLASSES = {"digits": 10, "cifar10": 10, "cifar100": 100}
 
 
@@ -230,6 +244,34 @@ def _archive_path(root: str, spec: CifarSpec) -> Path:
     return Path(os.path.expanduser(root)) / spec.archive
 
 
+def md5_of(f: BinaryIO) -> str:
+    """The MD5 sum of an open file, read from where it is to its end."""
+    digest = hashlib.md5()
+    for block in iter(lambda: f.read(1 << 20), b""):
+        digest.update(block)
+    return digest.hexdigest()
+
+
+def sum_problem(digest: str, path: Path, spec: CifarSpec) -> str:
+    """'' if ``digest`` is the archive's published sum (or one ``BENCH_EXTRA_DATA_MD5``
+    names), else the refusal, naming ``data.root`` and the sum expected."""
+    extra = {s.strip().lower() for s in os.environ.get(ENV_EXTRA_MD5, "").split(",")}
+    if digest == spec.md5 or digest in extra - {""}:
+        return ""
+    return (
+        f"data.root: {path} has MD5 {digest}, expected {spec.md5} (the published sum of "
+        f"{spec.archive}); it is not unpickled: fetch it again with bench data download "
+        f"{'cifar10' if spec.num_classes == 10 else 'cifar100'} --root "
+        f"{shlex.quote(str(path.parent))}"
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _archive_md5(path: Path, mtime: float, size: int) -> str:
+    with open(path, "rb") as f:
+        return md5_of(f)
+
+
 @functools.lru_cache(maxsize=8)
 def _check_archive(path: Path, mtime: float, spec: CifarSpec) -> str:
     """'' if ``path`` is a readable archive with every expected member, else why not."""
@@ -245,6 +287,16 @@ def _check_archive(path: Path, mtime: float, spec: CifarSpec) -> str:
     return ""
 
 
+def _archive_problem(path: Path, spec: CifarSpec) -> str:
+    """'' if ``path`` is a readable archive with every member and a known sum, else why
+    not (nothing in it unpickled)."""
+    st = path.stat()
+    why = _check_archive(path, st.st_mtime, spec)
+    if why:
+        return f"data.root: {why}"
+    return sum_problem(_archive_md5(path, st.st_mtime, st.st_size), path, spec)
+
+
 def cifar_present(num_classes: int, root: str) -> str:
     """The CIFAR set of ``num_classes`` classes if its archive is under ``root`` and readable,
     else '' (a study preset's smaller scales then train on synthetic batches of its shape)."""
@@ -252,11 +304,7 @@ def cifar_present(num_classes: int, root: str) -> str:
     if not name:
         return ""
     path = _archive_path(root, CIFAR[name])
-    return (
-        name
-        if path.is_file() and not _check_archive(path, path.stat().st_mtime, CIFAR[name])
-        else ""
-    )
+    return name if path.is_file() and not _archive_problem(path, CIFAR[name]) else ""
 
 
 def check(cfg: BenchConfig) -> list[str]:
@@ -284,9 +332,9 @@ def check(cfg: BenchConfig) -> list[str]:
                 f"{shlex.quote(name)} --root {shlex.quote(cfg.data.root)}"
             )
         else:
-            why = _check_archive(path, path.stat().st_mtime, spec)
+            why = _archive_problem(path, spec)
             if why:
-                problems.append(f"data.root: {why}")
+                problems.append(why)
     return problems
 
 
@@ -319,9 +367,14 @@ def cifar(cfg: BenchConfig) -> LabelledData:
         return np.concatenate(xs), np.concatenate(ys)
 
     try:
-        with tarfile.open(path, "r:gz") as tar:
-            train_x, train_y = read(tar, spec.train_members)
-            test_x, test_y = read(tar, (spec.test_member,))
+        with open(path, "rb") as f:  # one open file: the bytes checked are the bytes read
+            why = sum_problem(md5_of(f), path, spec)
+            if why:
+                raise DataError(why)
+            f.seek(0)
+            with tarfile.open(fileobj=f, mode="r:gz") as tar:
+                train_x, train_y = read(tar, spec.train_members)
+                test_x, test_y = read(tar, (spec.test_member,))
     except (OSError, tarfile.TarError, EOFError, pickle.UnpicklingError) as exc:
         raise DataError(f"data.root: cannot read {path}: {exc}") from exc
     train_x, test_x = resize(train_x, cfg.image_size), resize(test_x, cfg.image_size)

@@ -29,6 +29,7 @@ import docker
 
 from bench import images
 from bench.config import BenchConfig, to_dict
+from bench.data import ENV_EXTRA_MD5
 from bench.launchers.base import Child, LaunchError, WatchedLauncher
 from bench.launchers.docker_host import device_requests, ulimits
 from bench.result import ERROR, HOST_OOM
@@ -95,6 +96,9 @@ def container_options(cfg: BenchConfig, workdir: Path, owner: str) -> dict[str, 
         "init": True,
         "auto_remove": True,
     }
+    extra_sums = os.environ.get(ENV_EXTRA_MD5)
+    if extra_sums:  # the data archives the host accepts, the container's reader accepts too
+        opts["environment"][ENV_EXTRA_MD5] = extra_sums
     requests = device_requests(cfg.launcher.docker.gpus)
     if requests:
         opts["device_requests"] = requests

@@ -83,6 +83,45 @@ def test_archive_missing_members_is_refused(tmp_path: Path) -> None:
         validate(cfg_for("cifar100", tmp_path))
 
 
+class _Payload:
+    """Unpickling this runs code: it creates the file ``marker``."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self) -> tuple[object, tuple[str, str]]:
+        return open, (self.marker, "w")
+
+
+def test_an_archive_of_unknown_sum_is_refused_before_anything_is_unpickled(
+    tmp_path: Path,
+) -> None:
+    """A crafted archive with every member the reader expects, each a pickle whose loading
+    would create a marker file: refused by its MD5 sum, by the checks before a sweep and by
+    the trial's reader, naming data.root and the sum expected; nothing in it runs."""
+    import io
+
+    marker = tmp_path / "ran"
+    spec = data.CIFAR["cifar10"]
+    root = tmp_path / "data"
+    root.mkdir()
+    with tarfile.open(root / spec.archive, "w:gz") as tar:
+        for member in (*spec.train_members, spec.test_member):
+            blob = pickle.dumps(_Payload(marker), protocol=2)
+            info = tarfile.TarInfo(f"{spec.folder}/{member}")
+            info.size = len(blob)
+            tar.addfile(info, io.BytesIO(blob))
+    cfg = cfg_for("cifar10", root)
+    with pytest.raises(ConfigError) as err:
+        validate(cfg)
+    (problem,) = err.value.problems
+    assert problem.startswith("data.root: ") and f"expected {spec.md5}" in problem
+    with pytest.raises(data.DataError, match=rf"^data.root: .* expected {spec.md5}"):
+        data.load(cfg)
+    assert data.cifar_present(10, str(root)) == ""  # a preset trains on synthetic data
+    assert not marker.exists()
+
+
 def test_classes_must_fit_the_data(tmp_path: Path) -> None:
     write_cifar_archive(tmp_path, "cifar100", per_member=2)
     cfg = cfg_for("cifar100", tmp_path)
