@@ -20,6 +20,32 @@ from bench.report.trials import to_trial
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("bench.report: interrupted; no report was written or logged", file=sys.stderr)
+        return 130
+
+
+def _store_problem(uri: str) -> str:
+    """Why a local sqlite ``--uri`` is no store to report on ('' if it may be): reading
+    must neither create an empty database nor hand a stranger's file to SQLAlchemy."""
+    if not uri.startswith("sqlite:///"):
+        return ""
+    path = Path(uri[len("sqlite:///") :])
+    if not path.exists():
+        return f"--uri: no store at {path} (no such file)"
+    try:
+        with path.open("rb") as f:
+            header = f.read(16)
+    except OSError as exc:
+        return f"--uri: {path} cannot be read ({exc.strerror})"
+    if header != b"SQLite format 3\x00":
+        return f"--uri: {path} is not an SQLite database (an MLflow store)"
+    return ""
+
+
+def _main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.report",
         description="Write the comparison report (HTML and Markdown) of runs in MLflow.",
@@ -62,6 +88,10 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, claims.ClaimError) as exc:
             print(f"bench.report: --claims: {exc}", file=sys.stderr)
             return 2
+    problem = _store_problem(args.uri)
+    if problem:
+        print(f"bench.report: {problem}", file=sys.stderr)
+        return 2
     try:
         runs = tracking.load_runs(
             args.uri, experiment=args.experiment, sweep=args.sweep, history_keys=HISTORY_KEYS
@@ -69,6 +99,15 @@ def main(argv: list[str] | None = None) -> int:
     except LookupError as exc:
         print(f"bench.report: {exc}", file=sys.stderr)
         return 2
+    if args.claims is None and runs.sweep_id:  # the sweep's own claims, where it kept any
+        try:
+            kept = tracking.logged_claims(args.uri, runs.sweep_id)
+            checked = claims.parse(kept) if kept else []
+        except (LookupError, claims.ClaimError) as exc:
+            print(f"bench.report: the sweep's claims: {exc}", file=sys.stderr)
+            return 2
+        if checked:
+            print(f"bench.report: checking the sweep's own {len(checked)} claim(s)")
     report = build(runs, claims=checked)
     changes: list[baseline.Change] = []
     if args.baseline:

@@ -25,7 +25,7 @@ from bench.config import BenchConfig
 from bench.launchers import TrialInterrupted
 from bench.launchers import get as get_launcher
 from bench.launchers.collect import collect
-from bench.result import ERROR, OK, TIMEOUT, EpochRecord, TrialResult
+from bench.result import DIVERGED, ERROR, OK, TIMEOUT, EpochRecord, TrialResult
 from bench.runtime.processes import shielded
 from bench.sweep.jobs import BenchExit
 from bench.tables import text_table
@@ -321,6 +321,11 @@ class Sweep:
             counts[row.status] = counts.get(row.status, 0) + 1
         tally = ", ".join(f"{n} {status}" for status, n in counts.items())
         print(f"\n{len(rows)} trials: {tally}. Results: {self._where()}")
+        if counts.get(DIVERGED):
+            print(
+                f"{counts[DIVERGED]} diverged: an epoch's training loss was not finite (NaN or "
+                "infinite); recorded, never reused by a rerun nor compared in the report"
+            )
         if self.not_run:
             print(f"Not run on this machine ({len(self.not_run)} cells of the matrix):")
             for label, why in self.not_run:
@@ -353,6 +358,8 @@ class Sweep:
         from bench.report import claims, report_sweep
 
         try:
+            if self.claims:  # kept with the sweep, for any later report of it
+                tracking.log_claims(store.uri, self.sweep_id, self.claims)
             where = report_sweep(store.uri, self.sweep_id, claims.parse(self.claims))
         except Exception as exc:  # noqa: BLE001 - the trials are recorded; only the report fails
             print(f"bench: the report could not be written: {exc}", file=sys.stderr)

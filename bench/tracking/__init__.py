@@ -27,7 +27,9 @@ from bench.tracking.query import (
     download_artifact,
     load_runs,
     load_trial,
+    log_claims,
     log_report,
+    logged_claims,
 )
 from bench.tracking.reach import why_unavailable
 from bench.tracking.spool import (
@@ -58,7 +60,9 @@ __all__ = [
     "download_artifact",
     "environment_tags",
     "load_trial",
+    "log_claims",
     "log_report",
+    "logged_claims",
     "note_reused_run",
     "open_store",
     "spool_dir",

@@ -181,6 +181,43 @@ def log_report(uri: str, run_id: str, directory: Path) -> str:
     return f"{root}/{REPORT_ARTIFACT_DIR}/report.html"
 
 
+CLAIMS_ARTIFACT = "claims.json"  # a sweep's own claims, beside its report
+MAX_CLAIMS_BYTES = 1 << 20
+
+
+def log_claims(uri: str, run_id: str, claims: list[Any]) -> None:
+    """Keep a sweep's claims (as its configuration gave them) with its parent run, so that a
+    later ``bench report`` of the sweep checks them too rather than dropping them."""
+    client = _read_client(uri)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp, CLAIMS_ARTIFACT)
+        path.write_text(json.dumps(claims, indent=1))
+        client.log_artifact(run_id, str(path), REPORT_ARTIFACT_DIR)
+
+
+def logged_claims(uri: str, run_id: str) -> list[Any] | None:
+    """The claims a sweep kept with its parent run (:func:`log_claims`); None where it kept
+    none.  What the store hands back is checked: a JSON list of at most 1 MiB, or
+    LookupError naming the run."""
+    client = _read_client(uri)
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            path = Path(
+                client.download_artifacts(run_id, f"{REPORT_ARTIFACT_DIR}/{CLAIMS_ARTIFACT}", tmp)
+            )
+        except Exception:  # noqa: BLE001 - MLflow's own types: the sweep kept no claims
+            return None
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_CLAIMS_BYTES:
+            raise LookupError(f"run {run_id}'s {CLAIMS_ARTIFACT} is not a file of at most 1 MiB")
+        try:
+            found = json.loads(path.read_text())
+        except ValueError as exc:
+            raise LookupError(f"run {run_id}'s {CLAIMS_ARTIFACT} is not JSON: {exc}") from exc
+    if not isinstance(found, list):
+        raise LookupError(f"run {run_id}'s {CLAIMS_ARTIFACT} is not a list of claims")
+    return found
+
+
 def load_trial(uri: str, run_id: str) -> tuple[RunRecord, dict[str, Any], str]:
     """One trial run: its record, the resolved config it logged (``config.json``) and the
     name of its experiment.  Raises LookupError naming what is missing."""

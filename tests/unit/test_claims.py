@@ -231,3 +231,61 @@ def test_a_side_with_no_runs_is_named() -> None:
 def test_a_malformed_side_is_refused(side: Any) -> None:
     with pytest.raises(claims.ClaimError, match="claim 1"):
         claims.parse([{**SIDES, "faster": side}])
+
+
+def test_a_later_report_of_a_sweep_checks_the_claims_the_sweep_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """Issue 29, finding 8: `bench report` after a sweep logged a report without the
+    sweep's claims over the one with them; the sweep keeps its claims with its parent run."""
+    import dataclasses
+
+    import mlflow
+
+    from bench import tracking
+
+    uri = f"sqlite:///{tmp_path}/m.db"
+    client = mlflow.MlflowClient(uri)
+    parent = client.create_run(client.create_experiment("e")).info.run_id
+    stated = {**FASTER, "claim": "torch wins", "source": "seed001, Table 2"}
+    tracking.log_claims(uri, parent, [stated])
+    assert tracking.logged_claims(uri, parent) == [stated]
+    runs = rates("torch", 110.0, 10, 1) + rates("tf", 100.0, 10, 2)
+    swept = dataclasses.replace(runset(runs), uri=uri, sweep_id=parent)
+    monkeypatch.setattr(tracking, "load_runs", lambda *a, **k: swept)
+    assert report_main(["--uri", uri, "--out", str(tmp_path / "r")]) == 0
+    assert "checking the sweep's own 1 claim(s)" in capsys.readouterr().out
+    assert "torch wins" in (tmp_path / "r" / "report.md").read_text()
+    # What the store hands back is checked: a kept file that is not a list is refused.
+    bad = tmp_path / "claims.json"
+    bad.write_text('{"kind": "comparison"}')
+    client.log_artifact(parent, str(bad), tracking.REPORT_ARTIFACT_DIR)
+    assert report_main(["--uri", uri, "--out", str(tmp_path / "r2")]) == 2
+    assert "not a list of claims" in capsys.readouterr().err
+
+
+def test_the_report_says_one_line_for_a_store_that_is_not_one(
+    tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29, finding 12: a file that is not a database gave 77 lines of SQLAlchemy, a
+    missing one an empty new store, Ctrl-C 58 lines of traceback."""
+    text = tmp_path / "notes.txt"
+    text.write_text("not a database\n")
+    assert report_main(["--uri", f"sqlite:///{text}"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"bench.report: --uri: {text} is not an SQLite database (an MLflow store)"
+    )
+    assert report_main(["--uri", f"sqlite:///{tmp_path / 'none.db'}"]) == 2
+    assert "no store at" in capsys.readouterr().err
+    assert not (tmp_path / "none.db").exists()
+
+    def interrupted(*args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt
+
+    from bench.report import __main__ as report_cli
+
+    monkeypatch.setattr(report_cli, "_main", interrupted)
+    assert report_main([]) == 130
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "bench.report: interrupted; no report was written or logged"
+    ]

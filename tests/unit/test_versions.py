@@ -227,8 +227,13 @@ def test_the_report_command_fails_on_a_regression_above_the_gate(
     monkeypatch.setattr(tracking, "load_runs", lambda uri, experiment=None, sweep=None,
                         history_keys=(): sweeps[sweep])  # fmt: skip
 
+    import mlflow
+
+    mlflow.MlflowClient(f"sqlite:///{tmp_path / 'x.db'}").search_experiments()  # an empty store
+
     def report(sweep: str, gate: str) -> int:
-        argv = ["--uri", "sqlite:///x.db", "--no-log", "--out", str(tmp_path / sweep[:1])]
+        uri = f"sqlite:///{tmp_path / 'x.db'}"
+        argv = ["--uri", uri, "--no-log", "--out", str(tmp_path / sweep[:1])]
         return report_main([*argv, "--sweep", sweep, "--baseline", "a" * 32,
                             "--fail-on-regression", gate])  # fmt: skip
 
