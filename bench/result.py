@@ -15,7 +15,10 @@ KILLED = "killed"
 HOST_OOM = "host_oom"
 # A distributed trial's worker died, hung or lost its peers (bench.distributed).
 DIST_FAILURE = "dist_failure"
-STATUSES = (OK, OOM, TIMEOUT, ERROR, KILLED, HOST_OOM, DIST_FAILURE)
+# Training diverged: an epoch's mean loss was not finite (NaN or infinite).  A result, not
+# an ok run: never reused by a rerun, never compared by the report.
+DIVERGED = "diverged"
+STATUSES = (OK, OOM, TIMEOUT, ERROR, KILLED, HOST_OOM, DIST_FAILURE, DIVERGED)
 
 
 @dataclass

@@ -35,7 +35,7 @@ from bench.frameworks.base import (
 )
 from bench.models.flops import TRAIN_FLOPS_PER_FORWARD
 from bench.monitors import Findings, Telemetry
-from bench.result import ERROR, OK, OOM, EpochRecord, TrialResult
+from bench.result import DIVERGED, ERROR, OK, OOM, EpochRecord, TrialResult
 
 EpochCallback = Callable[[EpochRecord], None]
 # Builds the session from the loaded adapter, the config and the host data (a distributed
@@ -242,6 +242,18 @@ def _utilization(session: Session, cfg: BenchConfig, summary: dict[str, float]) 
     return {"peak_flops_per_s": peak, "mfu_pct": 100.0 * achieved / peak}
 
 
+def divergence(records: list[EpochRecord]) -> str:
+    """Why the training diverged ('' if it did not): the first epoch whose mean training
+    loss is not finite.  Its figures are still kept, but it is not an ok run."""
+    for r in records:
+        if r.loss is not None and not math.isfinite(r.loss):
+            return (
+                f"training diverged: the mean loss of epoch {r.epoch} of {len(records)} is "
+                f"{r.loss} (not finite); try a lower optimizer.lr"
+            )
+    return ""
+
+
 def _summary(records: list[EpochRecord], steps: list[float]) -> dict[str, float]:
     total_time = sum(r.epoch_time_s for r in records)
     samples = sum(r.samples for r in records)
@@ -359,11 +371,15 @@ def run_trial(
         _add(result, telemetry.stop(workdir))
         # After the samplers stop: the peak probe's work is not the trial's.
         result.summary.update(_utilization(session, cfg, result.summary))
-        if cfg.breakdown or cfg.profile:  # extra passes after the headline timing, never in it
-            from bench import profiling
+        result.error = divergence(records)
+        if result.error:  # a result of its own; further passes would measure nothing useful
+            result.status = DIVERGED
+        else:
+            if cfg.breakdown or cfg.profile:  # extra passes after the headline timing
+                from bench import profiling
 
-            _add(result, profiling.run(cfg, session, workdir))
-        result.status = OK
+                _add(result, profiling.run(cfg, session, workdir))
+            result.status = OK
     except Exception as exc:  # noqa: BLE001 - every failure becomes a result
         capped = cfg.launcher.memory_limit_mb > 0
         oom = isinstance(exc, MemoryError) or (adapter is not None and adapter.is_oom(exc, capped))

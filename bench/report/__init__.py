@@ -19,6 +19,7 @@ from bench.report import render, sections
 from bench.report.document import Cell, Report, Section, Table, num
 from bench.report.sections import HISTORY_KEYS, Context
 from bench.report.trials import Trial, group, to_trial
+from bench.result import DIVERGED
 from bench.tracking import RunSet
 
 __all__ = ["HISTORY_KEYS", "build", "write", "report_sweep"]
@@ -51,6 +52,15 @@ def _overview(ctx: Context, runs: RunSet) -> Section:
         f"{len(ctx.trials)} runs ({tally or 'none'}); frameworks: {', '.join(frameworks) or '-'}; "
         f"models: {', '.join(models) or '-'}."
     )
+    diverged = sorted(t.record.name or t.record.run_id for t in ctx.trials if t.status == DIVERGED)
+    if diverged:
+        section.blocks.append(
+            f"{len(diverged)} run{'s' if len(diverged) != 1 else ''} diverged (an epoch's "
+            "training loss was not finite) and "
+            f"{'are' if len(diverged) != 1 else 'is'} compared nowhere below: "
+            + ", ".join(diverged)
+            + "."
+        )
     repeats = [len(v) for v in group(ctx.ok, lambda t: (t.framework, t.config)).values()]
     if repeats:
         each = (
