@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.tracking.protocol import REUSED_RUN_TAG, quiet_mlflow
+from bench.tracking.reach import HalfBuiltStore, half_built
 
 # Reading runs back, for the comparison report (bench.report).  The report itself works on
 # the plain RunRecords returned here and never sees MLflow.
@@ -61,6 +62,10 @@ def _record(run: Any) -> RunRecord:
 def _read_client(uri: str) -> Any:
     if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).exists():
         raise LookupError(f"no MLflow store at {uri} (the file does not exist)")
+    if uri.startswith("sqlite:///"):
+        problem = half_built(Path(uri[len("sqlite:///") :]))
+        if problem:  # reading it would have MLflow try to finish it
+            raise HalfBuiltStore(problem)
     from mlflow.tracking import MlflowClient
 
     quiet_mlflow()

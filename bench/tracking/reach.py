@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sqlite3
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -57,3 +58,46 @@ def local_path(uri: str) -> Path | None:
     if parsed.scheme in ("", "file"):
         return Path(parsed.path).resolve()
     return None
+
+
+class HalfBuiltStore(LookupError):
+    """A sqlite store whose creation was stopped before MLflow finished it: no store to use."""
+
+
+def half_built(db: Path) -> str:
+    """Why the sqlite store ``db`` is half-built ('' if it is not, or there is none).
+
+    MLflow makes a new store's tables, runs its migrations, then adds the Default
+    experiment.  A store with tables but neither an experiment nor a run was stopped in
+    between (Ctrl-C or SIGTERM while an older bench created it in place): MLflow cannot
+    finish it ("table ... already exists") and it holds nothing to lose."""
+    try:
+        if db.stat().st_size == 0:
+            return ""
+        con = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+    except (OSError, sqlite3.Error):
+        return ""
+    try:
+        tables = {
+            row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        }
+        if not tables:
+            return ""
+
+        def rows(table: str) -> int:
+            return (
+                int(con.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+                if table in tables
+                else 0
+            )
+
+        if rows("experiments") or rows("runs"):
+            return ""
+    except sqlite3.Error:
+        return ""  # not a database: MLflow says so in its own words
+    finally:
+        con.close()
+    return (
+        f"{db} is half-built (its creation was interrupted before MLflow finished; it holds "
+        "no runs): remove it and run again (bench now creates a store whole or not at all)"
+    )

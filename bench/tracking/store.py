@@ -13,6 +13,7 @@ import os
 import sys
 import time
 import urllib.parse
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from bench.tracking.protocol import (
     trial_metrics,
     trial_tags,
 )
-from bench.tracking.reach import one_line, reachable
+from bench.tracking.reach import HalfBuiltStore, half_built, one_line, reachable
 from bench.tracking.spool import Spool, SpooledTrial
 from bench.tracking.system_metrics import points as system_points
 
@@ -48,6 +49,57 @@ def _artifact_root(uri: str) -> str | None:
     if uri.startswith("sqlite:///"):
         return (Path(uri[len("sqlite:///") :]).resolve().parent / "artifacts").as_uri()
     return None
+
+
+def _empty(db: Path) -> bool:
+    """Whether ``db`` holds no store yet: missing, or an empty file."""
+    try:
+        return db.stat().st_size == 0
+    except FileNotFoundError:
+        return True
+
+
+# A schema built aside that old is a leftover (its builder was killed), not one in progress.
+_STALE_BUILD_S = 600.0
+
+
+def create_store(db: Path) -> None:
+    """Make the sqlite store ``db`` whole or not at all: MLflow builds its schema in a
+    temporary file beside it, which then takes the store's name in one step (a hard link,
+    so that a store made meanwhile on another node is never replaced).  Ctrl-C, SIGTERM or
+    SIGKILL at any moment leave no store, or the whole one."""
+    from mlflow.tracking import MlflowClient
+
+    for old in db.parent.glob(f".{db.name}.creating-*"):
+        try:
+            if time.time() - old.stat().st_mtime > _STALE_BUILD_S:
+                old.unlink()
+        except OSError:
+            pass
+    # A name of its own each time: MLflow keeps every store and engine it made by URI.
+    tmp = db.with_name(f".{db.name}.creating-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    leftovers = [tmp, tmp.with_name(tmp.name + "-journal")]
+    try:
+        for path in leftovers:
+            path.unlink(missing_ok=True)
+        client = MlflowClient(tracking_uri=f"sqlite:///{tmp}")
+        client.search_experiments(max_results=1)  # the schema and the Default experiment
+        made = client._tracking_client.store
+        made.engine.dispose()  # no connection left on the file, and none kept for it
+        getattr(type(made), "_engine_map", {}).pop(getattr(made, "db_uri", ""), None)
+        if db.exists():  # an empty file of that name: replaced
+            os.replace(tmp, db)
+            return
+        try:
+            os.link(tmp, db)
+        except FileExistsError:
+            pass  # made meanwhile where the lock is not shared: that one is the store
+        except OSError:  # a file system without hard links
+            if not db.exists():
+                os.replace(tmp, db)
+    finally:
+        for path in leftovers:
+            path.unlink(missing_ok=True)
 
 
 class MlflowStore:
@@ -76,8 +128,15 @@ class MlflowStore:
         # the first process that opens it; two processes doing that at once (two sweeps, a
         # Slurm job and its submitter) corrupt each other's migrations ("duplicate column").
         # Processes on this machine take turns through a lock file beside the store; the
-        # retry covers file systems where the lock is not shared (other nodes).
+        # retry covers file systems where the lock is not shared (other nodes).  The schema
+        # is built aside and moved into place whole (create_store), so that an interruption
+        # leaves no store rather than half of one.
         with locked(db.with_name(db.name + ".lock"), best_effort=True):
+            problem = half_built(db)
+            if problem:
+                raise HalfBuiltStore(problem)
+            if _empty(db):
+                create_store(db)
             self.client = MlflowClient(tracking_uri=uri)
             for attempt in range(6):
                 try:
