@@ -74,11 +74,11 @@ def _copy(parent_fd: int, name: str, target: Path, shown: str, out: Collected) -
             out.refused.append(f"{shown}: changed while collected, not copied")
             return False
         if is_dir:
-            target.mkdir(mode=0o700)
+            target.mkdir()  # modes as the store would give them: ``into`` keeps others out
             for entry in sorted(os.listdir(fd)):
                 _copy(fd, entry, target / entry, f"{shown}/{entry}", out)
             return True
-        with open(target, "xb", opener=lambda p, f: os.open(p, f, 0o600)) as dst:
+        with open(target, "xb") as dst:
             while block := os.read(fd, _BLOCK):
                 dst.write(block)
         return True
@@ -88,7 +88,8 @@ def _copy(parent_fd: int, name: str, target: Path, shown: str, out: Collected) -
 
 def collect(workdir: Path, names: Iterable[str], into: Path) -> Collected:
     """Copies of the entries ``names`` of ``workdir`` (files, or folders copied whole) in
-    ``into``, which must exist and be the host's own; what could not be taken, and why."""
+    ``into``, which must exist and be the host's own (a private temporary folder); what
+    could not be taken, and why."""
     out = Collected()
     try:
         folder = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
