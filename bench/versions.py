@@ -13,6 +13,7 @@ with that reason.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -65,6 +66,7 @@ def pinned(framework: str) -> str:
     return found
 
 
+@functools.cache
 def locked(framework: str) -> str:
     """The version ``requirements.lock`` pins for ``framework`` ('' where there is no lock
     beside the package, as for an installed wheel); MXNet's environment has 1.9.1."""

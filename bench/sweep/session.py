@@ -51,9 +51,10 @@ class TrialStopped(KeyboardInterrupt):
 
 
 class Counting:
-    """Progress through a long preparatory step (composing a sweep's jobs: about 0.1-0.3 s
-    each, so minutes for a study at paper scale): on a terminal a line that counts, shown
-    once the step has taken ``after_s``; on any stream a closing line when it took
+    """Progress through a long preparatory step (composing a sweep's jobs: a few ms each,
+    so tens of seconds for a matrix of 10,000): on a terminal a line that counts, shown once
+    the step has taken ``after_s``, with an estimate of what is left; on any other stream
+    (a log file, CI) a line every ``every_s``; on any stream a closing line when it took
     ``report_s`` or more.  Quick steps say nothing."""
 
     def __init__(
@@ -63,20 +64,35 @@ class Counting:
         clock: Callable[[], float] = time.monotonic,
         after_s: float = 1.0,
         report_s: float = 5.0,
+        every_s: float = 10.0,
     ) -> None:
         self.what, self.stream, self.clock = what, stream or sys.stderr, clock
-        self.after_s, self.report_s = after_s, report_s
+        self.after_s, self.report_s, self.every_s = after_s, report_s, every_s
         self.tty = self.stream.isatty()
         self.started = clock()
         self.shown = False
+        self.logged = self.started  # when a line last went to a stream that is no terminal
         self.done = self.total = 0
+
+    def _left(self, took: float) -> str:
+        if not self.done or self.done >= self.total:
+            return ""
+        return f", about {took / self.done * (self.total - self.done):.0f} s left"
 
     def __call__(self, done: int, total: int) -> None:
         self.done, self.total = done, total
-        if self.tty and self.clock() - self.started >= self.after_s:
-            self.stream.write(f"\rbench: {self.what} {done}/{total}\x1b[K")
+        now = self.clock()
+        took = now - self.started
+        if took < self.after_s:
+            return
+        if self.tty:
+            self.stream.write(f"\rbench: {self.what} {done}/{total}{self._left(took)}\x1b[K")
             self.stream.flush()
             self.shown = True
+        elif now - self.logged >= self.every_s and done < total:
+            self.stream.write(f"bench: {self.what} {done}/{total}{self._left(took)}\n")
+            self.stream.flush()
+            self.logged = now
 
     def close(self) -> None:
         took = self.clock() - self.started

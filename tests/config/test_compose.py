@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hydra import compose, initialize_config_dir
 
 from bench.cli import CONF_DIR
-from bench.config import BenchConfig
+from bench.config import BenchConfig, ConfigError
 from bench.data import CIFAR
 from bench.preflight import validate
 from bench.sweep.compose import to_bench_config
@@ -121,3 +122,50 @@ def test_experiment_presets_compose(name: str) -> None:
         assert (config.batch_size, config.epochs, config.steps_per_epoch) == (64, 10, 0)
     else:
         assert len(jobs) == 16 and config.mode == "infer"
+
+
+def _hydra(job: list[str]) -> Any:
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        return compose("config", overrides=job)
+
+
+@pytest.mark.parametrize("preset", ["seed003_distributed_cpu", "seed004_cifar10_strategies"])
+def test_the_fast_composer_equals_hydra_job_by_job(preset: str, tmp_path: Path) -> None:
+    """Composer composes once per set of group choices and applies the plain overrides to
+    copies; every job of a preset (whose scales use ${bench_cifar_if_present:}), with and
+    without CIFAR on disk, plus plain sweeps, comes out as Hydra's full composition."""
+    from bench.sweep.compose import Composer
+    from bench.sweep.jobs import jobs_of
+
+    fixed = [f"+experiment={preset}", "scale=smoke"]
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        jobs = jobs_of(compose("config", overrides=fixed, return_hydra_config=True))
+    assert all(set(fixed) <= set(job) for job in jobs)  # the command line's own overrides
+    jobs += [
+        ["model=lenet5", "batch_size=7", "optimizer.lr=1e-3", "repeat=2"],
+        ["model=resnet18", "distributed=ddp", "workers=2", "distributed.backend=gloo"],
+        ["framework=tf", "model=lenet5", "+experiment=seed001_frameworks", "scale=smoke"],
+        ["model=lenet5", "hydra.sweep.dir=/tmp/x", "tracking.experiment=other"],
+    ]
+    for root in (tmp_path / "none", tmp_path / "data"):
+        if root.name == "data":
+            write_cifar_archive(root, "cifar10", per_member=4)
+        composer = Composer(_hydra)
+        for job in jobs:
+            job = [*job, f"data.root={root}"]
+            assert composer(job) == to_bench_config(_hydra(job)), job
+        assert len(composer.bases) < len(jobs)  # Hydra composed once per group choice
+
+
+def test_the_fast_composer_refuses_what_hydra_refuses() -> None:
+    from bench.sweep.compose import Composer
+
+    composer = Composer(_hydra)
+    for job in (["batchsize=4"], ["model.name=${oc.env:BENCH_NO_SUCH_VARIABLE}"]):
+        with pytest.raises(Exception) as ours:
+            composer(job)
+        with pytest.raises(Exception) as theirs:
+            to_bench_config(_hydra(job))
+        assert str(ours.value).splitlines()[0] == str(theirs.value).splitlines()[0]
+    with pytest.raises(ConfigError, match="no such key"):
+        composer(["+model.depth=4"])  # added past Hydra's own check: the schema's

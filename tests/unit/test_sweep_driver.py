@@ -323,17 +323,20 @@ def test_composing_a_long_sweep_shows_its_progress_and_a_short_one_says_nothing(
         now[0] += 0.4  # a study's job: Hydra takes 0.1-0.3 s
         return compose_fixed(job)
 
-    jobs = [["model=lenet5", f"batch_size={b}"] for b in (1, 2, 4, 8, 16)]
+    # Hydra composes once per set of group choices: five models, five compositions.
+    models = ("lenet5", "resnet18", "vgg16", "alexnet", "mobilenet_v2")
+    jobs = [[f"model={m}", "batch_size=4"] for m in models]
     slow = Stream(tty)
     counting = session.Counting("composing:", slow, clock=lambda: now[0], report_s=1.5)
     assert len(compose_all(compose, jobs, counting)) == 5
     counting.close()
-    if tty:  # counts once a second has gone, then a closing line
+    if tty:  # counts once a second has gone, with what is left, then a closing line
         assert slow.getvalue() == (
-            "\rbench: composing: 3/5\x1b[K\rbench: composing: 4/5\x1b[K"
+            "\rbench: composing: 3/5, about 1 s left\x1b[K"
+            "\rbench: composing: 4/5, about 0 s left\x1b[K"
             "\rbench: composing: 5/5\x1b[K\rbench: composing: 5/5 in 2 s\x1b[K\n"
         )
-    else:  # a log file gets the closing line only
+    else:  # a log file gets the closing line (and a line every 10 s: none here)
         assert slow.getvalue() == "bench: composing: 5/5 in 2 s\n"
     now[0] = 0.0
     quick = Stream(tty)
@@ -348,7 +351,7 @@ def compose_fixed(job: list[str]) -> Any:
         return compose("config", overrides=job)
 
 
-def test_repeats_are_composed_once_per_configuration_unless_they_interpolate_repeat() -> None:
+def test_hydra_composes_once_per_set_of_group_choices_and_each_job_gets_its_own_values() -> None:
     from bench.sweep.compose import compose_all
     from bench.sweep.jobs import expand
 
@@ -361,16 +364,32 @@ def test_repeats_are_composed_once_per_configuration_unless_they_interpolate_rep
 
     jobs = expand(parser.parse_overrides(["model=lenet5", "batch_size=2,4"]), repeats=3)
     composed = compose_all(compose, jobs)
-    assert len(jobs) == 6 and len(calls) == 2  # one per batch size
+    assert len(jobs) == 6 and calls == [["model=lenet5"]]  # plain values applied to copies
     by_job = {tuple(job): cfg for _, job, cfg in composed}
     for job, cfg in by_job.items():
         assert cfg.repeat == int(job[0].removeprefix("repeat="))
         assert cfg.batch_size == int(dict(o.split("=") for o in job)["batch_size"])
     assert len({id(cfg) for cfg in by_job.values()}) == 6  # copies, not one shared object
     assert len({id(cfg.model) for cfg in by_job.values()}) == 6
-    # A value that follows the repeat: every job composed, each resolved with its own.
+    # A value that follows the repeat: the interpolation resolves with each job's own.
     calls.clear()
     jobs = expand(parser.parse_overrides(["model=lenet5", "seed=${repeat}"]), repeats=3)
     composed = compose_all(compose, jobs)
-    assert len(calls) == 3
+    assert len(calls) == 1
     assert sorted((cfg.repeat, cfg.seed) for _, _, cfg in composed) == [(0, 0), (1, 1), (2, 2)]
+
+
+def test_a_long_composition_logs_its_progress_with_an_estimate_where_no_terminal_shows_it() -> None:
+    now = [0.0]
+    log = Stream(False)
+    counting = session.Counting("composing:", log, clock=lambda: now[0])
+    for done in range(100):
+        counting(done, 100)
+        now[0] += 0.25  # 25 s in all: a line at 10 s and at 20 s, then the closing line
+    counting(100, 100)
+    counting.close()
+    assert log.getvalue().splitlines() == [
+        "bench: composing: 40/100, about 15 s left",
+        "bench: composing: 80/100, about 5 s left",
+        "bench: composing: 100/100 in 25 s",
+    ]
