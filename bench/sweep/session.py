@@ -50,6 +50,9 @@ class TrialStopped(KeyboardInterrupt):
         self.row = row
 
 
+OWNER_POLL_S = 2.0  # how often a trial waiting for another process's run looks again
+
+
 class Counting:
     """Progress through a long preparatory step (composing a sweep's jobs: a few ms each,
     so tens of seconds for a matrix of 10,000): on a terminal a line that counts, shown once
@@ -239,6 +242,28 @@ class Sweep:
         store = store_for(cfg.tracking.uri, cfg.tracking.experiment)
         return cls(store, sweep_id, total, cfg.report, cfg.claims)
 
+    def _wait_for_owner(self, cfg: BenchConfig, label: str) -> None:
+        """One owner per configuration: while another live bench process runs this
+        configuration in the same store (two identical sweeps started together), wait for
+        it rather than run beside it on the same cores, which would make both contended
+        measurements; then its ok run is reused like any other.  Waits at most the trial's
+        own timeout and a minute, then runs anyway, saying so."""
+        owner = self.store.running_elsewhere(cfg)
+        if not owner:
+            return
+        host, _, rest = owner.partition("/")
+        print(
+            f"bench: {label} is running in another bench process (pid "
+            f"{rest.partition('/')[0]} on {host}); waiting for it rather than running beside it",
+            file=sys.stderr,
+        )
+        deadline = time.monotonic() + cfg.timeout_s + 60.0
+        while owner and time.monotonic() < deadline:
+            time.sleep(OWNER_POLL_S)
+            owner = self.store.running_elsewhere(cfg)
+        if owner:
+            print(f"bench: {label}: still running elsewhere; running it here too", file=sys.stderr)
+
     def run(
         self,
         cfg: BenchConfig,
@@ -251,6 +276,7 @@ class Sweep:
         :class:`TrialStopped` after recording a trial that Ctrl-C or SIGTERM stopped."""
         progress = Progress(index, self.total, label, cfg.epochs)
         started = time.time()
+        self._wait_for_owner(cfg, label)
         if not cfg.force:
             done = self.store.find_ok_run(cfg)
             if done is not None:

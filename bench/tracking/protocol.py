@@ -80,6 +80,11 @@ class Store(Protocol):
 
     def find_ok_run(self, cfg: BenchConfig) -> dict[str, Any] | None: ...
 
+    def running_elsewhere(self, cfg: BenchConfig) -> str:
+        """The owner (host/pid/start) of a live bench process that is running ``cfg``'s
+        configuration in this store now, other than this one; '' if none (or unknown)."""
+        ...
+
     def note_parity(self, sweep_id: str, group: str, text: str, verdict: str) -> None: ...
 
     def start_trial(

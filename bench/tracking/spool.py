@@ -80,6 +80,9 @@ class Spool:
     def find_ok_run(self, cfg: BenchConfig) -> dict[str, Any] | None:
         return None
 
+    def running_elsewhere(self, cfg: BenchConfig) -> str:
+        return ""  # a spool sees no other sweep's runs
+
     def note_parity(self, sweep_id: str, group: str, text: str, verdict: str) -> None:
         pass  # the verdicts reach the trials' records; the tables were printed
 

@@ -245,6 +245,25 @@ class MlflowStore:
         status = "KILLED" if killed else ("FINISHED" if ok else "FAILED")
         self.client.set_terminated(sweep_id, status)
 
+    def running_elsewhere(self, cfg: BenchConfig) -> str:
+        try:
+            runs = self.client.search_runs(
+                [self.experiment_id],
+                filter_string=(
+                    f"tags.`bench.config_hash` = '{config_hash(cfg)}' and "
+                    "attributes.status = 'RUNNING'"
+                ),
+                max_results=20,
+            )
+        except Exception:  # noqa: BLE001 - unreachable store: nobody known to run it
+            return ""
+        me = owner_label()
+        for run in runs:
+            owner = run.data.tags.get(OWNER_TAG, "")
+            if owner and owner != me and owner_alive(owner):
+                return str(owner)
+        return ""
+
     def find_ok_run(self, cfg: BenchConfig) -> dict[str, Any] | None:
         try:
             return self._find_ok_run(cfg)

@@ -40,3 +40,21 @@ def test_runs_of_a_dead_bench_process_are_marked_killed(tmp_path: Path) -> None:
     assert client.get_run(live_sweep).info.status == "RUNNING"  # its owner (this test) lives
     assert store.find_ok_run(cfg) is None  # the killed trial is not done
     assert store.reap_orphans() == 0
+
+
+def test_a_configuration_running_under_another_live_process_is_seen(tmp_path: Path) -> None:
+    store = MlflowStore(f"sqlite:///{tmp_path / 'mlflow.db'}", "bench")
+    cfg = BenchConfig()
+    sweep = store.start_sweep("sweep-other", {})
+    trial = store.start_trial(sweep, cfg, "trial", {})
+    assert store.running_elsewhere(cfg) == ""  # this process's own run
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        label = owner_label(other.pid)
+        store.client.set_tag(trial.run_id, OWNER_TAG, label)  # type: ignore[attr-defined]
+        assert store.running_elsewhere(cfg) == label
+        assert store.running_elsewhere(BenchConfig(batch_size=7)) == ""  # another config
+    finally:
+        other.kill()
+        other.wait()
+    assert store.running_elsewhere(cfg) == ""  # its owner is gone: an orphan, not an owner

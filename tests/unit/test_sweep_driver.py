@@ -46,6 +46,7 @@ class FakeStore:
         self.sweeps: dict[str, dict[str, Any]] = {}
         self.trials: list[FakeRun] = []
         self.ok: dict[str, str] = {}
+        self.busy: dict[str, tuple[str, int]] = {}  # config hash -> (owner, looks left)
 
     def start_sweep(self, name: str, tags: dict[str, str]) -> str:
         sweep_id = f"sweep{len(self.sweeps)}"
@@ -58,6 +59,16 @@ class FakeStore:
     def find_ok_run(self, cfg: BenchConfig) -> dict[str, Any] | None:
         run_id = self.ok.get(config_hash(cfg))
         return {"run_id": run_id, "metrics": {"trial_samples_per_s": 1.0}} if run_id else None
+
+    def running_elsewhere(self, cfg: BenchConfig) -> str:
+        """Another process's run of the config: its owner for the next ``busy`` looks."""
+        owner, left = self.busy.get(config_hash(cfg), ("", 0))
+        if left <= 0:
+            return ""
+        self.busy[config_hash(cfg)] = (owner, left - 1)
+        if left == 1:  # it ends ok: the waiting sweep reuses its run
+            self.ok[config_hash(cfg)] = "elsewhere"
+        return owner
 
     def start_trial(self, sweep_id: str, cfg: BenchConfig, name: str, tags: dict[str, str]) -> Any:
         run = FakeRun(self, f"run{len(self.trials)}", sweep_id, cfg)
@@ -215,6 +226,24 @@ def test_a_rerun_skips_configs_with_an_ok_run(
     code, _ = sweep(["framework=torch,tf", *TINY], tmp_path, monkeypatch)
     assert code == 0 and ReplayLauncher.launched == []
     assert "2 trials: 2 skipped" in capsys.readouterr().out
+
+
+def test_a_configuration_running_in_another_sweep_is_waited_for_then_reused(
+    store: FakeStore, hydra_conf: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """Issue 29, finding 7: two identical sweeps started together ran every configuration
+    twice, side by side, and the report counted the contended runs as repeats."""
+    monkeypatch.setattr(session, "OWNER_POLL_S", 0.01)
+    sweep(["framework=torch", *TINY], tmp_path, monkeypatch)  # learns the config's hash
+    (first,) = store.trials
+    store.trials.clear()
+    store.busy[config_hash(first.cfg)] = ("otherhost/4242/1.00", 3)
+    ReplayLauncher.launched = []
+    code, _ = sweep(["framework=torch", *TINY], tmp_path, monkeypatch)
+    assert code == 0 and ReplayLauncher.launched == [] and store.trials == []
+    out = capsys.readouterr()
+    assert "is running in another bench process (pid 4242 on otherhost); waiting" in out.err
+    assert "1 trial: 1 skipped" in out.out or "1 trials: 1 skipped" in out.out
 
 
 def test_ctrl_c_records_the_trial_as_killed_and_ends_the_sweep(
