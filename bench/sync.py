@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from bench.tracking import spool_root, spooled, sync_spool
+from bench.tracking import redact, spool_root, spooled, sync_spool, take_credentials
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,6 +23,8 @@ def main(argv: list[str] | None = None) -> int:
         "--spool", type=Path, default=None, help=f"one spool folder (default: all, {spool_root()})"
     )
     args = parser.parse_args(argv)
+    if args.uri:  # a password in it goes to MLflow's credential variables, never printed
+        args.uri = take_credentials(args.uri)
     if args.spool is not None and not args.spool.is_dir():
         print(f"bench.sync: --spool: {args.spool} is not a directory", file=sys.stderr)
         return 2
@@ -35,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(
             f"bench.sync: could not log to the tracking store ({type(exc).__name__}: "
-            f"{reason[:300]}); {waiting} record(s) stay in {where}",
+            f"{redact(reason)[:300]}); {waiting} record(s) stay in {where}",
             file=sys.stderr,
         )
         return 1

@@ -116,8 +116,13 @@ def releases(pkg: str) -> dict[str, Release]:
     """The package's final releases on the index, with whether each has a wheel for this
     Python and platform; the index is asked at most once a day.  Raises OSError (naming the
     index) where it cannot be reached and nothing is cached."""
+    from bench.paths import owned_private, private_dir, write_private
+
     path = _cache_file(pkg)
-    if path.exists() and time.time() - path.stat().st_mtime < _DAY_S:
+    # Believed only from a file of this user that no one else can write (a shared cache
+    # folder must not let another user decide which versions bench offers).
+    mine = owned_private(path)
+    if mine and time.time() - path.stat().st_mtime < _DAY_S:
         data = json.loads(path.read_text())
     else:
         url = f"{os.environ.get('BENCH_PACKAGE_INDEX') or DEFAULT_INDEX}/{pkg}/json"
@@ -125,14 +130,14 @@ def releases(pkg: str) -> dict[str, Release]:
             with urllib.request.urlopen(url, timeout=30) as answer:
                 raw = json.load(answer)
         except (urllib.error.URLError, TimeoutError, OSError) as exc:
-            if path.exists():
+            if mine:
                 data = json.loads(path.read_text())
             else:
                 raise OSError(f"the package index ({url}) cannot be reached: {exc}") from exc
         else:
             data = {v: [f["filename"] for f in files] for v, files in raw["releases"].items()}
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(data))
+            private_dir(path.parent)
+            write_private(path, json.dumps(data))
     return {v: Release(v, any(_fits(f) for f in files)) for v, files in data.items() if _final(v)}
 
 

@@ -88,6 +88,7 @@ def _main(argv: list[str] | None = None) -> int:
         except (OSError, claims.ClaimError) as exc:
             print(f"bench.report: --claims: {exc}", file=sys.stderr)
             return 2
+    args.uri = tracking.take_credentials(args.uri)  # to MLflow's variables, never printed
     problem = _store_problem(args.uri)
     if problem:
         print(f"bench.report: {problem}", file=sys.stderr)

@@ -82,6 +82,10 @@ def to_bench_config(
         raise ConfigError([f"{key}: {str(exc).splitlines()[0]}"]) from exc
     assert isinstance(obj, BenchConfig)
     from bench.distributed.registry import resolve
+    from bench.tracking import take_credentials
+
+    # A password in tracking.uri goes to MLflow's credential variables, never further.
+    obj.tracking.uri = take_credentials(obj.tracking.uri)
 
     if obj.framework.name in FRAMEWORKS:
         from bench.versions import normalize

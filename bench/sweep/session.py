@@ -228,7 +228,7 @@ class Sweep:
                 file=sys.stderr,
             )
         tags = tracking.environment_tags(host_environment())
-        tags["bench.overrides"] = " ".join(overrides)[:4000]
+        tags["bench.overrides"] = tracking.redact(" ".join(overrides))[:4000]
         if total is not None:
             tags["bench.total_trials"] = str(total)
         sweep_id = store.start_sweep(name, tags)

@@ -31,7 +31,7 @@ from bench.tracking.query import (
     log_report,
     logged_claims,
 )
-from bench.tracking.reach import why_unavailable
+from bench.tracking.reach import redact, take_credentials, why_unavailable
 from bench.tracking.spool import (
     Spool,
     SpooledTrial,
@@ -70,7 +70,9 @@ __all__ = [
     "spooled",
     "spooled_ends",
     "state_dir",
+    "redact",
     "sync_spool",
+    "take_credentials",
     "trial_metrics",
     "trial_tags",
     "why_unavailable",

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import os
+import re
 import shutil
 import sqlite3
 import urllib.error
@@ -9,17 +12,54 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+USERNAME_VAR, PASSWORD_VAR = "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"
+_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/@\s]*)@")
+
+
+def redact(text: str) -> str:
+    """``text`` with the credentials of every URI in it replaced by ``***``."""
+    return _USERINFO.sub(lambda m: f"{m.group('scheme')}***@", text)
+
+
+def take_credentials(uri: str) -> str:
+    """An http(s) tracking URI without its credentials (``http://USER:PASSWORD@HOST``),
+    which go where MLflow's own client reads them, this process's ``MLFLOW_TRACKING_USERNAME``
+    and ``MLFLOW_TRACKING_PASSWORD`` (the processes it starts inherit them).  So the URI that
+    bench prints, spools and logs never holds a password; ``bench sync`` takes them from the
+    environment at sync time."""
+    parsed = urllib.parse.urlsplit(uri)
+    if parsed.scheme not in ("http", "https") or "@" not in parsed.netloc:
+        return uri
+    userinfo, _, host = parsed.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    os.environ[USERNAME_VAR] = urllib.parse.unquote(user)
+    os.environ[PASSWORD_VAR] = urllib.parse.unquote(password)
+    return urllib.parse.urlunsplit(parsed._replace(netloc=host))
+
 
 def reachable(uri: str, timeout_s: float = 5.0) -> str | None:
-    """None if an http(s) tracking server answers, else why not."""
-    url = uri.rstrip("/") + "/health"
+    """None if an http(s) tracking server answers, else why not (one line).  The request
+    carries the credentials MLflow would send; a server that refuses them answered, but
+    bench cannot log there: that is said, naming the variables."""
+    url = take_credentials(uri).rstrip("/") + "/health"
+    request = urllib.request.Request(url)
+    user, password = os.environ.get(USERNAME_VAR), os.environ.get(PASSWORD_VAR)
+    if user is not None and password is not None:
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s):
+        with urllib.request.urlopen(request, timeout=timeout_s):
             return None
-    except urllib.error.HTTPError:
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            given = "were refused" if user is not None else "are needed and none were given"
+            return (
+                f"the server asks for credentials (HTTP {exc.code}), which {given}: put them in "
+                f"the URI (http://USER:PASSWORD@HOST) or in {USERNAME_VAR} and {PASSWORD_VAR}"
+            )
         return None  # it answered; an older server may lack /health
     except (urllib.error.URLError, OSError) as exc:
-        return str(getattr(exc, "reason", exc))
+        return redact(str(getattr(exc, "reason", exc)))
 
 
 def one_line(exc: BaseException) -> str:

@@ -10,11 +10,13 @@ from __future__ import annotations
 import base64
 import sys
 import tempfile
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
 from bench.config import BenchConfig
 from bench.result import OK, TrialResult
+from bench.tracking.reach import reachable
 from bench.tracking.spool import (
     SWEEP_END,
     BadRecord,
@@ -58,6 +60,12 @@ def sync_spool(
     def sweep_run(record: dict[str, Any]) -> tuple[MlflowStore, str, bool]:
         target = uri or record["tracking_uri"]
         if (target, record["experiment"]) not in stores:
+            # A server that wants credentials takes them from the environment now (the
+            # spool never held them): where they are missing or wrong, say so.
+            if urllib.parse.urlsplit(target).scheme in ("http", "https"):
+                problem = reachable(target)
+                if problem is not None:
+                    raise ConnectionError(f"{target}: {problem}")
             stores[target, record["experiment"]] = MlflowStore(target, record["experiment"])
         store = stores[target, record["experiment"]]
         key = (target, record["sweep_id"])

@@ -10,6 +10,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -111,4 +112,94 @@ def test_server_lost_mid_sweep_then_synced(bench) -> None:  # noqa: ANN001
             history = client.get_metric_history(child.info.run_id, "samples_per_s")
             assert [m.step for m in history] == [1, 2]
     finally:
+        stop_server(server)
+
+
+def _auth_proxy(upstream: int, user: str, password: str) -> Any:
+    """A local proxy in front of an MLflow server that asks for basic auth, as a site's
+    reverse proxy would (MLflow's own auth app needs mlflow[auth])."""
+    import base64
+    import http.server
+    import threading
+    import urllib.error
+
+    want = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+    class Proxy(http.server.BaseHTTPRequestHandler):
+        def _forward(self) -> None:
+            if self.headers.get("Authorization") != want:
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Basic realm="mlflow"')
+                self.end_headers()
+                return
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            headers = {k: v for k, v in self.headers.items() if k.lower() == "content-type"}
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{upstream}{self.path}", body or None, headers,
+                method=self.command,
+            )  # fmt: skip
+            try:
+                with urllib.request.urlopen(request, timeout=60) as answer:
+                    status, data, kind = answer.status, answer.read(), answer.headers
+            except urllib.error.HTTPError as exc:
+                status, data, kind = exc.code, exc.read(), exc.headers
+            self.send_response(status)
+            self.send_header("Content-Type", kind.get("Content-Type", "application/json"))
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward  # noqa: N815
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_credentials_in_the_tracking_uri_reach_the_server_and_nowhere_else(bench) -> None:  # noqa: ANN001
+    """Issue 29, finding 4: bench said "Name or service not known" of a server that was up,
+    spooled everything, and the password went to stderr, the spool files and, after sync,
+    the tracking.uri param."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = start_server(bench.root, port)
+    proxy = _auth_proxy(port, "bench-user", "s3cret-pw")
+    try:
+        front = proxy.server_address[1]
+        uri = f"http://bench-user:s3cret-pw@127.0.0.1:{front}"
+        done = bench.run(f"tracking.uri={uri}", "model=lenet5", "framework=torch", *TINY)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "s3cret-pw" not in done.stdout + done.stderr
+        assert not bench.spooled()  # logged to the server, not spooled
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=f"http://127.0.0.1:{port}")  # behind the proxy
+        (experiment,) = [e for e in client.search_experiments() if e.name == "bench"]
+        runs = client.search_runs([experiment.experiment_id])
+        assert len(runs) == 2  # the sweep and its trial
+        for run in runs:
+            logged = " ".join([*run.data.params.values(), *run.data.tags.values()])
+            assert "s3cret-pw" not in logged
+        trial = next(r for r in runs if "mlflow.parentRunId" in r.data.tags)
+        assert trial.data.params["tracking.uri"] == f"http://127.0.0.1:{front}"
+        # Without them, bench says what the server wants and keeps the results in the
+        # spool; bench sync takes the credentials from the environment, or says they lack.
+        plain = f"http://127.0.0.1:{front}"
+        done = bench.run(f"tracking.uri={plain}", "model=lenet5", "framework=torch", *TINY)
+        assert "asks for credentials (HTTP 401)" in done.stderr and bench.spooled()
+        sync = [sys.executable, "-m", "bench.sync"]
+        refused = subprocess.run(sync, env=bench.env, capture_output=True, text=True)
+        assert refused.returncode == 1 and "none were given" in refused.stderr
+        env = {**bench.env, "MLFLOW_TRACKING_USERNAME": "bench-user",
+               "MLFLOW_TRACKING_PASSWORD": "s3cret-pw"}  # fmt: skip
+        synced = subprocess.run(sync, env=env, capture_output=True, text=True)
+        assert synced.returncode == 0, synced.stderr[-2000:]
+        assert not bench.spooled() and "s3cret-pw" not in synced.stdout + synced.stderr
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
         stop_server(server)

@@ -288,3 +288,32 @@ def test_lock_pins_reads_locks_and_constraints_alike(tmp_path: Path) -> None:
         "zope-interface": "8.1",
     }
     assert environments.lock_pins(environments.REPO / "requirements.lock")["torch"].endswith("+cpu")
+
+
+def test_a_cached_index_answer_others_can_write_is_not_believed(index: Path) -> None:
+    """A shared cache folder must not let another user decide which versions bench runs:
+    a cached answer writable by others is ignored (the index is then asked; here it cannot
+    be reached, so the version is refused with that reason)."""
+    index.chmod(0o666)
+    (problem,) = versions.problems("tf", "2.20.0", gpu=False, cached=False)
+    assert "cannot be reached" in problem
+    index.chmod(0o600)
+    assert versions.releases("tensorflow-cpu")  # believed again
+
+
+def test_the_index_answer_is_cached_for_its_owner_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+    import stat
+
+    monkeypatch.setenv("BENCH_CACHE", str(tmp_path))
+    answer = {"releases": {"2.20.0": [{"filename": WHEEL.format(v="2.20.0")}]}}
+    monkeypatch.setattr(
+        versions.urllib.request, "urlopen",
+        lambda url, timeout: io.BytesIO(json.dumps(answer).encode()),
+    )  # fmt: skip
+    assert "2.20.0" in versions.releases("tensorflow-cpu")
+    cached = tmp_path / "index" / "tensorflow-cpu.json"
+    assert stat.S_IMODE(cached.stat().st_mode) == 0o600
+    assert stat.S_IMODE(cached.parent.stat().st_mode) == 0o700
