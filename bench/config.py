@@ -13,6 +13,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -289,6 +290,27 @@ def at_least(problems: list[str], name: str, value: float, low: float) -> None:
         problems.append(f"{name}: must be >= {low:g}, got {value:g}")
 
 
+# An image reference as Docker's reference grammar has it ([registry[:port]/]path[:tag]
+# [@digest]), or an image id; anything else (shell characters, spaces) is refused before the
+# engine sees it, which answered such a name with a 53-line traceback.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE_REFERENCE = re.compile(
+    rf"(?:[a-zA-Z0-9](?:[a-zA-Z0-9.-]*[a-zA-Z0-9])?(?::[0-9]+)?/)?{_COMPONENT}(?:/{_COMPONENT})*"
+    r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?"
+    r"|(?:sha256:)?[0-9a-f]{12,64}"
+)
+
+
+def _check_images(problems: list[str], d: DockerConfig) -> None:
+    for name in ("image", "base_image"):
+        value = getattr(d, name)
+        if value and not _IMAGE_REFERENCE.fullmatch(value):
+            problems.append(
+                f"launcher.docker.{name}: {value!r} is not an image reference "
+                "([REGISTRY[:PORT]/]NAME[:TAG][@DIGEST], lower-case NAME, or an image id)"
+            )
+
+
 def _check_telemetry(problems: list[str], t: TelemetryConfig) -> None:
     # Below 10 ms the samples cost more than they tell (NVML itself averages over longer).
     if not 0.01 <= t.interval_s <= 60:
@@ -357,6 +379,7 @@ def check(cfg: BenchConfig) -> list[str]:
     at_least(problems, "model.freq_bins", cfg.model.freq_bins, 1)
     # launcher=docker's own settings, checked whichever launcher runs (a typo is a typo).
     choice(problems, "launcher.docker.variant", cfg.launcher.docker.variant, DOCKER_VARIANTS)
+    _check_images(problems, cfg.launcher.docker)
     if cfg.launcher.docker.heartbeat_timeout_s <= 0:
         problems.append(
             "launcher.docker.heartbeat_timeout_s: must be > 0 seconds, got "

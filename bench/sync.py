@@ -17,6 +17,18 @@ from bench.tracking import redact, spool_root, spooled, sync_spool, take_credent
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print(
+            "bench.sync: interrupted; every record not yet synced stays in the spool (run "
+            "bench sync again)",
+            file=sys.stderr,
+        )
+        return 130
+
+
+def _main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.sync", description=__doc__)
     parser.add_argument("--uri", help="tracking URI to sync to (default: each record's own)")
     parser.add_argument(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 
 from bench.distributed.registry import NONE, distributes
@@ -144,9 +145,18 @@ def problems(args: argparse.Namespace) -> list[str]:
     runs = not distributes(args.distributed) or args.distributed in STRATEGIES
     for framework in frameworks if runs else []:
         problem = interpreters.problem(framework)
+        if problem and not interpreters.overridden(framework):
+            problem = _make_environment(framework) or interpreters.problem(framework)
         if problem:
             found.append(f"--frameworks: {problem}")
     return found
+
+
+def _make_environment(framework: str) -> str:
+    """Make ``framework``'s own environment on first use, as a sweep does (``bench setup``,
+    run as a command: the set-up lives above the parity check); '' once it is made."""
+    done = subprocess.run([sys.executable, "-m", "bench.setup_envs", framework], check=False)
+    return "" if done.returncode == 0 else f"{framework}: `bench setup {framework}` failed"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -81,6 +81,8 @@ def cases() -> list[tuple[list[str], str]]:
         (["launcher=docker", "launcher.docker.heartbeat_timeout_s=1"], "heartbeat_timeout_s"),
         (["tracking.uri=sqlite:////proc/bench-nope/m.db"], "tracking.uri"),
         (["tracking.uri=/tmp/bench-file-store"], "tracking.uri"),  # MLflow 3's file store
+        (["launcher=docker", "launcher.docker.image='x;touch /tmp/pwned'"], "docker.image"),
+        (["launcher.docker.base_image='Ubuntu Latest'"], "launcher.docker.base_image"),
         (["tracking.uri=file:///tmp/bench-file-store"], "tracking.uri"),
         (["claims=notalist"], "claims"),
         (["claims=[{kind: rumour}]"], "claims"),
