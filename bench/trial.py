@@ -29,6 +29,7 @@ from bench.frameworks.base import (
     DeviceEvents,
     EpochProbe,
     Framework,
+    OutputCheck,
     PeakProbe,
     Session,
     WindowBarrier,
@@ -242,9 +243,17 @@ def _utilization(session: Session, cfg: BenchConfig, summary: dict[str, float]) 
     return {"peak_flops_per_s": peak, "mfu_pct": 100.0 * achieved / peak}
 
 
-def divergence(records: list[EpochRecord]) -> str:
+def divergence(records: list[EpochRecord], session: Session | None = None) -> str:
     """Why the training diverged ('' if it did not): the first epoch whose mean training
-    loss is not finite.  Its figures are still kept, but it is not an ok run."""
+    loss is not finite; in inference (no loss), a model whose output is not finite, found by
+    one more forward pass after the timed windows.  Its figures are still kept, but it is
+    not an ok run."""
+    if session is not None and all(r.loss is None for r in records):
+        if isinstance(session, OutputCheck) and not session.output_finite():
+            return (
+                "the model's output is not finite (NaN or infinite values in a forward pass "
+                "after the timed windows): its figures measure no real computation"
+            )
     for r in records:
         if r.loss is not None and not math.isfinite(r.loss):
             return (
@@ -371,7 +380,7 @@ def run_trial(
         _add(result, telemetry.stop(workdir))
         # After the samplers stop: the peak probe's work is not the trial's.
         result.summary.update(_utilization(session, cfg, result.summary))
-        result.error = divergence(records)
+        result.error = divergence(records, session)
         if result.error:  # a result of its own; further passes would measure nothing useful
             result.status = DIVERGED
         else:

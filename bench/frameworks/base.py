@@ -66,6 +66,16 @@ class DeviceEvents(Protocol):
 
 
 @runtime_checkable
+class OutputCheck(Protocol):
+    """A session that can tell whether its model's output is finite (an optional extension):
+    inference has no loss, so a model that computes NaN or infinities is found this way."""
+
+    def output_finite(self) -> bool:
+        """One more forward pass on the next batch, outside any timed window: whether every
+        value it outputs is finite."""
+
+
+@runtime_checkable
 class PeakProbe(Protocol):
     """A session that can measure its device's peak arithmetic rate (an optional extension)."""
 

@@ -235,6 +235,13 @@ class TFSession:
         if self.device != "cpu":
             tf.test.experimental.sync_devices()
 
+    def output_finite(self) -> bool:
+        x, _ = self.next_batch()
+        with tf.device(self.tf_device):
+            out = self.model(x, training=False)
+        outs = tf.nest.flatten(out)
+        return all(bool(np.isfinite(np.asarray(o, dtype=np.float32)).all()) for o in outs)
+
     def take_mean_loss(self) -> float | None:
         if not self._loss_steps:
             return None

@@ -205,6 +205,13 @@ class TorchSession:
         if self.dev.type == "cuda":
             torch.cuda.synchronize(self.dev)
 
+    def output_finite(self) -> bool:
+        x, _ = self.next_batch()
+        with torch.inference_mode(), self._autocast():
+            out = self.forward(x)
+        outs = out if isinstance(out, tuple | list) else (out,)
+        return all(bool(torch.isfinite(o.float()).all()) for o in outs if torch.is_tensor(o))
+
     def mark(self) -> torch.cuda.Event | None:
         if self.dev.type != "cuda":
             return None

@@ -120,3 +120,30 @@ def test_the_report_lists_diverged_runs_and_compares_them_nowhere() -> None:
     assert all(r.name in text for r in diverged)
     # The diverged tf runs, ten times faster, would have turned the verdict had they counted.
     assert "torch is faster than tf by 25.0%" in text and "(n=4)" in text
+
+
+@pytest.mark.parametrize("framework", ["torch", "tf"])
+def test_inference_whose_output_is_not_finite_is_diverged(framework: str) -> None:
+    """Inference has no loss: a model computing NaN (here every weight set to NaN after
+    the build) is found by one untimed forward pass after the windows, never ok."""
+    import dataclasses
+
+    import numpy as np
+
+    def poisoned(adapter: Any, cfg: BenchConfig, host: Any) -> Any:
+        session = adapter.prepare(cfg, host)
+        if framework == "torch":
+            for p in session.model.parameters():
+                p.data.fill_(float("nan"))
+        else:
+            for w in session.model.weights:
+                w.assign(np.full(w.shape, np.nan, dtype=np.float32))
+        return session
+
+    cfg = dataclasses.replace(tiny(mode="infer"), epochs=1)
+    cfg.framework.name = framework
+    cfg.telemetry.enabled = False
+    result = run_trial(cfg, prepare=poisoned)
+    assert result.status == DIVERGED, result.error[-500:]
+    assert "output is not finite" in result.error
+    assert run_trial(cfg).status == "ok"  # the same trial, unpoisoned
