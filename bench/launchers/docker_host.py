@@ -194,7 +194,40 @@ def _check_engine(cfg: BenchConfig, gpus: bool) -> list[str]:
         problem = nvidia_runtime_problem(_engine_info, _nvidia_hook_on_path())
         if problem:
             return [f"launcher.docker.gpus: {d.gpus!r}: {problem}"]
+    if not d.image:  # bench builds its image on this base: it must be here or pullable
+        problem = base_problem(c, images.BuildSpec.from_config(cfg).base)
+        if problem:
+            return [problem]
     return []
+
+
+_bases: dict[str, str] = {}
+
+
+def base_problem(c: Any, base: str) -> str:
+    """Why the base image ``base`` cannot be had ('' if it is on this engine or a registry
+    it reaches knows it), asked once per base and process: found before any trial rather
+    than when the first trial's build starts."""
+    if base not in _bases:
+        import docker
+
+        why = ""
+        try:
+            c.images.get(base)
+        except docker.errors.ImageNotFound:
+            try:
+                c.images.get_registry_data(base)
+            except Exception as exc:  # noqa: BLE001 - any refusal is the reason
+                said = getattr(exc, "explanation", None) or str(exc)
+                why = (
+                    f"launcher.docker.base_image: {base!r} is not in the local engine and no "
+                    f"registry it reaches has it ({str(said).splitlines()[0][:160]}); "
+                    f"{images.LOCAL_BASE_HINT}"
+                )
+        except Exception as exc:  # noqa: BLE001 - the engine's own error, in one line
+            why = f"launcher.docker.base_image: {base!r}: {str(exc).splitlines()[0][:160]}"
+        _bases[base] = why
+    return _bases[base]
 
 
 def _readable_pem(path: str) -> bool:

@@ -273,3 +273,35 @@ def test_reproduce_prints_both_results_side_by_side() -> None:
     assert rate.split() == ["trial_samples_per_s", "100", "90", "-10.0%"]
     (loss,) = [line for line in lines if line.startswith("final_loss")]
     assert loss.split() == ["final_loss", "-", "2"]
+
+
+def test_a_base_image_that_cannot_be_had_is_refused_before_any_trial() -> None:
+    """Issue 29, finding 12: a missing base was found only when the first trial's build
+    started (recorded error); now the checks before the sweep name it, once per base."""
+    import docker
+
+    from bench.launchers import docker_host
+
+    class Images:
+        asked: list[str] = []
+
+        def get(self, ref: str) -> object:
+            self.asked.append(ref)
+            if ref != "here:1":
+                raise docker.errors.ImageNotFound("no such image")
+            return object()
+
+        def get_registry_data(self, ref: str) -> object:
+            raise docker.errors.APIError("registry unreachable")
+
+    class Client:
+        images = Images()
+
+    docker_host._bases.clear()
+    assert docker_host.base_problem(Client(), "here:1") == ""
+    said = docker_host.base_problem(Client(), "nowhere:1")
+    assert said.startswith("launcher.docker.base_image: 'nowhere:1' is not in the local engine")
+    assert "build_base_image.sh" in said
+    docker_host.base_problem(Client(), "nowhere:1")
+    assert Images.asked == ["here:1", "nowhere:1"]  # asked once per base
+    docker_host._bases.clear()
