@@ -276,7 +276,7 @@ def test_the_report_says_one_line_for_a_store_that_is_not_one(
         f"bench.report: --uri: {text} is not an SQLite database (an MLflow store)"
     )
     assert report_main(["--uri", f"sqlite:///{tmp_path / 'none.db'}"]) == 2
-    assert "no store at" in capsys.readouterr().err
+    assert "no MLflow store at" in capsys.readouterr().err
     assert not (tmp_path / "none.db").exists()
 
     def interrupted(*args: Any, **kwargs: Any) -> None:
