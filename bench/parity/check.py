@@ -109,23 +109,37 @@ def run_side(
     """One framework's side: in this process, or in the framework's own environment."""
     if framework not in interpreters.OWN_ENVIRONMENTS:
         return sides.run(framework, spec, init, b)
+    return run_sides(framework, spec, [init], b)[0]
+
+
+def run_sides(
+    framework: str, spec: sides.Spec, starts: list[list[Tensor]], b: data.HostBatches
+) -> list[sides.Side]:
+    """``framework``'s side from each of ``starts``: one after another in this process, or
+    in one child process of the framework's own environment, which pays its start-up
+    (seconds for MXNet) once."""
+    if framework not in interpreters.OWN_ENVIRONMENTS:
+        return [run_side(framework, spec, start, b) for start in starts]
     problem = interpreters.problem(framework)
     if problem:
         raise RuntimeError(problem)
     with tempfile.TemporaryDirectory(prefix="bench-parity-") as tmp:
-        request, result = str(Path(tmp, "request.npz")), str(Path(tmp, "result.npz"))
-        sides.write_request(request, framework, spec, init, b)
+        files = []
+        for i, start in enumerate(starts):
+            request, result = str(Path(tmp, f"request{i}.npz")), str(Path(tmp, f"result{i}.npz"))
+            sides.write_request(request, framework, spec, start, b)
+            files += [request, result]
         env = interpreters.child_env()
         done = subprocess.run(
-            [interpreters.python_for(framework), "-m", "bench.parity.side", request, result],
+            [interpreters.python_for(framework), "-m", "bench.parity.side", *files],
             capture_output=True,
             text=True,
             env=env,
-            timeout=1800,
+            timeout=1800 * len(starts),
         )
         if done.returncode != 0:
             raise RuntimeError(f"{framework}'s side failed:\n{done.stderr[-3000:]}")
-        return sides.read_result(result, framework)
+        return [sides.read_result(result, framework) for result in files[1::2]]
 
 
 def norm(arrays: list[np.ndarray]) -> float:
@@ -237,7 +251,7 @@ FLOOR_SHARE = 0.01
 SHAKES = 2
 # At the steps compared the floor is also the verdict's yardstick, so it is sampled more:
 # the worst of this many shakes, in opposite pairs, and, before any side is called FAILED,
-# of up to MAX_SHAKES.  One step of ResNet-18 has a few ReLU inputs within rounding of
+# of MAX_SHAKES.  One step of ResNet-18 has a few ReLU inputs within rounding of
 # zero; a shake that tips one over moves the whole backward pass (the update by 1e-3 to 2e-2
 # under SGD, 7e-3 to 0.13 under Adam, whose first step is about lr * sign(gradient)), one
 # that does not by 6e-6 (SGD; 1e-3 under Adam).  A shake and its opposite move such an
@@ -415,12 +429,16 @@ def _shakes(
     stop_above: float | None = None,
 ) -> list[tuple[Deviation, sides.Side]]:
     """``reference``'s framework run again from each of ``shakes`` (:func:`shaken`), each
-    compared with ``reference``; stops once the worst exceeds ``stop_above``."""
+    compared with ``reference``: all at once, or one at a time until the worst exceeds
+    ``stop_above``."""
+    starts = [shaken(init, spec.seed, k) for k in shakes]
+    if stop_above is None:
+        done = run_sides(framework, spec, starts, b)
+        return [(compare(reference, a, init, s), a) for s, a in zip(starts, done, strict=True)]
     runs: list[tuple[Deviation, sides.Side]] = []
-    for k in shakes:
-        if runs and stop_above is not None and not _worst(runs).passed(stop_above):
+    for start in starts:
+        if runs and not _worst(runs).passed(stop_above):
             break
-        start = shaken(init, spec.seed, k)
         again = run_side(framework, spec, start, b)
         runs.append((compare(reference, again, init, start), again))
     return runs
@@ -441,13 +459,13 @@ def settle(
     deviations: list[Deviation],
     tolerance: float,
 ) -> tuple[Deviation, int]:
-    """The floor and its number of shakes, sampled further (a pair at a time, up to
-    ``MAX_SHAKES``) while a side is beyond its limits: before a side is called FAILED, the
-    floor has had every chance to show that rounding explains it."""
-    while shakes < MAX_SHAKES and not all(d.passed(limits(floor, tolerance)) for d in deviations):
-        runs = _shakes(framework, spec, reference, init, b, range(shakes, shakes + 2))
-        floor, shakes = functools.reduce(worse, [d for d, _ in runs], floor), shakes + len(runs)
-    return floor, shakes
+    """The floor and its number of shakes; where a side is beyond its limits, the worst of
+    ``MAX_SHAKES`` instead: before a side is called FAILED, the floor has had every chance to
+    show that rounding explains it."""
+    if shakes >= MAX_SHAKES or all(d.passed(limits(floor, tolerance)) for d in deviations):
+        return floor, shakes
+    runs = _shakes(framework, spec, reference, init, b, range(shakes, MAX_SHAKES))
+    return functools.reduce(worse, [d for d, _ in runs], floor), shakes + len(runs)
 
 
 def horizon(

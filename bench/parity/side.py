@@ -2,9 +2,9 @@
 optimizer a trial of that framework builds), given the reference's initial weights and
 batches, stepped N times; the loss of every step and the weights after the last.
 
-In-process for the host's frameworks; ``python -m bench.parity.side REQUEST RESULT`` (two
-.npz files) with the framework's own interpreter for one that lives in its own environment
-(MXNet).
+In-process for the host's frameworks; ``python -m bench.parity.side REQUEST RESULT ...``
+(pairs of .npz files, run in turn) with the framework's own interpreter for one that lives
+in its own environment (MXNet).
 """
 
 from __future__ import annotations
@@ -118,12 +118,17 @@ def read_result(path: str, framework: str) -> Side:
 
 
 def main(argv: list[str]) -> int:
-    request, result = argv
-    init, extra = load_tensors(Path(request))
-    spec_fields = json.loads(str(extra["spec"]))
-    framework = spec_fields.pop("framework")
-    batches = read_batches(extra)
-    write_result(result, run(framework, Spec(**spec_fields), init, batches))
+    """``REQUEST RESULT [REQUEST RESULT ...]``: each request run in turn, in this process."""
+    if not argv or len(argv) % 2:
+        print("usage: python -m bench.parity.side REQUEST RESULT [REQUEST RESULT ...]",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    for request, result in zip(argv[::2], argv[1::2], strict=True):
+        init, extra = load_tensors(Path(request))
+        spec_fields = json.loads(str(extra["spec"]))
+        framework = spec_fields.pop("framework")
+        batches = read_batches(extra)
+        write_result(result, run(framework, Spec(**spec_fields), init, batches))
     return 0
 
 
