@@ -110,11 +110,14 @@ def test_the_cli_prints_the_table_and_exits_by_the_verdict(
     out = capsys.readouterr().out
     assert "loss torch" in out and "loss tf" in out and "tf vs torch" in out
     assert "passed: every deviation must be at most 0.01 (" in out
-    # Below what rounding does on any machine, the floor decides: passed, and said so.
-    assert cli.main(["--frameworks", "torch,tf", "--steps", "3", "--tolerance", "1e-12"]) == 0
+    # Below what rounding does on any machine the floor decides, and the output says so.
+    # (Whether tf passes there depends on the CPU: at 1e-12 even the difference between two
+    # libraries' float32 formulas shows, which a shake of the weights does not measure.)
+    code = cli.main(["--frameworks", "torch,tf", "--steps", "3", "--tolerance", "1e-12"])
     out = capsys.readouterr().out
     assert "rounding dominates at this tolerance on this machine" in out
-    assert "compared over the first 1 of 3 steps" in out and "passed, at the floor" in out
+    assert "compared over the first 1 of 3 steps" in out and "limit (4x floor" in out
+    assert code == (0 if "\npassed: every deviation" in out else 1), out
     _scaled_gradients(monkeypatch, torch.optim.SGD, 0.9)
     assert cli.main(["--frameworks", "torch,tf", "--steps", "3", "--quiet"]) == 1
     assert "FAILED: every deviation must be at most 0.01" in capsys.readouterr().out
@@ -256,7 +259,12 @@ def toy(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(check, "initial_weights", initial_weights)
     monkeypatch.setattr(check, "batches", batches)
+
+    def run_sides(framework: str, spec: side.Spec, starts: list[Any], b: Any) -> list[side.Side]:
+        return [run_side(framework, spec, start, b) for start in starts]
+
     monkeypatch.setattr(check, "run_side", run_side)
+    monkeypatch.setattr(check, "run_sides", run_sides)
 
 
 @pytest.mark.usefixtures("toy")
@@ -303,13 +311,13 @@ def test_a_fault_fails_even_where_rounding_dominates(fault: str) -> None:
 @pytest.mark.usefixtures("toy")
 def test_before_a_side_fails_the_floor_takes_more_shakes() -> None:
     """tf's rounding tips a ReLU that the first 4 shakes do not: before calling that a
-    failure, the check shakes again, a pair at a time, and the 4th pair tips it too."""
+    failure, the check shakes 8 more times, and the 4th pair tips it too."""
     outcome = check.check(side.Spec(steps=1, seed=4), ["torch-far", "tf"])
     text = check.format_outcome(outcome)
-    assert outcome.shakes == 8, text
+    assert outcome.shakes == check.MAX_SHAKES == 12, text
     assert outcome.floor.update == pytest.approx(0.02, rel=1e-3), text
     assert outcome.passed and "passed, at the floor" in text, text
-    assert "the worst of 8 such shakes" in text
+    assert "the worst of 12 such shakes" in text
 
 
 def test_a_layer_is_measured_by_its_size_not_one_near_zero_tensor() -> None:
