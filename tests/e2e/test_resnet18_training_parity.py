@@ -54,7 +54,10 @@ def test_resnet18_trains_the_same_in_every_framework(optimizer: str) -> None:
         assert deviation.loss < 1e-4 and deviation.weights < outcome.limits["weights"], text
 
 
-@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+# Adam only in CI (85-90 s a case on 2 cores): its fault is the one that only the scale
+# figure catches (its update, 0.111, lies under the floor's 0.134); the SGD case fails on
+# update and scale alike, as lenet5's faults in the unit tier do.  Add "sgd" to run both.
+@pytest.mark.parametrize("optimizer", ["adam"])
 def test_resnet18_fails_with_a_wrong_step_where_rounding_dominates(
     optimizer: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
