@@ -146,6 +146,19 @@ class Check:
         self.pack()
         return runs
 
+    def rows_of(
+        self, path: str, experiment: str, overrides: list[str], sweep: bool = False
+    ) -> list[Run]:
+        """Run ``overrides`` into ``experiment``, a row per trial; a command that records no
+        run is one failed row named ``path``.  The runs ([] then)."""
+        try:
+            runs = self.bench(experiment, overrides, sweep)
+        except RuntimeError as exc:
+            self.add(path, "failed", str(exc))
+            return []
+        trial_rows(self, runs)
+        return runs
+
     def pack(self) -> None:
         """The store (database and artifacts) as one archive in ``out``."""
         if self.out is None or not (self.store / "mlflow.db").exists():
@@ -222,13 +235,7 @@ def row_matrix(check: Check) -> list[Run]:
         f"batch_size={s['batches']}", f"precision={s['precisions']}", "mode=train,infer",
         *s["window"],
     ]  # fmt: skip
-    try:
-        runs = check.bench("gpu-matrix", overrides, sweep=True)
-    except RuntimeError as exc:
-        check.add(path, "failed", str(exc))
-        return []
-    trial_rows(check, runs)
-    return runs
+    return check.rows_of(path, "gpu-matrix", overrides, sweep=True)
 
 
 def row_nvml(check: Check, runs: list[Run]) -> None:
@@ -267,13 +274,7 @@ def row_launch_bound(check: Check) -> list[Run]:
         return []
     s = check.size
     overrides = [*BASE, f"device={s['device']}", *s["small"], "timing=step,events", *s["window"]]
-    try:
-        runs = check.bench("gpu-launch-bound", overrides, sweep=True)
-    except RuntimeError as exc:
-        check.add(path, "failed", str(exc))
-        return []
-    trial_rows(check, runs)
-    return runs
+    return check.rows_of(path, "gpu-launch-bound", overrides, sweep=True)
 
 
 def oom_batch(total_bytes: float) -> int:
@@ -375,14 +376,9 @@ def row_variants(check: Check) -> None:
         return
     s = check.size
     common = [*BASE, "device=cuda", "model=resnet50", "image_size=224", "mode=train", *s["window"]]
-    try:
-        runs = check.bench("gpu-tf32", [*common, "precision=tf32", "batch_size=128"])
-        runs += check.bench("gpu-events", [*common, "precision=fp32", "batch_size=64",
-                                           "timing=events"])  # fmt: skip
-    except RuntimeError as exc:
-        check.add(path, "failed", str(exc))
-        return
-    trial_rows(check, runs)
+    check.rows_of(path, "gpu-tf32", [*common, "precision=tf32", "batch_size=128"])
+    check.rows_of(path, "gpu-events", [*common, "precision=fp32", "batch_size=64",
+                                       "timing=events"])  # fmt: skip
 
 
 def row_compile(check: Check) -> None:
@@ -395,10 +391,7 @@ def row_compile(check: Check) -> None:
         *BASE, f"device={s['device']}", f"model={s['model']}", f"image_size={s['image_size']}",
         f"batch_size={s['compile_batch']}", "precision=bf16", "compile=true", *s["window"],
     ]  # fmt: skip
-    try:
-        trial_rows(check, check.bench("gpu-compile", overrides))
-    except RuntimeError as exc:
-        check.add(path, "failed", str(exc))
+    check.rows_of(path, "gpu-compile", overrides)
 
 
 @dataclass
@@ -448,14 +441,9 @@ def _docker() -> str:
         engine.ping()
     except Exception as exc:  # noqa: BLE001 - any reason is the row's reason
         return f"no Docker engine reachable ({type(exc).__name__})"
-    try:
-        engine.images.get(base)
-    except Exception:  # noqa: BLE001 - not here: can a registry give it?
-        try:
-            engine.images.get_registry_data(base)
-        except Exception as exc:  # noqa: BLE001
-            return f"its base {base} is not here and no registry gives it ({type(exc).__name__})"
-    return ""
+    from bench.launchers.docker_host import base_problem
+
+    return base_problem(engine, base)
 
 
 def _horovod_nccl() -> str:

@@ -17,17 +17,11 @@ from typing import Any
 import pytest
 
 from bench.parity import check, side
+from tests.unit.test_training_parity import ALL, OPTIMIZERS
 
 torch = pytest.importorskip("torch")
 
 pytestmark = pytest.mark.e2e
-
-ALL = ["torch", "tf", "mxnet"]
-OPTIMIZERS = {
-    "sgd": dict(optimizer="sgd", lr=0.01, momentum=0.9),
-    "sgd+wd": dict(optimizer="sgd", lr=0.01, momentum=0.9, weight_decay=5e-4),
-    "adam": dict(optimizer="adam", lr=0.001, momentum=0.0),
-}
 
 
 @pytest.mark.parametrize("optimizer", OPTIMIZERS)
