@@ -32,6 +32,11 @@ OPTIMIZERS = ("sgd", "adam")
 # after every step, the host synchronizing only at the window's edges (where the framework
 # has them: torch on CUDA, else ``step``); ``auto``, bench's default for the device.
 TIMINGS = ("auto", "step", "events")
+# tuning=default runs the configuration as given; tuning=best first searches the framework's
+# own speed settings (bench.frameworks.spaces) and runs the fastest (bench.tuning).
+TUNINGS = ("default", "best")
+# oneDNN (MKL-DNN) kernels on the CPU: the framework's own default, or forced on or off.
+ONEDNN = ("auto", "on", "off")
 
 
 # steps_per_epoch=-1: as many steps as make each timed window last min_window_s.
@@ -158,6 +163,20 @@ def distributed_config(value: str | dict[str, Any]) -> DistributedConfig:
 
 
 @dataclass
+class TuningConfig:
+    """``tuning=default|best`` (a config group, conf/tuning/): ``best`` searches the
+    framework's speed settings in short child processes before the trial (bench.tuning)."""
+
+    name: str = "default"
+    # Search again even where the cache holds a search for this configuration on this host.
+    refresh: bool = False
+    # Stop trying candidates once the search has run this long (the best so far wins).
+    budget_s: float = 600.0
+    # Each candidate's timed probe windows last at least this long (3 windows).
+    probe_s: float = 1.0
+
+
+@dataclass
 class BenchConfig:
     framework: FrameworkConfig = field(default_factory=FrameworkConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -188,6 +207,20 @@ class BenchConfig:
     precision: str = "fp32"
     # torch.compile / XLA jit_compile; compilation happens in the warm-up steps.
     compile: bool = False
+    # Inter-op threads (torch's inter-op pool, TensorFlow's inter-op pool, MXNet's CPU engine
+    # workers); 0: each framework as before this key existed (torch and tf: ``threads``,
+    # MXNet: 1).
+    inter_threads: int = 0
+    # torch only: the model and its input batches in channels-last (NHWC) memory format.
+    channels_last: bool = False
+    # oneDNN kernels on the CPU: auto (the framework's default) | on | off.
+    onednn: str = "auto"
+    # torch on CUDA only: cuDNN autotuning (torch.backends.cudnn.benchmark), which times
+    # several convolution algorithms in the first steps and keeps the fastest.
+    cudnn_benchmark: bool = False
+    # tuning=default | best (the group conf/tuning/): best runs the fastest of the
+    # framework's speed settings (bench.tuning; docs/tuning.md).
+    tuning: TuningConfig = field(default_factory=TuningConfig)
     # How step times are taken in a timed window: auto | step | events (TIMINGS above).
     # Every window starts and ends with the device synchronized, whichever it is.
     timing: str = "auto"
@@ -244,6 +277,20 @@ _NOT_HASHED = (
     "tracking", "force", "timeout_s", "repeats", "report", "parity", "allow_mixed_devices",
     "claims", "skip_unavailable", "scale",
 )  # fmt: skip
+
+
+# Keys added after runs were logged without them: hashed (and grouped by) only away from
+# their default, so every configuration that leaves them alone keeps its hash.
+_NEW_AT_DEFAULT: dict[str, Any] = {
+    "inter_threads": 0,
+    "channels_last": False,
+    "onednn": "auto",
+    "cudnn_benchmark": False,
+    "tuning": TuningConfig().name,
+}
+# tuning's own settings say how a search runs, not what the trial measures (its pick is
+# logged as the run's tuned.* params): only tuning.name is part of the identity.
+_TUNING_SETTINGS = ("tuning.refresh", "tuning.budget_s", "tuning.probe_s")
 
 
 # Keys that decide nothing about what is measured, but were hashed before that was
@@ -354,6 +401,34 @@ def check(cfg: BenchConfig) -> list[str]:
         )
     at_least(problems, "warmup_steps", cfg.warmup_steps, 0)
     at_least(problems, "threads", cfg.threads, 0)
+    at_least(problems, "inter_threads", cfg.inter_threads, 0)
+    choice(problems, "onednn", cfg.onednn, ONEDNN)
+    choice(problems, "tuning", cfg.tuning.name, TUNINGS)
+    if cfg.tuning.budget_s <= 0:
+        problems.append(f"tuning.budget_s: must be > 0 seconds, got {cfg.tuning.budget_s:g}")
+    if cfg.tuning.probe_s <= 0:
+        problems.append(f"tuning.probe_s: must be > 0 seconds, got {cfg.tuning.probe_s:g}")
+    if cfg.tuning.name == "best" and cfg.distributed.name != "none":
+        problems.append(
+            f"tuning: best searches single-process trials; distributed={cfg.distributed.name} "
+            "runs several processes (use tuning=default, and threads=/compile= by hand)"
+        )
+    if cfg.tuning.name == "best" and cfg.launcher.name == "inline":
+        problems.append(
+            "tuning: best sets threads and oneDNN, which a framework fixes when it is imported; "
+            "launcher=inline runs trials in bench's own process (use launcher=process)"
+        )
+    if cfg.cudnn_benchmark and cfg.framework.name != "torch":
+        problems.append(
+            f"cudnn_benchmark: only torch has this setting (framework={cfg.framework.name}: "
+            "TensorFlow autotunes cuDNN by default); leave it false"
+        )
+    if cfg.channels_last and cfg.framework.name != "torch":
+        problems.append(
+            f"channels_last: only torch has a memory-format setting (framework="
+            f"{cfg.framework.name}: TensorFlow's models are channels-last already, MXNet's "
+            "Gluon convolutions here are channels-first only); leave it false"
+        )
     at_least(problems, "seed", cfg.seed, 0)
     at_least(problems, "repeats", cfg.repeats, 1)
     at_least(problems, "repeat", cfg.repeat, 0)
@@ -455,7 +530,17 @@ def measured(flat: dict[str, Any]) -> dict[str, Any]:
         and not (k == "timing" and str(v) == "auto")  # as before the field existed
         and tuple(k.split(".")) not in _CANONICAL  # decides nothing (see _CANONICAL)
         and default_settings.get(k) != str(v)  # a default setting: as a run without it
+        and not _new_at_default(k, v)
+        and k not in _TUNING_SETTINGS
     }
+
+
+def _new_at_default(key: str, value: Any) -> bool:
+    """Whether a flat key is one of :data:`_NEW_AT_DEFAULT` at its default."""
+    top = "tuning" if key == "tuning.name" else key
+    if top not in _NEW_AT_DEFAULT:
+        return False
+    return str(value).lower() == str(_NEW_AT_DEFAULT[top]).lower()
 
 
 def config_hash(cfg: BenchConfig) -> str:
@@ -464,6 +549,12 @@ def config_hash(cfg: BenchConfig) -> str:
     data = {k: v for k, v in to_dict(cfg).items() if _decides(k, auto)}
     if cfg.timing == "auto":  # bench's default timing hashes as before there was a choice
         data.pop("timing", None)
+    for key, default in _NEW_AT_DEFAULT.items():  # hashed only away from their defaults
+        value = cfg.tuning.name if key == "tuning" else data.get(key)
+        if value == default:
+            data.pop(key, None)
+        elif key == "tuning":
+            data[key] = value  # the search's own settings are not the trial's identity
     for path, value in _CANONICAL.items():
         node = data
         for key in path[:-1]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,6 +81,9 @@ class TrialResult:
     # Artifacts the trial wrote into its working directory (telemetry samples and plots,
     # profiler traces, operator tables), relative to it; files or directories.
     files: list[str] = field(default_factory=list)
+    # tuning=best: the effective value of every setting the search may set (logged as the
+    # run's tuned.* params); empty otherwise.
+    tuned: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -88,4 +92,17 @@ class TrialResult:
     def from_dict(cls, data: dict[str, Any]) -> TrialResult:
         data = dict(data)
         data["epochs"] = [EpochRecord(**e) for e in data.get("epochs", [])]
+        tuned = data.get("tuned", {})
+        if not isinstance(tuned, dict) or not all(
+            isinstance(k, str)
+            and _SETTING.fullmatch(k)
+            and isinstance(v, str)
+            and _VALUE.fullmatch(v)
+            for k, v in tuned.items()
+        ):  # a trial's result is untrusted: these become param names and values
+            raise ValueError("result.tuned: names and values must be short plain words")
         return cls(**data)
+
+
+_SETTING = re.compile(r"[a-z_]{1,40}")
+_VALUE = re.compile(r"[A-Za-z0-9_.-]{1,40}")

@@ -312,7 +312,7 @@ def run_trial(
     telemetry = Telemetry(cfg)
     try:
         result.threads = resolved_threads(cfg)
-        frameworks.before_import(cfg.framework.name, result.threads)
+        frameworks.before_import(cfg, result.threads)
         t0 = time.perf_counter()
         adapter = frameworks.load(cfg.framework.name)
         result.phases["import_time_s"] = time.perf_counter() - t0

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from bench.config import BenchConfig
 from bench.distributed.registry import STRATEGIES
-from bench.result import TrialResult
+from bench.result import ERROR, TrialResult
 from bench.runtime import child
 from bench.runtime.protocol import CONFIG, read_config
 from bench.trial import EpochCallback, run_trial
@@ -24,6 +24,8 @@ def execute(
     cfg: BenchConfig, on_epoch: EpochCallback | None = None, workdir: Path | None = None
 ) -> TrialResult:
     """Run the trial ``cfg`` describes; never raises for a failing trial."""
+    if cfg.tuning.name == "best":
+        return _at_best(cfg, on_epoch, workdir)
     runner = STRATEGIES[cfg.distributed.name].runner
     if runner == "kvstore":  # MXNet's scheduler, servers and workers
         from bench.distributed import kvstore
@@ -34,6 +36,30 @@ def execute(
 
         return coordinator.run(cfg, on_epoch, workdir)
     return run_trial(cfg, on_epoch, workdir)
+
+
+def _at_best(cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path | None) -> TrialResult:
+    """tuning=best: search (or read the cached search), then run the trial at the pick."""
+    from bench import tuning
+
+    try:
+        tuned = tuning.resolve(cfg, workdir)
+    except tuning.SearchFailed as exc:  # every candidate failed: a result, with the table
+        result = TrialResult(
+            status=ERROR, framework=cfg.framework.name, model=cfg.model.name, mode=cfg.mode
+        )
+        result.error = str(exc)
+        if workdir is not None:
+            failed = tuning.Tuned(cfg, {}, "search", 0.0, [r.to_dict() for r in exc.rows])
+            result.files += tuning.write_table(failed, workdir)
+        return result
+    result = run_trial(tuned.cfg, on_epoch, workdir)
+    result.tuned = tuned.params()
+    result.summary["tuning_search_s"] = tuned.search_s
+    result.environment["tuning_source"] = tuned.source
+    if workdir is not None:
+        result.files += [tuning.TABLE_JSON, tuning.TABLE_TEXT]
+    return result
 
 
 def main(workdir: Path) -> int:

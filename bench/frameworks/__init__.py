@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 
+from bench.config import BenchConfig
 from bench.frameworks.base import Framework
 
 _MODULES = {
@@ -12,14 +13,22 @@ _MODULES = {
     "tf": "bench.frameworks.tf_adapter",
     "mxnet": "bench.frameworks.mxnet_adapter",  # imported only in .venv-mxnet
 }
-# Frameworks that read their thread counts from the environment once, when loaded.
-_THREAD_VARIABLES = {"mxnet": ("OMP_NUM_THREADS",)}
+# What frameworks read from the environment once, when loaded: MXNet its OpenMP threads,
+# its CPU engine's workers and whether oneDNN runs; TensorFlow whether oneDNN runs.
+_ONEDNN_VARIABLES = {"tf": "TF_ENABLE_ONEDNN_OPTS", "mxnet": "MXNET_MKLDNN_ENABLED"}
 
 
-def before_import(name: str, threads: int) -> None:
-    """Set what ``name`` reads from the environment when it loads (call before :func:`load`)."""
-    for variable in _THREAD_VARIABLES.get(name, ()):
-        os.environ[variable] = str(threads)
+def before_import(cfg: BenchConfig, threads: int) -> None:
+    """Set what the trial's framework reads from the environment when it loads (call before
+    :func:`load`): ``threads`` and ``cfg``'s inter-op threads and oneDNN setting."""
+    name = cfg.framework.name
+    if name == "mxnet":
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+        if cfg.inter_threads:
+            os.environ["MXNET_CPU_WORKER_NTHREADS"] = str(cfg.inter_threads)
+    variable = _ONEDNN_VARIABLES.get(name)
+    if variable and cfg.onednn != "auto":
+        os.environ[variable] = "1" if cfg.onednn == "on" else "0"
 
 
 def load(name: str) -> Framework:

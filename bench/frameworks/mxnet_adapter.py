@@ -7,8 +7,10 @@ return at once and the work runs on engine threads, so :meth:`MXNetSession.sync`
 
 Threads: MXNet reads ``OMP_NUM_THREADS`` once, when it is loaded, so
 :func:`bench.frameworks.before_import` sets it to the trial's ``threads`` before this module
-is imported (intra-op threads); the engine keeps its default of one CPU worker thread, so
-operators run one at a time, each on all the threads, like PyTorch's eager CPU loop.
+is imported (intra-op threads); the engine keeps its default of one CPU worker thread
+(operators run one at a time, each on all the threads, like PyTorch's eager CPU loop) unless
+``inter_threads`` sets ``MXNET_CPU_WORKER_NTHREADS``; ``onednn=on|off`` sets
+``MXNET_MKLDNN_ENABLED`` the same way.
 
 Optimizers: ``mx.optimizer.SGD`` (momentum; weight decay as an L2 gradient term) does
 PyTorch's arithmetic; so does :class:`TorchAdam`, MXNet's Adam with epsilon where PyTorch
@@ -373,6 +375,7 @@ class Adapter:
             "numpy_version": np.__version__,
             "intra_op_threads": os.environ.get("OMP_NUM_THREADS", ""),
             "inter_op_threads": os.environ.get("MXNET_CPU_WORKER_NTHREADS", "1"),
+            "onednn": os.environ.get("MXNET_MKLDNN_ENABLED", "default"),
             "mxnet_features": ",".join(
                 name for name in ("CUDA", "CUDNN", "NCCL", "MKLDNN", "DIST_KVSTORE")
                 if features.is_enabled(name)

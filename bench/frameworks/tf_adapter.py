@@ -287,7 +287,7 @@ class Adapter:
         tf.config.experimental.enable_tensor_float_32_execution(cfg.precision == "tf32")
         try:
             tf.config.threading.set_intra_op_parallelism_threads(threads)
-            tf.config.threading.set_inter_op_parallelism_threads(threads)
+            tf.config.threading.set_inter_op_parallelism_threads(cfg.inter_threads or threads)
             gpus = tf.config.list_physical_devices("GPU")
             if cfg.device == "cpu":
                 tf.config.set_visible_devices([], "GPU")
@@ -305,6 +305,8 @@ class Adapter:
             "intra_op_threads": str(tf.config.threading.get_intra_op_parallelism_threads()),
             "inter_op_threads": str(tf.config.threading.get_inter_op_parallelism_threads()),
             "tf32": str(tf.config.experimental.tensor_float_32_execution_enabled()),
+            # oneDNN: TF's default on x86 Linux; TF_ENABLE_ONEDNN_OPTS, read at import, sets it.
+            "onednn": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default"),
         }
         gpus = tf.config.list_physical_devices("GPU")
         if gpus:  # the CUDA and cuDNN TF was built with; CPU runs don't use them

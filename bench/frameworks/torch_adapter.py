@@ -115,6 +115,11 @@ class TorchSession:
         else:
             model = models.build_sequence("torch", cfg.model)
         self.model = model.to(self.dev)
+        # channels_last: the weights and the image batches in NHWC memory order (the
+        # arithmetic is the same; which kernels run, and how fast, may not be).
+        self._layout = torch.channels_last if cfg.channels_last and task == "image" else None
+        if self._layout is not None:
+            self.model = self.model.to(memory_format=self._layout)
         self.num_parameters = sum(p.numel() for p in self.model.parameters())
         self._image_size = cfg.image_size if task == "image" else None
         self.forward = torch.compile(self.model) if cfg.compile else self.model
@@ -149,7 +154,7 @@ class TorchSession:
             self._batches = itertools.cycle(sequence_batches)
         else:
             device_batches = [
-                (torch.from_numpy(x).to(self.dev), torch.from_numpy(y).to(self.dev))
+                (self._laid_out(torch.from_numpy(x).to(self.dev)), torch.from_numpy(y).to(self.dev))
                 for x, y in zip(data.images, data.labels, strict=True)
             ]
             self._batches = itertools.cycle(device_batches)
@@ -176,10 +181,16 @@ class TorchSession:
             self.dev.type, dtype=self.amp_dtype or torch.float32, enabled=bool(self.amp_dtype)
         )
 
+    def _laid_out(self, x: torch.Tensor) -> torch.Tensor:
+        if self._layout is None or x.dim() != 4:
+            return x
+        return x.contiguous(memory_format=self._layout)
+
     def next_batch(self) -> Batch:
         x, y = next(self._batches)
         if x.device != self.dev:
             x, y = x.to(self.dev, non_blocking=True), y.to(self.dev, non_blocking=True)
+            x = self._laid_out(x)
         return x, y
 
     def step(self, batch: Batch) -> None:
@@ -316,9 +327,12 @@ class Adapter:
         torch.set_float32_matmul_precision("high" if tf32 else "highest")
         torch.set_num_threads(threads)
         try:
-            torch.set_num_interop_threads(threads)
+            torch.set_num_interop_threads(cfg.inter_threads or threads)
         except RuntimeError:  # already set once in this process (inline launcher)
             pass
+        torch.backends.cudnn.benchmark = cfg.cudnn_benchmark
+        if cfg.onednn != "auto":  # oneDNN (MKL-DNN) CPU kernels, torch's default on x86
+            torch.backends.mkldnn.set_flags(cfg.onednn == "on")
         torch.manual_seed(cfg.seed)
 
     def environment(self) -> dict[str, str]:
@@ -326,6 +340,7 @@ class Adapter:
             "torch_version": torch.__version__,
             "intra_op_threads": torch.get_num_threads(),
             "inter_op_threads": torch.get_num_interop_threads(),
+            "onednn": torch.backends.mkldnn.enabled and torch.backends.mkldnn.is_available(),
             # Whether float32 matrix products and convolutions may use TensorFloat-32.
             "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
             "tf32_cudnn": torch.backends.cudnn.allow_tf32,

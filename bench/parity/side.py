@@ -80,9 +80,9 @@ def run(framework: str, spec: Spec, init: list[Tensor], batches: HostBatches) ->
     from bench import frameworks
 
     threads = spec.threads or os.cpu_count() or 1
-    frameworks.before_import(framework, threads)
-    adapter = frameworks.load(framework)
     cfg = spec.config(framework)
+    frameworks.before_import(cfg, threads)
+    adapter = frameworks.load(framework)
     adapter.configure(cfg, threads)
     session = adapter.prepare(cfg, batches)
     load(framework, session, init)

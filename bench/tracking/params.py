@@ -9,6 +9,7 @@ reads):
 - ``optimizer.momentum`` with Adam (it has none);
 - ``data.root`` for data that is not read from files (synthetic, scikit-learn's digits);
 - ``telemetry.interval_s`` with ``telemetry.enabled=false``;
+- ``tuning.refresh``, ``tuning.budget_s`` and ``tuning.probe_s`` with ``tuning=default``;
 - ``framework.version`` when it is the pinned one (empty): a run without it ran the pinned
   version; likewise ``framework.installed`` when empty (the trial's interpreter had the
   pinned version, or the run predates the field);
@@ -52,6 +53,8 @@ def irrelevant(flat: Mapping[str, Any]) -> set[str]:
         out.add("framework.installed")
     if str(flat.get("timing", "")) == "auto":  # the method used is the run's timing tag
         out.add("timing")
+    if str(flat.get("tuning.name", "default")) == "default":  # no search: its settings unused
+        out |= {k for k in flat if k.startswith("tuning.") and k != "tuning.name"}
     if str(flat.get("telemetry.enabled", "")).lower() == "false":
         out.add("telemetry.interval_s")
     return out & set(flat)

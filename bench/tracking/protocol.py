@@ -57,6 +57,14 @@ def trial_tags(cfg: BenchConfig, result: TrialResult | None = None) -> dict[str,
     return tags
 
 
+def trial_params(result: TrialResult) -> dict[str, str]:
+    """Params known only once the trial ran: its parameter count and, under tuning=best, the
+    settings the search chose (``tuned.*``)."""
+    out = {"num_parameters": str(result.num_parameters)}
+    out.update({f"tuned.{k}": v for k, v in result.tuned.items()})
+    return out
+
+
 def trial_metrics(result: TrialResult) -> dict[str, float]:
     out: dict[str, float] = {}
     out.update(result.summary)

@@ -31,6 +31,7 @@ from bench.tracking.protocol import (
     TrialRun,
     quiet_mlflow,
     trial_metrics,
+    trial_params,
     trial_tags,
 )
 from bench.tracking.reach import HalfBuiltStore, half_built, one_line, reachable
@@ -398,7 +399,7 @@ class MlflowTrialRun:
         self.client.log_batch(
             self.run_id,
             metrics=metrics,
-            params=[Param("num_parameters", str(result.num_parameters))],
+            params=[Param(k, v) for k, v in trial_params(result).items()],
             tags=tags,
         )  # the client splits it as MLflow needs
         self.client.log_dict(self.run_id, to_dict(self.cfg), "config.json")

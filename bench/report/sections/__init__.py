@@ -9,12 +9,14 @@ from bench.report.sections.training import (
     epochs_and_utilization,
     oom_frontier,
 )
+from bench.report.sections.tuning import at_best
 from bench.report.sections.versions import versions
 
 __all__ = [
     "HISTORY_KEYS",
     "Context",
     "accuracy",
+    "at_best",
     "breakdown",
     "distributed",
     "epochs_and_utilization",

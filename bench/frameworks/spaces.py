@@ -1,0 +1,78 @@
+"""Each framework's speed settings: the search space of ``tuning=best`` (:mod:`bench.tuning`).
+
+Every setting here is a config key the adapters already honour, and leaves the model and
+its training arithmetic the same up to float rounding: compilation fuses operators, the
+memory format and oneDNN pick other kernels, thread counts split the same work differently.
+Settings that change the arithmetic (fp16, bf16, TF32) are never searched: they are
+``precision``, which the user chooses and the report names.
+
+This module imports no framework: the search runs in the trial's process before the
+framework is imported, since thread counts and oneDNN are fixed when it loads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bench.config import BenchConfig
+
+# The keys a search may set, with bench's default for each (a key away from its default was
+# set by the user, and is fixed rather than searched).
+DEFAULTS: dict[str, Any] = {
+    "compile": False,
+    "channels_last": False,
+    "onednn": "auto",
+    "threads": 0,
+    "inter_threads": 0,
+    "cudnn_benchmark": False,
+}
+# Bumped whenever a space below changes, so that cached searches of an older space are not
+# reused (bench.tuning.cache).
+SPACE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Knob:
+    key: str  # a BenchConfig field
+    values: tuple[Any, ...]  # the alternatives to its default, tried in this order
+    why: str  # what it changes, for the search table
+
+
+def space(cfg: BenchConfig, cpus: int, cuda: bool, image: bool) -> list[Knob]:
+    """The settings a search of ``cfg`` tries, in the order it tries them (the largest
+    effects first), each with its alternatives to the default.  ``cpus``: the trial's usable
+    cores; ``cuda``: the trial runs on a GPU; ``image``: an image model (NCHW input)."""
+    fw = cfg.framework.name
+    knobs: list[Knob] = []
+    if fw in ("torch", "tf"):  # MXNet always hybridizes with static_alloc/static_shape
+        what = "torch.compile (inductor)" if fw == "torch" else "XLA (jit_compile=True)"
+        knobs.append(Knob("compile", (True,), what))
+    if fw == "torch" and image:
+        knobs.append(Knob("channels_last", (True,), "channels-last (NHWC) memory format"))
+    if fw == "torch" and cuda:
+        knobs.append(Knob("cudnn_benchmark", (True,), "cuDNN autotuning of convolutions"))
+    if not cuda:
+        knobs.append(Knob("onednn", ("off",), "oneDNN CPU kernels off (on is the default)"))
+        if cpus > 1:
+            knobs.append(Knob("threads", (max(1, cpus // 2),), "intra-op threads"))
+            inter = (2,) if fw == "mxnet" else (1,)
+            what = "MXNet CPU engine workers" if fw == "mxnet" else "inter-op threads"
+            knobs.append(Knob("inter_threads", inter, what))
+    return knobs
+
+
+def fixed(cfg: BenchConfig) -> dict[str, Any]:
+    """The searchable keys ``cfg`` sets away from their defaults: the user chose them, so
+    the search keeps them."""
+    return {k: getattr(cfg, k) for k, v in DEFAULTS.items() if getattr(cfg, k) != v}
+
+
+# What a framework has no setting for, said in the search table and docs/tuning.md.
+NOT_SEARCHED = {
+    "torch": "",
+    "tf": "memory format (Keras models are channels-last already); on a GPU, cuDNN and XLA "
+    "autotune by default",
+    "mxnet": "compilation (always hybridized, static_alloc/static_shape); memory format "
+    "(Gluon convolutions are channels-first here)",
+}

@@ -1,0 +1,141 @@
+"""``tuning=best``: each framework at its fastest settings on this machine, before the trial.
+
+:func:`resolve` runs in the trial's own process, before its framework is imported: it finds
+a cached search for this host and workload, or searches (:mod:`.search`) and caches the
+result, then hands back the configuration with the chosen settings applied.  The timed
+trial then runs as any other.  Keys the user set away from their defaults are fixed, not
+searched (:func:`bench.frameworks.spaces.fixed`).  Inside a sweep, the repeats of one
+configuration use one pick: the first repeat searches (``tuning.refresh=true`` forces it),
+the later ones read what it cached.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import models, sysinfo
+from bench.config import BenchConfig, resolved_threads, usable_cpus
+from bench.frameworks import spaces
+from bench.tuning import cache
+from bench.tuning.search import Probe, Row, SearchFailed, run_probe, search
+
+TABLE_JSON = "tuning.json"
+TABLE_TEXT = "tuning.txt"
+
+
+@dataclass
+class Tuned:
+    """What a search gave the trial: the settings applied, where they came from and what
+    the search cost."""
+
+    cfg: BenchConfig
+    pick: dict[str, Any]
+    source: str  # "search" or "cache <key> (<when>)"
+    search_s: float
+    table: list[dict[str, Any]] = field(default_factory=list)
+    fixed: dict[str, Any] = field(default_factory=dict)
+
+    def params(self) -> dict[str, str]:
+        """The run's ``tuned.*`` params: every searchable setting's effective value."""
+        out = {}
+        for k in spaces.DEFAULTS:
+            value = getattr(self.cfg, k)
+            out[k] = str(value).lower() if isinstance(value, bool) else str(value)
+        out["threads"] = str(resolved_threads(self.cfg))  # 0 means every usable core
+        return out
+
+
+def _cuda(cfg: BenchConfig) -> bool:
+    if cfg.device == "cuda":
+        return True
+    return cfg.device == "auto" and bool(sysinfo.gpu_environment().get("gpu_count"))
+
+
+def knobs(cfg: BenchConfig) -> list[spaces.Knob]:
+    """What a search of ``cfg`` tries: its framework's space without the keys it fixes."""
+    image = models.MODELS[cfg.model.name].task == "image"
+    fixed = spaces.fixed(cfg)
+    every = spaces.space(cfg, usable_cpus(), _cuda(cfg), image)
+    return [k for k in every if k.key not in fixed]
+
+
+def resolve(
+    cfg: BenchConfig,
+    workdir: Path | None = None,
+    probe: Probe = run_probe,
+    progress: Callable[[str], None] | None = None,
+) -> Tuned:
+    """``cfg`` at its best settings: from the cache, or from a search cached afterwards."""
+    t0 = time.monotonic()
+    host = cache.host_fingerprint()
+    name = cache.key(cfg, host)
+    fixed = spaces.fixed(cfg)
+    entry = None if cfg.tuning.refresh and cfg.repeat == 0 else cache.load(name)
+    if entry is not None:
+        pick, table = dict(entry["pick"]), list(entry["table"])
+        source = f"cache {name} ({entry.get('made', '?')})"
+    else:
+        pick, rows = search(cfg, knobs(cfg), probe, progress)
+        table = [r.to_dict() for r in rows]
+        source = "search"
+        made = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        cache.store(name, {"made": made, "host": host, "pick": pick, "table": table})
+    tuned = Tuned(
+        cfg=dataclasses.replace(cfg, **pick),
+        pick=pick,
+        source=source,
+        search_s=time.monotonic() - t0,
+        table=table,
+        fixed=fixed,
+    )
+    if workdir is not None:
+        write_table(tuned, workdir)
+    return tuned
+
+
+def write_table(tuned: Tuned, workdir: Path) -> list[str]:
+    """The search table as ``tuning.json`` and a readable ``tuning.txt`` in ``workdir``."""
+    data = {
+        "source": tuned.source,
+        "pick": tuned.pick,
+        "fixed": tuned.fixed,
+        "not_searched": spaces.NOT_SEARCHED.get(tuned.cfg.framework.name, ""),
+        "table": tuned.table,
+    }
+    (workdir / TABLE_JSON).write_text(json.dumps(data, indent=1, default=str))
+    (workdir / TABLE_TEXT).write_text(render(tuned))
+    return [TABLE_JSON, TABLE_TEXT]
+
+
+def render(tuned: Tuned) -> str:
+    lines = [f"tuning=best for {tuned.cfg.framework.name}/{tuned.cfg.model.name}: {tuned.source}"]
+    if tuned.fixed:
+        lines.append("fixed by the configuration: " + _settings(tuned.fixed))
+    lines.append(f"{'settings':<44} {'samples/s (3 windows)':<28} {'compile_s':>9}  result")
+    for row in tuned.table:
+        rates = " ".join(f"{r:.1f}" for r in row.get("rates", []))
+        mark = "chosen" if row.get("chosen") else row.get("status", "")
+        error = f" {row.get('error', '')}" if row.get("error") else ""
+        note = f" ({row['note']})" if row.get("note") else ""
+        compile_s = float(row.get("compile_s", 0.0))
+        lines.append(
+            f"{_settings(row.get('settings', {})):<44} {rates:<28} {compile_s:>9.2f}  "
+            f"{mark}{note}{error}"
+        )
+    missing = spaces.NOT_SEARCHED.get(tuned.cfg.framework.name, "")
+    if missing:
+        lines.append(f"not searched ({tuned.cfg.framework.name} has no such setting): {missing}")
+    return "\n".join(lines) + "\n"
+
+
+def _settings(settings: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in settings.items()) or "as given"
+
+
+__all__ = ["Row", "SearchFailed", "Tuned", "knobs", "resolve", "render"]

@@ -1,0 +1,99 @@
+"""Cached searches: one JSON file per (host, framework build, workload) under bench's cache.
+
+A search is written whole, once it has finished (an interrupted one leaves nothing), owner
+only; a cached file is untrusted input like any other: it is believed only if it is this
+user's own private regular file, for the same key, and its pick names known settings with
+values of the right kind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from bench import paths, sysinfo
+from bench.config import AUTO, BenchConfig, TelemetryConfig, TuningConfig, config_hash, usable_cpus
+from bench.frameworks.spaces import DEFAULTS, SPACE_VERSION
+
+_MAX_BYTES = 1 << 20
+
+
+def host_fingerprint() -> dict[str, str]:
+    """What makes one machine's best settings another's: CPU model and usable cores, GPU
+    names and driver."""
+    gpu = sysinfo.gpu_environment()
+    return {
+        "cpu_model": sysinfo.cpu_model(),
+        "cpus": str(usable_cpus()),
+        "gpu_names": gpu.get("gpu_names", ""),
+        "gpu_driver": gpu.get("gpu_driver", ""),
+    }
+
+
+def workload(cfg: BenchConfig) -> BenchConfig:
+    """``cfg`` without what does not change which setting is fastest: how long and how often
+    it is timed, its seed, its repeat, what else it records."""
+    return dataclasses.replace(
+        cfg,
+        epochs=1,
+        steps_per_epoch=AUTO,
+        repeat=0,
+        seed=0,
+        breakdown=False,
+        profile=False,
+        telemetry=TelemetryConfig(),
+        tuning=TuningConfig(name="best", probe_s=cfg.tuning.probe_s),
+    )
+
+
+def key(cfg: BenchConfig, host: dict[str, str]) -> str:
+    blob = json.dumps(
+        {"space": SPACE_VERSION, "host": host, "workload": config_hash(workload(cfg))},
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def folder() -> Path:
+    return paths.cache_dir() / "tuning"
+
+
+def load(name: str) -> dict[str, Any] | None:
+    """The cached search ``name`` (a :func:`key`), or None if there is none to believe."""
+    path = folder() / f"{name}.json"
+    if not paths.owned_private(path) or path.stat().st_size > _MAX_BYTES:
+        return None
+    try:
+        entry = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(entry, dict) or entry.get("key") != name:
+        return None
+    pick = entry.get("pick")
+    if not isinstance(pick, dict) or not valid_pick(pick):
+        return None
+    if not isinstance(entry.get("table"), list):
+        return None
+    return entry
+
+
+def valid_pick(pick: dict[str, Any]) -> bool:
+    """Whether ``pick`` sets only searchable keys, each to a value of its default's type."""
+    for k, v in pick.items():
+        if k not in DEFAULTS or type(v) is not type(DEFAULTS[k]):
+            return False
+        if isinstance(v, int) and not isinstance(v, bool) and not 0 <= v <= 4096:
+            return False
+        if isinstance(v, str) and v not in ("auto", "on", "off"):
+            return False
+    return True
+
+
+def store(name: str, entry: dict[str, Any]) -> Path:
+    """Write the finished search ``entry`` as ``name`` (whole, owner only)."""
+    path = paths.private_dir(folder()) / f"{name}.json"
+    paths.write_private(path, json.dumps({**entry, "key": name}, indent=1))
+    return path

@@ -1,0 +1,182 @@
+"""The search: candidates of a framework's speed settings, each probed in its own process.
+
+A greedy search over :func:`bench.frameworks.spaces.space`: the incumbent starts as the
+configuration as given; each setting in turn is tried at its alternatives with the others
+at the incumbent's, and a candidate replaces the incumbent only by the rule of
+:func:`beats`.  Every candidate is a short trial of its own (``python -m bench.worker``, the
+same code that runs every trial): its own process, since threads and oneDNN are fixed when
+a framework is imported; its own warm-up, so compilation stays out of its timing; three
+auto-sized probe windows.  A candidate that fails (compile error, out of memory, timeout)
+is a row of the table with its error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.config import AUTO, BenchConfig, TelemetryConfig, TuningConfig, to_dict
+from bench.frameworks.spaces import Knob
+from bench.result import OK, TrialResult
+from bench.runtime import processes
+from bench.runtime.protocol import CONFIG, RESULT, read_result, write_config
+
+PROBE_WINDOWS = 3
+# A candidate's process may take this long beyond the search's remaining budget (one
+# compilation can take a minute); the search stops trying new ones once its budget is spent.
+GRACE_S = 120.0
+
+
+@dataclass
+class Row:
+    """One candidate of a search: its settings (the changed ones), its probe windows'
+    samples/s, and what came of it."""
+
+    settings: dict[str, Any]
+    rates: list[float] = field(default_factory=list)
+    compile_s: float = 0.0
+    wall_s: float = 0.0
+    status: str = OK
+    error: str = ""
+    chosen: bool = False
+    note: str = ""
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.rates) if self.rates else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "median": self.median}
+
+
+def beats(candidate: Row, incumbent: Row) -> bool:
+    """The selection rule: a candidate replaces the incumbent only if its slowest probe
+    window is faster than the incumbent's fastest, i.e. it wins by more than both probes'
+    own spread; a tie or an overlap keeps the incumbent, which is the simpler setting (the
+    configuration as given, or fewer changes from it)."""
+    if candidate.status != OK or not candidate.rates:
+        return False
+    if incumbent.status != OK or not incumbent.rates:
+        return True
+    return min(candidate.rates) > max(incumbent.rates)
+
+
+def probe_config(cfg: BenchConfig, settings: dict[str, Any]) -> BenchConfig:
+    """The short trial that probes ``settings`` on ``cfg``'s workload."""
+    warmup = max(cfg.warmup_steps, 2 if settings.get("compile", cfg.compile) else 1)
+    return dataclasses.replace(
+        cfg,
+        **settings,
+        epochs=PROBE_WINDOWS,
+        steps_per_epoch=AUTO,
+        min_window_s=cfg.tuning.probe_s,
+        warmup_steps=warmup,
+        breakdown=False,
+        profile=False,
+        telemetry=TelemetryConfig(enabled=False),
+        data=dataclasses.replace(cfg.data, evaluate=False),
+        tuning=TuningConfig(),
+    )
+
+
+def run_probe(cfg: BenchConfig, timeout_s: float) -> TrialResult | str:
+    """Run one probe trial in a child process; its result, or why there is none."""
+    with tempfile.TemporaryDirectory(prefix="bench-tune-") as tmp:
+        workdir = Path(tmp)
+        write_config(workdir / CONFIG, to_dict(cfg))
+        env = {**os.environ, processes.ENV_PARENT_PID: str(os.getpid())}
+        log = open(workdir / "log", "wb")  # noqa: SIM115 - closed below
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.worker", str(workdir)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return f"timed out after {timeout_s:.0f} s"
+        finally:
+            processes.stop_group(proc, 2.0)  # nothing it started outlives it
+            log.close()
+        result = read_result(workdir / RESULT)
+        if result is None:
+            return f"the probe {processes.describe(proc.returncode)} without a result"
+        return result
+
+
+Probe = Callable[[BenchConfig, float], "TrialResult | str"]
+
+
+def _row(settings: dict[str, Any], outcome: TrialResult | str, wall_s: float) -> Row:
+    row = Row(settings=dict(settings), wall_s=wall_s)
+    if isinstance(outcome, str):
+        row.status, row.error = "error", outcome
+        return row
+    row.status = outcome.status
+    row.rates = [e.samples_per_s for e in outcome.epochs] if outcome.status == OK else []
+    row.compile_s = outcome.phases.get("compile_time_s", 0.0)
+    if outcome.status != OK:
+        row.error = outcome.error.strip().splitlines()[-1][:300] if outcome.error else ""
+    return row
+
+
+def search(
+    cfg: BenchConfig,
+    knobs: list[Knob],
+    probe: Probe = run_probe,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[dict[str, Any], list[Row]]:
+    """Search ``knobs`` for ``cfg``: the winning settings (only those changed from ``cfg``)
+    and every candidate's row, in the order they ran."""
+    started = time.monotonic()
+    budget = cfg.tuning.budget_s
+    rows: list[Row] = []
+
+    def try_(settings: dict[str, Any]) -> Row:
+        left = budget - (time.monotonic() - started)
+        t0 = time.monotonic()
+        outcome = probe(probe_config(cfg, settings), max(left, 0.0) + GRACE_S)
+        row = _row(settings, outcome, time.monotonic() - t0)
+        rows.append(row)
+        if progress is not None:
+            shown = ", ".join(f"{k}={v}" for k, v in settings.items()) or "as given"
+            figure = f"{row.median:.1f} samples/s" if row.rates else f"{row.status}: {row.error}"
+            progress(f"tuning {cfg.framework.name}/{cfg.model.name}: {shown}: {figure}")
+        return row
+
+    best = try_({})
+    pick: dict[str, Any] = {}
+    for knob in knobs:
+        for value in knob.values:
+            if time.monotonic() - started >= budget:
+                rows.append(
+                    Row(settings={**pick, knob.key: value}, status="skipped", note="budget")
+                )
+                continue
+            row = try_({**pick, knob.key: value})
+            if beats(row, best):
+                best, pick = row, dict(row.settings)
+    if best.status != OK:
+        raise SearchFailed(rows)
+    best.chosen = True
+    return pick, rows
+
+
+class SearchFailed(RuntimeError):
+    """Every candidate failed: the trial fails, with the table."""
+
+    def __init__(self, rows: list[Row]) -> None:
+        self.rows = rows
+        lines = [f"{r.settings or 'as given'}: {r.status}: {r.error}" for r in rows]
+        super().__init__("tuning: every candidate failed\n" + "\n".join(lines))
