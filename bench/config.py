@@ -174,6 +174,9 @@ class TuningConfig:
     budget_s: float = 600.0
     # Each candidate's timed probe windows last at least this long (3 windows).
     probe_s: float = 1.0
+    # Search only these settings (bench.frameworks.spaces.DEFAULTS' keys); empty: all of the
+    # framework's.
+    keys: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -290,7 +293,9 @@ _NEW_AT_DEFAULT: dict[str, Any] = {
 }
 # tuning's own settings say how a search runs, not what the trial measures (its pick is
 # logged as the run's tuned.* params): only tuning.name is part of the identity.
-_TUNING_SETTINGS = ("tuning.refresh", "tuning.budget_s", "tuning.probe_s")
+_TUNING_SETTINGS = ("tuning.refresh", "tuning.budget_s", "tuning.probe_s", "tuning.keys")
+# What tuning.keys may name: the settings a search can set (bench.frameworks.spaces).
+TUNABLE = ("compile", "channels_last", "onednn", "threads", "inter_threads", "cudnn_benchmark")
 
 
 # Keys that decide nothing about what is measured, but were hashed before that was
@@ -406,6 +411,8 @@ def check(cfg: BenchConfig) -> list[str]:
     choice(problems, "tuning", cfg.tuning.name, TUNINGS)
     if cfg.tuning.budget_s <= 0:
         problems.append(f"tuning.budget_s: must be > 0 seconds, got {cfg.tuning.budget_s:g}")
+    for key in cfg.tuning.keys:
+        choice(problems, "tuning.keys", key, TUNABLE)
     if cfg.tuning.probe_s <= 0:
         problems.append(f"tuning.probe_s: must be > 0 seconds, got {cfg.tuning.probe_s:g}")
     if cfg.tuning.name == "best" and cfg.distributed.name != "none":

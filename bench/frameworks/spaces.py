@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bench.config import BenchConfig
+from bench.config import TUNABLE, BenchConfig
 
 # The keys a search may set, with bench's default for each (a key away from its default was
 # set by the user, and is fixed rather than searched).
@@ -27,6 +27,7 @@ DEFAULTS: dict[str, Any] = {
     "inter_threads": 0,
     "cudnn_benchmark": False,
 }
+assert tuple(DEFAULTS) == TUNABLE  # the config's list of what tuning.keys may name
 # Bumped whenever a space below changes, so that cached searches of an older space are not
 # reused (bench.tuning.cache).
 SPACE_VERSION = 1

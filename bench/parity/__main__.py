@@ -69,6 +69,13 @@ def _parser() -> argparse.ArgumentParser:
         f"{', '.join(STRATEGIES)}",
     )
     p.add_argument("--workers", type=int, default=2, help="with --distributed (default: 2)")
+    p.add_argument(
+        "--tuning",
+        default="default",
+        help="default, or best: also check every setting a tuning=best search may pick "
+        "(compile, memory format, oneDNN, threads) as a side of its own; a setting that fails "
+        "is refused to later searches of that framework and model (docs/tuning.md)",
+    )
     p.add_argument("--quiet", action="store_true", help="no per-step table")
     return p
 
@@ -109,7 +116,13 @@ def problems(args: argparse.Namespace) -> list[str]:
                 f"--batch-size: {args.batch_size} does not split into {args.workers} equal "
                 "workers' batches"
             )
-    elif unknown or len(frameworks) < 2 or len(set(frameworks)) != len(frameworks):
+    elif args.tuning not in ("default", "best"):
+        found.append(f"--tuning: default or best, got {args.tuning!r}")
+    elif (
+        unknown
+        or len(frameworks) < (1 if args.tuning == "best" else 2)
+        or len(set(frameworks)) != len(frameworks)
+    ):
         found.append(
             f"--frameworks: two or more of {', '.join(FRAMEWORKS)}, each once; got "
             f"{','.join(frameworks)!r}"
@@ -195,6 +208,14 @@ def main(argv: list[str] | None = None) -> int:
         outcome = strategy.check_strategy(
             spec, frameworks[0], args.distributed, args.workers, tolerance
         )
+    elif args.tuning == "best":
+        from bench.parity import at_best
+
+        outcome, refusals = at_best.check_at_best(spec, frameworks, tolerance)
+        print(check.format_outcome(outcome, show_steps=not args.quiet))
+        for side_label, reason in refusals.items():
+            print(f"refused for tuning=best: {side_label}: {reason}")
+        return 0 if at_best.plain_passed(outcome) else 1
     else:
         outcome = check.check(spec, frameworks, tolerance)
     print(check.format_outcome(outcome, show_steps=not args.quiet))

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import subprocess
+import sys
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -107,10 +108,16 @@ def batches(spec: sides.Spec) -> data.HostBatches:
 def run_side(
     framework: str, spec: sides.Spec, init: list[Tensor], b: data.HostBatches
 ) -> sides.Side:
-    """One framework's side: in this process, or in the framework's own environment."""
-    if framework not in interpreters.OWN_ENVIRONMENTS:
+    """One framework's side: in this process, or in a child process (the framework's own
+    environment, or a setting fixed when the framework is imported)."""
+    if not _in_child(framework):
         return sides.run(framework, spec, init, b)
     return run_sides(framework, spec, [init], b)[0]
+
+
+def _in_child(side_label: str) -> bool:
+    base = sides.split(side_label)[0]
+    return base in interpreters.OWN_ENVIRONMENTS or sides.in_child(side_label)
 
 
 def run_sides(
@@ -119,9 +126,11 @@ def run_sides(
     """``framework``'s side from each of ``starts``: one after another in this process, or
     in one child process of the framework's own environment, which pays its start-up
     (seconds for MXNet) once."""
-    if framework not in interpreters.OWN_ENVIRONMENTS:
+    if not _in_child(framework):
         return [run_side(framework, spec, start, b) for start in starts]
-    problem = interpreters.problem(framework)
+    base = sides.split(framework)[0]
+    own = base in interpreters.OWN_ENVIRONMENTS
+    problem = interpreters.problem(base) if own else ""
     if problem:
         raise RuntimeError(problem)
     with tempfile.TemporaryDirectory(prefix="bench-parity-") as tmp:
@@ -132,7 +141,12 @@ def run_sides(
             files += [request, result]
         env = interpreters.child_env()
         done = subprocess.run(
-            [interpreters.python_for(framework), "-m", "bench.parity.side", *files],
+            [
+                interpreters.python_for(base) if own else sys.executable,
+                "-m",
+                "bench.parity.side",
+                *files,
+            ],  # fmt: skip
             capture_output=True,
             text=True,
             env=env,

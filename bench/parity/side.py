@@ -9,11 +9,13 @@ in its own environment (MXNet).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -27,7 +29,44 @@ from bench.config import (
 )
 from bench.data import HostBatches
 from bench.frameworks.parity_hook import batch_arrays, load_tensors, read_batches, save_tensors
+from bench.frameworks.spaces import DEFAULTS
 from bench.frameworks.weights import Tensor, disable_dropout, export, load
+
+# Settings a framework fixes when it is imported: a side with one of them runs in a child
+# process of its own, even for a framework of the host's environment.
+AT_IMPORT = ("onednn", "threads", "inter_threads")
+
+
+def split(label: str) -> tuple[str, dict[str, Any]]:
+    """A side's label, ``tf`` or ``tf[compile=true,onednn=off]``: the framework and the
+    speed settings it runs with (bench.frameworks.spaces), typed as their defaults."""
+    name, _, rest = label.partition("[")
+    settings: dict[str, Any] = {}
+    for item in filter(None, rest.rstrip("]").split(",")):
+        key, _, value = item.partition("=")
+        if key not in DEFAULTS:
+            raise ValueError(f"parity side {label!r}: {key!r} is not a speed setting")
+        default = DEFAULTS[key]
+        if isinstance(default, bool):
+            settings[key] = value.lower() == "true"
+        elif isinstance(default, int):
+            settings[key] = int(value)
+        else:
+            settings[key] = value
+    return name, settings
+
+
+def label(framework: str, settings: dict[str, Any]) -> str:
+    """The label :func:`split` reads."""
+    if not settings:
+        return framework
+    shown = ",".join(f"{k}={str(v).lower()}" for k, v in settings.items())
+    return f"{framework}[{shown}]"
+
+
+def in_child(side_label: str) -> bool:
+    """Whether the side must run in a process of its own (a setting fixed at import)."""
+    return any(k in AT_IMPORT for k in split(side_label)[1])
 
 
 @dataclass
@@ -46,7 +85,11 @@ class Spec:
     seed: int = 0
     threads: int = 0
 
-    def config(self, framework: str) -> BenchConfig:
+    def config(self, side_label: str) -> BenchConfig:
+        framework, settings = split(side_label)
+        return dataclasses.replace(self._config(framework), **settings)
+
+    def _config(self, framework: str) -> BenchConfig:
         return BenchConfig(
             framework=FrameworkConfig(name=framework),
             model=ModelConfig(name=self.model),
@@ -75,12 +118,14 @@ class Side:
     dropout_layers: int = 0
 
 
-def run(framework: str, spec: Spec, init: list[Tensor], batches: HostBatches) -> Side:
-    """Train ``framework``'s session from ``init`` on ``batches``, one per step."""
+def run(side_label: str, spec: Spec, init: list[Tensor], batches: HostBatches) -> Side:
+    """Train the session of the side ``side_label`` (a framework, with any speed settings:
+    :func:`split`) from ``init`` on ``batches``, one per step."""
     from bench import frameworks
 
+    framework = split(side_label)[0]
     threads = spec.threads or os.cpu_count() or 1
-    cfg = spec.config(framework)
+    cfg = spec.config(side_label)
     frameworks.before_import(cfg, threads)
     adapter = frameworks.load(framework)
     adapter.configure(cfg, threads)
@@ -93,7 +138,7 @@ def run(framework: str, spec: Spec, init: list[Tensor], batches: HostBatches) ->
         loss = session.take_mean_loss()
         losses.append(float("nan") if loss is None else float(loss))
     session.sync()
-    return Side(framework, losses, export(framework, session), dropped)
+    return Side(side_label, losses, export(framework, session), dropped)
 
 
 # -- the child process: request and result as .npz files (parity_hook's format) --------------

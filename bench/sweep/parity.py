@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from bench import tracking
 from bench.config import BenchConfig
 from bench.distributed.registry import distributes
+from bench.parity import at_best as tuned
 from bench.parity import check, side, strategy
 
 ENV_PARITY = "BENCH_PARITY"
@@ -96,16 +97,19 @@ def run_checks(
 ) -> dict[Group, str]:
     """Run the checks of every group with parity=true; return each group's verdict."""
     groups: dict[Group, list[str]] = {}
+    at_best: set[Group] = set()  # groups with tuning=best trials: their settings are checked
     for cfg in cfgs:
         if cfg.parity and cfg.mode == "train":
             found = groups.setdefault(group_of(cfg), [])
             if cfg.framework.name not in found:
                 found.append(cfg.framework.name)
+            if cfg.tuning.name == "best":
+                at_best.add(group_of(cfg))
     verdicts: dict[Group, str] = {}
     for group, found in groups.items():
         frameworks = [f for f in check.FRAMEWORKS if f in found]
-        if not distributes(group.distributed) and len(frameworks) < 2:
-            continue  # one framework, undistributed: nothing to compare
+        if not distributes(group.distributed) and len(frameworks) < 2 and group not in at_best:
+            continue  # one framework, undistributed, untuned: nothing to compare
         why = _covered(group, frameworks)
         if why:
             verdicts[group] = NOT_COVERED
@@ -114,7 +118,13 @@ def run_checks(
             print(f"bench: parity check of {group.name} ...", file=sys.stderr, flush=True)
             texts, passed = [], True
             try:
-                if not distributes(group.distributed):
+                if group in at_best:  # every setting a search may pick, as a side
+                    outcome, refusals = tuned.check_at_best(group.spec(), frameworks)
+                    outcomes = []
+                    texts.append(check.format_outcome(outcome))
+                    texts += [f"refused for tuning=best: {k}: {v}" for k, v in refusals.items()]
+                    passed = tuned.plain_passed(outcome)
+                elif not distributes(group.distributed):
                     outcomes = [check.check(group.spec(), frameworks)]
                 elif group.distributed in strategy.ASYNC:
                     # Momentum weighs the arrival order nobody fixes: checked without it.

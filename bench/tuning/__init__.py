@@ -62,7 +62,8 @@ def knobs(cfg: BenchConfig) -> list[spaces.Knob]:
     image = models.MODELS[cfg.model.name].task == "image"
     fixed = spaces.fixed(cfg)
     every = spaces.space(cfg, usable_cpus(), _cuda(cfg), image)
-    return [k for k in every if k.key not in fixed]
+    only = set(cfg.tuning.keys) or set(spaces.DEFAULTS)
+    return [k for k in every if k.key not in fixed and k.key in only]
 
 
 def resolve(
@@ -77,11 +78,17 @@ def resolve(
     name = cache.key(cfg, host)
     fixed = spaces.fixed(cfg)
     entry = None if cfg.tuning.refresh and cfg.repeat == 0 else cache.load(name)
+    refused = cache.refused()
+    if entry is not None and any(
+        cache.refusal_key(cfg.framework.name, cfg.model.name, k, v) in refused
+        for k, v in entry["pick"].items()
+    ):  # the parity check refused a setting of the cached pick since: search again
+        entry = None
     if entry is not None:
         pick, table = dict(entry["pick"]), list(entry["table"])
         source = f"cache {name} ({entry.get('made', '?')})"
     else:
-        pick, rows = search(cfg, knobs(cfg), probe, progress)
+        pick, rows = search(cfg, knobs(cfg), probe, progress, refused)
         table = [r.to_dict() for r in rows]
         source = "search"
         made = time.strftime("%Y-%m-%dT%H:%M:%S%z")

@@ -45,13 +45,19 @@ def workload(cfg: BenchConfig) -> BenchConfig:
         breakdown=False,
         profile=False,
         telemetry=TelemetryConfig(),
-        tuning=TuningConfig(name="best", probe_s=cfg.tuning.probe_s),
+        tuning=TuningConfig(name="best"),
     )
 
 
 def key(cfg: BenchConfig, host: dict[str, str]) -> str:
+    search = {"probe_s": cfg.tuning.probe_s, "keys": sorted(cfg.tuning.keys)}
     blob = json.dumps(
-        {"space": SPACE_VERSION, "host": host, "workload": config_hash(workload(cfg))},
+        {
+            "space": SPACE_VERSION,
+            "host": host,
+            "workload": config_hash(workload(cfg)),
+            "search": search,
+        },
         sort_keys=True,
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
@@ -97,3 +103,43 @@ def store(name: str, entry: dict[str, Any]) -> Path:
     path = paths.private_dir(folder()) / f"{name}.json"
     paths.write_private(path, json.dumps({**entry, "key": name}, indent=1))
     return path
+
+
+# -- settings refused by the parity check ---------------------------------------------------
+# parity at best (bench.parity --tuning best, parity=true with tuning=best) runs every
+# alternative a search may pick as a side of its own; one that fails is written here, and a
+# search of the same framework and model skips it, saying why.
+REFUSED = "refused.json"
+
+
+def refusal_key(framework: str, model: str, key: str, value: object) -> str:
+    return f"{framework}/{model}/{key}={str(value).lower()}"
+
+
+def refused() -> dict[str, str]:
+    """Every refused setting (:func:`refusal_key`) with its reason; {} if none can be
+    believed."""
+    path = folder() / REFUSED
+    if not paths.owned_private(path) or path.stat().st_size > _MAX_BYTES:
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: v[:500] for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def set_refusals(framework: str, model: str, verdicts: dict[tuple[str, str], str]) -> None:
+    """Record the parity verdicts of ``framework``'s settings on ``model``: ``{(key, value):
+    reason}``, where an empty reason clears an earlier refusal (the setting passed)."""
+    with paths.locked(paths.private_dir(folder()) / ".refused.lock"):
+        data = refused()
+        for (key, value), reason in verdicts.items():
+            name = refusal_key(framework, model, key, value)
+            if reason:
+                data[name] = reason
+            else:
+                data.pop(name, None)
+        paths.write_private(folder() / REFUSED, json.dumps(data, indent=1, sort_keys=True))

@@ -29,6 +29,8 @@ from bench.frameworks.spaces import Knob
 from bench.result import OK, TrialResult
 from bench.runtime import processes
 from bench.runtime.protocol import CONFIG, RESULT, read_result, write_config
+from bench.tuning.cache import refusal_key
+from bench.tuning.cache import refused as refused_settings
 
 PROBE_WINDOWS = 3
 # A candidate's process may take this long beyond the search's remaining budget (one
@@ -136,9 +138,12 @@ def search(
     knobs: list[Knob],
     probe: Probe = run_probe,
     progress: Callable[[str], None] | None = None,
+    refused: dict[str, str] | None = None,
 ) -> tuple[dict[str, Any], list[Row]]:
     """Search ``knobs`` for ``cfg``: the winning settings (only those changed from ``cfg``)
-    and every candidate's row, in the order they ran."""
+    and every candidate's row, in the order they ran.  ``refused``: settings the parity
+    check refused (:func:`bench.tuning.cache.refused`), skipped with their reason."""
+    refused = refused_settings() if refused is None else refused
     started = time.monotonic()
     budget = cfg.tuning.budget_s
     rows: list[Row] = []
@@ -159,6 +164,10 @@ def search(
     pick: dict[str, Any] = {}
     for knob in knobs:
         for value in knob.values:
+            why = refused.get(refusal_key(cfg.framework.name, cfg.model.name, knob.key, value))
+            if why:
+                rows.append(Row(settings={**pick, knob.key: value}, status="refused", note=why))
+                continue
             if time.monotonic() - started >= budget:
                 rows.append(
                     Row(settings={**pick, knob.key: value}, status="skipped", note="budget")
