@@ -1,11 +1,17 @@
 """Harness fidelity: bench's samples/s against a bare training loop, side by side.
 
-For each framework, alternately runs (a) bench's own trial (``bench.trial.run_trial``, as
-the process launcher's worker does) and (b) a bare loop written out below, each in a fresh
-process, on the same model, batch, data and threads.  Prints both throughputs and their
-ratio (target: bench >= 0.98 of the bare loop).
+Runs, in interleaved rounds (every framework once per round), (a) bench's own trial
+(``bench.trial.run_trial``, as the process launcher's worker does, telemetry on as by
+default) and (b) a bare loop written out below, each in a fresh process (MXNet's in its own
+environment), on the same model, batch and data.  Prints both throughputs and their ratio
+per round and the median (target at ``tuning=default``: bench >= 0.98 of the bare loop).
 
-    .venv/bin/python scripts/bench_fidelity.py [--model resnet50] [--repeats 3] [--steps 20]
+``--threads 0`` (the default): bench as a user runs it (``threads=0``) against the bare
+loop with the framework's own default threading (no thread call at all); ``--threads N``
+sets N intra- and inter-op threads on both sides.
+
+    .venv/bin/python scripts/bench_fidelity.py [--model resnet50] [--batch-size 16]
+        [--rounds 5] [--steps 20] [--frameworks torch,tf,mxnet] [--threads 0]
 """
 
 from __future__ import annotations
@@ -14,7 +20,6 @@ import argparse
 import json
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -26,7 +31,8 @@ from bench import models
 from bench.config import BenchConfig, from_dict
 from bench.data import synthetic
 cfg = from_dict(BenchConfig, json.loads(sys.argv[1]))
-torch.set_num_threads(cfg.threads); torch.set_num_interop_threads(cfg.threads)
+if cfg.threads:
+    torch.set_num_threads(cfg.threads); torch.set_num_interop_threads(cfg.threads)
 torch.manual_seed(cfg.seed)
 model = models.build("torch", cfg.model.name, cfg.num_classes, cfg.image_size)
 opt = torch.optim.SGD(model.parameters(), lr=cfg.optimizer.lr, momentum=cfg.optimizer.momentum)
@@ -55,8 +61,9 @@ from bench import models
 from bench.config import BenchConfig, from_dict
 from bench.data import synthetic
 cfg = from_dict(BenchConfig, json.loads(sys.argv[1]))
-tf.config.threading.set_intra_op_parallelism_threads(cfg.threads)
-tf.config.threading.set_inter_op_parallelism_threads(cfg.threads)
+if cfg.threads:
+    tf.config.threading.set_intra_op_parallelism_threads(cfg.threads)
+    tf.config.threading.set_inter_op_parallelism_threads(cfg.threads)
 keras.utils.set_random_seed(cfg.seed)
 model = models.build("tf", cfg.model.name, cfg.num_classes, cfg.image_size)
 opt = keras.optimizers.SGD(learning_rate=cfg.optimizer.lr, momentum=cfg.optimizer.momentum)
@@ -80,6 +87,42 @@ elapsed = time.perf_counter() - start
 print(json.dumps({"samples_per_s": cfg.steps_per_epoch * cfg.batch_size / elapsed}))
 """
 
+BARE_MXNET = """
+import json, os, sys, time
+cfg_data = json.loads(sys.argv[1])
+if cfg_data["threads"]:
+    os.environ["OMP_NUM_THREADS"] = str(cfg_data["threads"])
+import mxnet as mx
+from mxnet import autograd, gluon
+from bench import models
+from bench.config import BenchConfig, from_dict
+from bench.data import synthetic
+cfg = from_dict(BenchConfig, cfg_data)
+mx.random.seed(cfg.seed)
+net = models.build("mxnet", cfg.model.name, cfg.num_classes, cfg.image_size)
+net.hybridize(static_alloc=True, static_shape=True)
+trainer = gluon.Trainer(net.collect_params(), "sgd",
+                        {"learning_rate": cfg.optimizer.lr, "momentum": cfg.optimizer.momentum})
+loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+host = synthetic(cfg)
+batches = [(mx.nd.array(x), mx.nd.array(y)) for x, y in zip(host.images, host.labels)]
+def step(i):
+    x, y = batches[i % len(batches)]
+    with autograd.record():
+        loss = loss_fn(net(x), y)
+    loss.backward()
+    trainer.step(cfg.batch_size)
+for i in range(cfg.warmup_steps):
+    step(i)
+mx.nd.waitall()
+start = time.perf_counter()
+for i in range(cfg.steps_per_epoch):
+    step(i)
+mx.nd.waitall()
+elapsed = time.perf_counter() - start
+print(json.dumps({"samples_per_s": cfg.steps_per_epoch * cfg.batch_size / elapsed}))
+"""
+
 BENCH = """
 import json, sys
 from bench.config import BenchConfig, from_dict
@@ -91,8 +134,10 @@ print(json.dumps({"samples_per_s": result.summary["trial_samples_per_s"]}))
 
 
 def run(code: str, cfg: dict) -> float:
+    from bench import interpreters
+
     out = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(cfg)],
+        [interpreters.python_for(cfg["framework"]["name"]), "-c", code, json.dumps(cfg)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -104,21 +149,23 @@ def run(code: str, cfg: dict) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="resnet50")
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--frameworks", default="torch,tf")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--frameworks", default="torch,tf,mxnet")
+    parser.add_argument(
+        "--set", action="append", default=[], help="KEY=VALUE on bench's side only (e.g. "
+        "telemetry.enabled=false), to find what costs it"
+    )  # fmt: skip
     args = parser.parse_args()
 
-    from bench.config import BenchConfig, to_dict
+    from bench.config import BenchConfig, flatten, to_dict
 
-    print(
-        f"model={args.model} batch={args.batch_size} threads={args.threads} "
-        f"steps={args.steps} (1 epoch, 3 warm-up) repeats={args.repeats}, alternating"
-    )
-    print(f"{'framework':10} {'bare samples/s':>15} {'bench samples/s':>16} {'ratio':>7}")
-    for framework in args.frameworks.split(","):
+    frameworks = args.frameworks.split(",")
+    codes = {"torch": BARE_TORCH, "tf": BARE_TF, "mxnet": BARE_MXNET}
+    cfgs = {}
+    for framework in frameworks:
         cfg = BenchConfig(
             batch_size=args.batch_size,
             epochs=1,
@@ -127,17 +174,53 @@ def main() -> None:
             threads=args.threads,
         )
         cfg.framework.name, cfg.model.name = framework, args.model
-        bare_code = BARE_TORCH if framework == "torch" else BARE_TF
-        bare, ours = [], []
-        started = time.time()
-        for _ in range(args.repeats):
-            bare.append(run(bare_code, to_dict(cfg)))
-            ours.append(run(BENCH, to_dict(cfg)))
-        b, o = statistics.median(bare), statistics.median(ours)
+        cfgs[framework] = to_dict(cfg)
+    ours_cfgs = {}
+    for framework, data in cfgs.items():
+        ours = json.loads(json.dumps(data))
+        for item in args.set:
+            key, _, value = item.partition("=")
+            node = ours
+            *path, last = key.split(".")
+            for part in path:
+                node = node[part]
+            if last not in node:
+                raise SystemExit(f"--set {key}: not a config key ({sorted(flatten(data))[:5]}...)")
+            node[last] = json.loads(value) if value not in ("", "auto") else value
+        ours_cfgs[framework] = ours
+    threads = (
+        f"threads={args.threads}"
+        if args.threads
+        else "threads=0 (bench) / framework defaults (bare)"
+    )
+    print(
+        f"model={args.model} batch={args.batch_size} {threads} steps={args.steps} (3 warm-up) "
+        f"rounds={args.rounds}, interleaved"
+        + (f"; bench side: {' '.join(args.set)}" if args.set else "")
+    )
+    bare: dict[str, list[float]] = {f: [] for f in frameworks}
+    ours: dict[str, list[float]] = {f: [] for f in frameworks}
+    started = time.time()
+    for i in range(args.rounds):
+        for framework in frameworks:
+            # alternate which side goes first, so that neither always runs after the other
+            sides = [
+                ("bare", codes[framework], cfgs[framework]),
+                ("bench", BENCH, ours_cfgs[framework]),
+            ]
+            for name, code, cfg in sides if i % 2 == 0 else sides[::-1]:
+                (bare if name == "bare" else ours)[framework].append(run(code, cfg))
+        print(f"round {i + 1}: " + "  ".join(
+            f"{f} {ours[f][-1] / bare[f][-1]:.3f}" for f in frameworks
+        ) + f"  ({time.time() - started:.0f} s)", flush=True)  # fmt: skip
+    head = f"{'framework':10} {'bare samples/s':>15} {'bench samples/s':>16} {'ratio':>7}"
+    print(head + "  ratios per round")
+    for framework in frameworks:
+        b, o = statistics.median(bare[framework]), statistics.median(ours[framework])
+        ratios = [x / y for x, y in zip(ours[framework], bare[framework], strict=True)]
         print(
-            f"{framework:10} {b:15.2f} {o:16.2f} {o / b:7.3f}   "
-            f"(bare {[f'{v:.1f}' for v in bare]}, bench {[f'{v:.1f}' for v in ours]}, "
-            f"{time.time() - started:.0f} s)"
+            f"{framework:10} {b:15.2f} {o:16.2f} {statistics.median(ratios):7.3f}  "
+            + " ".join(f"{r:.3f}" for r in ratios)
         )
 
 
