@@ -187,9 +187,13 @@ def check(cfg: BenchConfig) -> list[str]:
             "processes; use launcher=process"
         )
     if cfg.nodes > 1 and name != "none" and name not in MULTI_NODE:
+        across = [s for s in MULTI_NODE if framework in STRATEGIES[s].frameworks]
         problems.append(
             f"nodes: distributed={name} runs on one node; across {cfg.nodes} nodes use one "
-            f"of {', '.join(s for s in MULTI_NODE if framework in STRATEGIES[s].frameworks)}"
+            f"of {', '.join(across)}"
+            if across
+            else f"nodes: distributed={name} runs on one node, and {framework} has no "
+            f"strategy across nodes in bench; set nodes=1 (got {cfg.nodes})"
         )
     if name == "model_parallel" and cfg.workers != 2:
         problems.append(

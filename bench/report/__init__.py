@@ -18,6 +18,7 @@ from bench.report import claims as claims_mod
 from bench.report import render, sections
 from bench.report.document import Cell, Report, Section, Table, num
 from bench.report.sections import HISTORY_KEYS, Context
+from bench.report.sections.claims import claims as claims_section
 from bench.report.trials import Trial, group, to_trial
 from bench.result import DIVERGED
 from bench.tracking import RunSet
@@ -115,30 +116,6 @@ def _verdicts(ctx: Context) -> Section | None:
     return section
 
 
-def _claims(ctx: Context, claims: list[claims_mod.Claim]) -> Section | None:
-    if not claims:
-        return None
-    checked = [claims_mod.check(c, ctx.trials) for c in claims]
-    section = Section("Claims", "claims")
-    counts: dict[str, int] = {}
-    for c in checked:
-        counts[c.verdict] = counts.get(c.verdict, 0) + 1
-    section.blocks.append(
-        f"{len(checked)} claim{'s' if len(checked) != 1 else ''}: "
-        + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
-        + ".  Each is checked over the ok runs its filter selects, per configuration, with "
-        "the statistics of the verdicts below (docs/report.md, 'Claims')."
-    )
-    rows = [
-        [Cell(c.claim.text), Cell(c.claim.source or "-"),
-         Cell(c.verdict, c.verdict.replace(" ", "-")), Cell(c.effect), num(str(c.runs))]
-        for c in checked
-    ]  # fmt: skip
-    section.blocks.append(Table(["Claim", "Source", "Verdict", "Effect and interval", "Runs"],
-                                rows, "Every claim"))  # fmt: skip
-    return section
-
-
 def build(runs: RunSet, title: str = "", claims: list[claims_mod.Claim] | None = None) -> Report:
     """The report of ``runs``: every section the runs hold data for, the ``claims`` checked
     against them first."""
@@ -166,7 +143,7 @@ def build(runs: RunSet, title: str = "", claims: list[claims_mod.Claim] | None =
     ]
     body = [s for s in (b() for b in builders) if s is not None]
     summary = _verdicts(ctx)
-    checked = _claims(ctx, claims or [])
+    checked = claims_section(ctx, claims or [])
     report.sections = (
         [_overview(ctx, runs)]
         + ([checked] if checked else [])

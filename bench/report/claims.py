@@ -24,6 +24,12 @@ verdicts.  A claim file is a YAML list (``python -m bench.report --claims FILE``
   metric: power_w
   against: batch_size
   margin_pct: 10           # the change, smallest to largest `against`, that counts as none
+- claim: TensorFlow infers faster than PyTorch on the CPU, with a few exceptions
+  kind: majority           # a comparison (its fields) that holds in most configurations
+  faster: tf
+  slower: torch
+  caveat: the study ran on one CPU core      # shown beside the verdict: the claim's scope
+  requires: {device: cpu}  # what the stated cause needs of a run (bench.report.claim_requires)
 ```
 
 ``where`` keys are ``framework``, ``model``, ``mode``, ``device``, ``batch_size`` or any
@@ -37,7 +43,11 @@ comparable side, an interval that straddles the claim), or ``not measured here``
 matches, or none has the metric: a GPU metric on CPU runs).  A comparison or a trend is
 checked per configuration (everything else equal) and holds only where it holds in every
 one; it is contradicted where any one contradicts it (a trend only in configurations with
-3 or more values of ``against``: the others can show none).  Paired runs must have equal
+3 or more values of ``against``: the others can show none).  A ``majority`` claim ("with a
+few exceptions") is a comparison that holds where it holds in more than half of the
+configurations, is contradicted where half or more contradict it, and lists the exceptions.
+A claim is checked only on the runs that have what its ``requires:`` names; where none has
+it, the claim reads ``not measured here`` with what the runs lack.  Paired runs must have equal
 parameter counts (the same architecture), except in a comparison whose sides name the model
 (VGG-16 against ResNet-50): each side must then be one architecture, and the effect names
 both counts.
@@ -52,18 +62,21 @@ from pathlib import Path
 from typing import Any
 
 from bench.analysis import stats
+from bench.report import claim_requires
 from bench.report.sections.common import sample
 from bench.report.trials import Trial, base_framework, group
 
 HOLDS, CONTRADICTED = "holds here", "contradicted here"
 INCONCLUSIVE, NOT_MEASURED = "inconclusive", "not measured here"
-KINDS = ("comparison", "trend", "independence")
+KINDS = ("comparison", "majority", "trend", "independence")
 _FIELDS = {
     "comparison": {"faster", "slower", "by_at_least_pct"},
+    "majority": {"faster", "slower", "by_at_least_pct"},
     "trend": {"against", "direction", "up_to"},
     "independence": {"against", "margin_pct"},
 }
-_COMMON = {"claim", "source", "kind", "where", "metric"}
+_COMMON = {"claim", "source", "kind", "where", "metric", "caveat", "requires"}
+_PAIRED = ("comparison", "majority")  # the kinds that compare two sides
 # The configuration keys a per-configuration result is labelled with.
 _LABEL_KEYS = (
     "model.name", "mode", "batch_size", "image_size", "num_classes", "data.name", "distributed",
@@ -89,6 +102,14 @@ class Claim:
     direction: str = ""
     up_to: float = math.inf
     margin_pct: float = 0.0
+    caveat: str = ""  # the claim's scope against the study's, shown beside its verdict
+    requires: dict[str, Any] = field(default_factory=dict)  # bench.report.claim_requires
+
+    @property
+    def scope(self) -> str:
+        """The caveat and the requirements, as the report's caveat column shows them."""
+        needs = claim_requires.describe(self.requires)
+        return " ".join(p for p in (self.caveat, f"({needs})" if needs else "") if p)
 
 
 @dataclass
@@ -130,9 +151,11 @@ def _parse_one(i: int, item: Any) -> Claim:
         source=str(item.get("source", "")),
         where=_filter(where),
         metric=str(item.get("metric", "ms_per_sample")),
+        caveat=" ".join(str(item.get("caveat", "")).split()),
     )
     try:
-        if kind == "comparison":
+        claim.requires = claim_requires.parse(item.get("requires") or {})
+        if kind in _PAIRED:
             claim.faster, claim.slower = _side(item["faster"]), _side(item["slower"])
             claim.by_at_least_pct = float(item.get("by_at_least_pct", 0.0))
             if claim.faster == claim.slower or claim.by_at_least_pct < 0:
@@ -214,7 +237,7 @@ def _matches(claim: Claim, t: Trial) -> bool:
     return (
         t.ok
         and _in(t, claim.where)
-        and (claim.kind != "comparison" or _in(t, claim.faster) or _in(t, claim.slower))
+        and (claim.kind not in _PAIRED or _in(t, claim.faster) or _in(t, claim.slower))
     )
 
 
@@ -232,7 +255,13 @@ def selected(claim: Claim, trials: Sequence[Trial]) -> list[Trial]:
 
 def check(claim: Claim, trials: Sequence[Trial]) -> Checked:
     chosen = selected(claim, trials)
+    lacking = {t.record.run_id: claim_requires.unmet(claim.requires, t) for t in chosen}
+    needs = "the claim needs " + "; ".join(dict.fromkeys(r for w in lacking.values() for r in w))
+    left_out = sum(bool(why) for why in lacking.values())
+    chosen = [t for t in chosen if not lacking[t.record.run_id]]
     if not chosen:
+        if left_out:  # the stated cause is absent from every run
+            return Checked(claim, NOT_MEASURED, needs, 0)
         matching = [t for t in trials if _matches(claim, t)]
         why = (
             f"no ok run matches {claim.where or 'the claim'}"
@@ -240,8 +269,12 @@ def check(claim: Claim, trials: Sequence[Trial]) -> Checked:
             else f"none of the {len(matching)} matching runs has {claim.metric}"
         )
         return Checked(claim, NOT_MEASURED, why, 0)
-    verdict, effect = {"comparison": _comparison, "trend": _trend,
+    verdict, effect = {"comparison": _comparison, "majority": _comparison, "trend": _trend,
                        "independence": _independence}[claim.kind](claim, chosen)  # fmt: skip
+    if left_out and verdict == NOT_MEASURED:  # a side, or every pair, lacks the cause
+        return Checked(claim, NOT_MEASURED, f"{needs} ({effect})", 0)
+    if left_out:
+        effect += f" ({left_out} run(s) without what the claim requires left out)"
     return Checked(claim, verdict, effect, len(chosen))
 
 
@@ -273,6 +306,13 @@ def _comparison(claim: Claim, trials: list[Trial]) -> tuple[str, str]:
     sides = {"model.name" if k == "model" else k for k in (*claim.faster, *claim.slower)}
     if "distributed" in sides:  # parameter servers are a layout of some strategies only
         sides.add("ps")
+    # A framework's data cache is part of its side where each side has one setting (study
+    # 003: TensorFlow's tf.data cache on, PyTorch and MXNet without one).
+    if "framework" in sides and all(
+        len({t.param("data.cache") for t in trials if _in(t, side)}) == 1
+        for side in (claim.faster, claim.slower)
+    ):
+        sides.add("data.cache")
     fast, slow = side_name(claim.faster), side_name(claim.slower)
     # Sides that do not name the framework compare runs of one framework with each other.
     same = "framework" not in sides
@@ -319,7 +359,24 @@ def _comparison(claim: Claim, trials: list[Trial]) -> tuple[str, str]:
             )
         )
         return NOT_MEASURED, why
-    return _combine(parts)
+    return _majority(parts) if claim.kind == "majority" else _combine(parts)
+
+
+def _majority(parts: list[tuple[str, str, str]]) -> tuple[str, str]:
+    """Per-configuration results -> one verdict for "in most configurations": holds where
+    more than half hold, contradicted where half or more contradict; the exceptions listed."""
+    held = sum(p[0] == HOLDS for p in parts)
+    against = sum(p[0] == CONTRADICTED for p in parts)
+    exceptions = "; ".join(f"{label}: {v}, {effect}" for v, effect, label in parts if v != HOLDS)
+    counted = (
+        f"holds in {held} of {len(parts)} configurations, contradicted in {against}; "
+        f"the exceptions: {exceptions or 'none'}"
+    )
+    if 2 * held > len(parts):
+        return HOLDS, counted
+    if 2 * against >= len(parts):
+        return CONTRADICTED, counted
+    return INCONCLUSIVE, counted
 
 
 def _parameters(trials: list[Trial]) -> str:

@@ -15,7 +15,11 @@ def not_here(cfg: BenchConfig, slurm: bool = False) -> str:
     none, a multi-node trial outside an allocation), or "" where it can.  Only a sweep with
     ``skip_unavailable=true`` (a study preset) skips such cells; anywhere else they are
     refused as bad input, by :func:`check_all`."""
-    if cfg.nodes > 1 and not slurm:
+    from bench.distributed.registry import MULTI_NODE, NONE
+
+    # A strategy that never runs across nodes is refused anywhere (registry.check), not
+    # skipped as if another machine could run it (MXNet's kvstore modes, one-process ones).
+    if cfg.nodes > 1 and not slurm and cfg.distributed.name in (NONE, *MULTI_NODE):
         from bench.distributed.nodes import allocation_problem
 
         problem = allocation_problem(cfg)

@@ -106,7 +106,7 @@ def test_a_gpu_metric_on_cpu_runs_is_not_measured_here() -> None:
 @pytest.mark.parametrize(
     ("claim", "said"),
     [
-        ({"kind": "rumour"}, "kind: one of comparison, trend, independence"),
+        ({"kind": "rumour"}, "kind: one of comparison, majority, trend, independence"),
         ({"kind": "comparison", "faster": "torch"}, "slower: missing"),
         ({**FASTER, "direction": "up"}, "direction: not a field of a comparison claim"),
         ({**TREND, "direction": "sideways"}, "direction: decreases or increases"),
@@ -289,3 +289,114 @@ def test_the_report_says_one_line_for_a_store_that_is_not_one(
     assert capsys.readouterr().err.strip().splitlines() == [
         "bench.report: interrupted; no report was written or logged"
     ]
+
+
+# --- issue 37: "with a few exceptions", requirements, caveats ---------------------------------
+
+MOSTLY = {"kind": "majority", "faster": "tf", "slower": "torch"}
+
+
+def per_batch(
+    torch_faster_at: tuple[int, ...], batches: tuple[int, ...] = (8, 16, 32)
+) -> list[Any]:
+    out = []
+    for i, batch in enumerate(batches):
+        torch_rate = 120.0 if batch in torch_faster_at else 100.0
+        out += rates("torch", torch_rate, 8, 10 + i, batch=batch)
+        out += rates("tf", 110.0, 8, 20 + i, batch=batch)
+    return out
+
+
+def test_a_majority_claim_holds_in_most_configurations_and_lists_its_exceptions() -> None:
+    found = verdict(MOSTLY, per_batch(torch_faster_at=(32,)))
+    assert found.verdict == claims.HOLDS
+    assert "holds in 2 of 3 configurations, contradicted in 1" in found.effect
+    assert "the exceptions: batch_size=32 " in found.effect
+    assert "contradicted here, torch/tf" in found.effect
+    # the same runs contradict "in every configuration"
+    assert verdict({**MOSTLY, "kind": "comparison"}, per_batch((32,))).verdict == (
+        claims.CONTRADICTED
+    )
+    assert verdict(MOSTLY, per_batch(torch_faster_at=(16, 32))).verdict == claims.CONTRADICTED
+    everywhere = verdict(MOSTLY, per_batch(torch_faster_at=()))
+    assert everywhere.verdict == claims.HOLDS and "the exceptions: none" in everywhere.effect
+
+
+def data_runs(cache: bool, data: str = "cifar10") -> list[Any]:
+    params = {"data.name": data, "data.cache": str(cache)}
+    return rates("torch", 110.0, 8, 1, params={**params, "data.cache": "False"}) + rates(
+        "tf", 100.0, 8, 2, params=params
+    )
+
+
+LOADING = {**FASTER, "requires": {"data": "real", "data_cache": {"tf": True, "torch": False}}}
+
+
+def test_a_claim_whose_cause_the_runs_lack_is_not_measured_here_with_the_reason() -> None:
+    synthetic = verdict(LOADING, data_runs(cache=True, data="synthetic"))
+    assert synthetic.verdict == claims.NOT_MEASURED and synthetic.runs == 0
+    assert "real data" in synthetic.effect and "synthetic" in synthetic.effect
+    uncached = verdict(LOADING, data_runs(cache=False))
+    assert uncached.verdict == claims.NOT_MEASURED
+    assert "data.cache=true for tf" in uncached.effect
+    assert verdict(LOADING, data_runs(cache=True)).verdict == claims.HOLDS
+    # runs without the cause are left out, and the effect says how many
+    mixed = verdict(LOADING, data_runs(cache=True) + data_runs(cache=True, data="synthetic"))
+    assert mixed.verdict == claims.HOLDS and mixed.runs == 16
+    assert "16 run(s) without what the claim requires left out" in mixed.effect
+
+
+def test_nodes_device_and_version_requirements_are_checked_against_the_runs() -> None:
+    runs = rates("torch", 110.0, 8, 1) + rates("tf", 100.0, 8, 2)  # cpu, 1 node, version 2.0
+    one_node = verdict({**FASTER, "requires": {"nodes": 2}}, runs)
+    assert one_node.verdict == claims.NOT_MEASURED and "loopback" in one_node.effect
+    assert "device cuda" in verdict({**FASTER, "requires": {"device": "cuda"}}, runs).effect
+    old_tf = verdict({**FASTER, "requires": {"versions": {"tf": "<1.9"}}}, runs)
+    assert old_tf.verdict == claims.NOT_MEASURED and "tf <1.9 (these runs: 2.0)" in old_tf.effect
+    assert verdict({**FASTER, "requires": {"versions": {"tf": ">=2"}}}, runs).verdict == (
+        claims.HOLDS
+    )
+    many = rates("torch", 110.0, 8, 1, params={"nodes": "3"}) + rates(
+        "tf", 100.0, 8, 2, params={"nodes": "3"}
+    )
+    assert verdict({**FASTER, "requires": {"nodes": 2}}, many).verdict == claims.HOLDS
+
+
+@pytest.mark.parametrize(
+    ("requires", "said"),
+    [
+        ({"network": "fast"}, "requires: network: not a requirement bench can check"),
+        ({"data": "imagenet"}, "data: real"),
+        ({"nodes": 1}, "nodes: a whole number >= 2"),
+        ({"device": "tpu"}, "device: cuda or cpu"),
+        ({"versions": {"tf": "two-ish"}}, "not a version range"),
+        ({"versions": {"jax": "<1"}}, "jax: not a framework"),
+        ({"data_cache": {"tf": "yes"}}, "data_cache: each framework true or false"),
+        ("real data", "requires: a mapping"),
+    ],
+)
+def test_an_unknown_or_uncheckable_requirement_is_refused_naming_the_claim(
+    requires: Any, said: str
+) -> None:
+    with pytest.raises(claims.ClaimError, match="claim 1 \\(torch first\\)") as refused:
+        claims.parse([{**FASTER, "claim": "torch first", "requires": requires}])
+    assert said in str(refused.value)
+
+
+def test_the_claims_section_shows_each_claims_caveat_and_requirements() -> None:
+    runs = rates("torch", 110.0, 10, 1) + rates("tf", 100.0, 10, 2)
+    stated = {**FASTER, "caveat": "the study  ran on one core", "requires": {"device": "cpu"}}
+    report = build(runset(runs), claims=claims.parse([stated, FASTER]))
+    (table,) = [b for b in report.sections[1].blocks if hasattr(b, "rows")]
+    assert table.columns[-1] == "Caveat"
+    assert table.rows[0][-1].text == "the study ran on one core (needs device cpu)"
+    assert table.rows[1][-1].text == "-"
+
+
+def test_a_sweep_with_an_unknown_requirement_is_refused_before_any_trial() -> None:
+    from bench.config import BenchConfig, ConfigError
+    from bench.sweep.jobs import check_all
+
+    bad = {**FASTER, "claim": "loopback is a network", "requires": {"network": "10GbE"}}
+    with pytest.raises(ConfigError, match="claim 1 \\(loopback is a network\\): requires: network"):
+        check_all([("a", BenchConfig(claims=[bad]))])
