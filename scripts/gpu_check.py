@@ -18,8 +18,10 @@ trial into one store (``--store``, a temporary folder by default).  In priority 
    and the sweep going on past it;
 5. the timing method and the peak: ``scripts/bench_gpu_timing.py --peak``;
 6. ``compile=true`` once (ResNet-50, bf16, batch 128);
-7. the rest: TensorFlow and MXNet on CUDA, 2-GPU strategies, Horovod with NCCL, Docker's
-   CUDA image, ``tuning=best`` and models by name.
+7. ``tuning=default,best`` (ResNet-50, fp32, batch 64, 2 interleaved repeats): the search
+   (compile, channels_last, cudnn_benchmark) cold and then from its cache, and each side;
+8. the rest: TensorFlow and MXNet on CUDA, 2-GPU strategies, Horovod with NCCL, Docker's
+   CUDA image, and models by name.
 
 With ``--out DIR`` each row is appended to ``DIR/gpu_check.txt`` as it finishes, the
 figures go to ``DIR/gpu_timing.json``, and the store is packed into
@@ -59,13 +61,13 @@ SIZES = {
         "device": "cuda", "model": "resnet50", "image_size": 224, "batches": "64,128",
         "precisions": "fp32,bf16,fp16", "window": ["epochs=2", "min_window_s=1", "warmup_steps=5"],
         "small": ["model=resnet18", "image_size=32", "batch_size=32"],
-        "compile_batch": 128,
+        "compile_batch": 128, "tuning_batch": 64,
     },
     "cpu": {
         "device": "cpu", "model": "resnet18", "image_size": 32, "batches": "8,16",
         "precisions": "fp32,bf16", "window": ["epochs=1", "min_window_s=0.3", "warmup_steps=1"],
         "small": ["model=lenet5", "image_size=32", "batch_size=32"],
-        "compile_batch": 8,
+        "compile_batch": 8, "tuning_batch": 8,
     },
 }  # fmt: skip
 # Training memory per sample of ResNet-50 at 224 px in fp32 (activations kept for the
@@ -394,6 +396,40 @@ def row_compile(check: Check) -> None:
     check.rows_of(path, "gpu-compile", overrides)
 
 
+def row_tuning(check: Check) -> None:
+    """tuning=default against tuning=best (docs/tuning.md), interleaved repeats: the search's
+    table (cold, then from the cache), the pick and each side's samples/s."""
+    path = "tuning=default,best (torch)"
+    if not check.fits(path, 300 if check.kind == "gpu" else 120):
+        return
+    s = check.size
+    rehearse = [] if check.kind == "gpu" else ["tuning.keys=[threads]", "tuning.probe_s=0.3"]
+    overrides = [
+        *BASE, f"device={s['device']}", f"model={s['model']}", f"image_size={s['image_size']}",
+        f"batch_size={s['tuning_batch']}", "precision=fp32", "tuning=default,best", "repeats=2",
+        *rehearse, *s["window"],
+    ]  # fmt: skip
+    try:
+        runs = check.bench("gpu-tuning", overrides, sweep=True)
+    except RuntimeError as exc:
+        check.add(path, "failed", str(exc))
+        return
+    for run in runs:
+        if run.status != "ok":
+            error = (run.error.strip().splitlines() or [""])[-1][:160]
+            check.add(path, "failed", f"status {run.status}: {error}")
+            continue
+        tuning = run.params.get("tuning.name", "default")
+        tuned = {k[6:]: v for k, v in run.params.items() if k.startswith("tuned.")}
+        picked = ", ".join(f"{k}={v}" for k, v in sorted(tuned.items()))
+        extra = ""
+        if tuning == "best":
+            source = run.tags.get("bench.tuning_source", "?").split(" ")[0]
+            extra = f"; {picked}; search {run.metrics.get('tuning_search_s', 0):.1f} s ({source})"
+        repeat = run.tags.get("bench.repeat", "?")
+        check.add(f"tuning={tuning} repeat {repeat}", "ok", figures(run) + extra)
+
+
 @dataclass
 class Other:
     """A path this machine may lack: run (as one trial) when nothing stops it."""
@@ -412,15 +448,6 @@ def _installed(module: str) -> Callable[[], str]:
 
             return interpreters.problem("mxnet")
         return "" if importlib.util.find_spec(module) else f"{module} is not installed"
-
-    return why
-
-
-def _not_landed(what: str) -> Callable[[], str]:
-    def why() -> str:
-        from bench.config import BenchConfig
-
-        return "" if hasattr(BenchConfig(), what) else f"bench has no {what}= option yet"
 
     return why
 
@@ -492,7 +519,6 @@ OTHERS = [
         ["framework=torch", "launcher=docker", "launcher.docker.gpus=all"],
         needs=[_docker],
     ),
-    Other("tuning=best (torch)", ["framework=torch", "tuning=best"], needs=[_not_landed("tuning")]),
 ]
 
 
@@ -545,7 +571,7 @@ def _gpu_memory_bytes() -> float:
     return float(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(0)).total)
 
 
-ROWS = ("matrix", "nvml", "launch", "oom", "timing", "variants", "compile", "others")
+ROWS = ("matrix", "nvml", "launch", "oom", "timing", "variants", "compile", "tuning", "others")
 
 
 def check_host(check: Check, rows: tuple[str, ...] = ROWS) -> list[list[str]]:
@@ -559,6 +585,7 @@ def check_host(check: Check, rows: tuple[str, ...] = ROWS) -> list[list[str]]:
         ("timing", lambda: row_timing(check, matrix)),
         ("variants", lambda: row_variants(check)),
         ("compile", lambda: row_compile(check)),
+        ("tuning", lambda: row_tuning(check)),
         ("others", lambda: row_others(check)),
     ]
     for name, run in steps:
