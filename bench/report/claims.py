@@ -5,7 +5,7 @@ verdicts.  A claim file is a YAML list (``python -m bench.report --claims FILE``
 ```yaml
 - claim: PyTorch trains ResNet-18 faster than TensorFlow   # shown as written
   source: "seed001, Table 2: 'PyTorch ... faster ...'"     # where it comes from
-  kind: comparison         # comparison | trend | independence
+  kind: comparison         # comparison | majority | trend | independence
   faster: torch            # comparison: the side claimed faster (lower metric) ...
   slower: tf               # ... and the other: a framework name, or a mapping of key: value
   #   faster: {framework: mxnet, distributed: kvstore_sync}   (sides that differ in more
