@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bench import tracking
 from bench.report import HISTORY_KEYS, baseline, build, claims, write
-from bench.report.trials import to_trial
+from bench.report.trials import REPORT_TAGS, to_trial
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,7 +95,11 @@ def _main(argv: list[str] | None = None) -> int:
         return 2
     try:
         runs = tracking.load_runs(
-            args.uri, experiment=args.experiment, sweep=args.sweep, history_keys=HISTORY_KEYS
+            args.uri,
+            experiment=args.experiment,
+            sweep=args.sweep,
+            history_keys=HISTORY_KEYS,
+            tag_prefixes=REPORT_TAGS,
         )
     except LookupError as exc:
         print(f"bench.report: {exc}", file=sys.stderr)
@@ -147,8 +151,8 @@ def _baseline_runs(uri: str, name: str) -> tracking.RunSet:
     import re
 
     if re.fullmatch(r"[0-9a-f]{32}", name):
-        return tracking.load_runs(uri, sweep=name)
-    return tracking.load_runs(uri, experiment=name)
+        return tracking.load_runs(uri, sweep=name, tag_prefixes=REPORT_TAGS)
+    return tracking.load_runs(uri, experiment=name, tag_prefixes=REPORT_TAGS)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,8 @@ ENVIRONMENT_TAGS = (
     "keras_version",
 )
 DOCKER_IMAGE_TAG = "mlflow.docker.image.id"
+# The tags the report reads (bench's own and the image's): tracking.load_runs reads no others.
+REPORT_TAGS = ("bench.", DOCKER_IMAGE_TAG)
 PREFERRED_BASELINE = "torch"
 
 Config = tuple[tuple[str, str], ...]

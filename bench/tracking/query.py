@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,29 +48,39 @@ class RunSet:
     sweep_name: str = ""
 
 
-def _record(run: Any) -> RunRecord:
-    """An MLflow run as a plain record."""
-    return RunRecord(
-        run_id=run.info.run_id,
-        name=run.info.run_name or "",
-        start_time_ms=int(run.info.start_time or 0),
-        params=dict(run.data.params),
-        tags=dict(run.data.tags),
-        metrics={k: float(v) for k, v in run.data.metrics.items()},
-    )
-
-
-def _read_client(uri: str) -> Any:
+def _check_sqlite(uri: str) -> None:
+    """LookupError where a local sqlite ``uri`` is no store to read (missing, half built)."""
     if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).exists():
         raise LookupError(f"no MLflow store at {uri} (the file does not exist)")
     if uri.startswith("sqlite:///"):
         problem = half_built(Path(uri[len("sqlite:///") :]))
         if problem:  # reading it would have MLflow try to finish it
             raise HalfBuiltStore(problem)
+
+
+def _read_client(uri: str) -> Any:
+    _check_sqlite(uri)
     from mlflow.tracking import MlflowClient
 
     quiet_mlflow()
     return MlflowClient(tracking_uri=uri)
+
+
+def _wanted(key: str, prefixes: Sequence[str] | None) -> bool:
+    return prefixes is None or key.startswith(tuple(prefixes))
+
+
+def _record(run: Any, tag_prefixes: Sequence[str] | None = None) -> RunRecord:
+    """An MLflow run as a plain record (only the tags whose keys start with ``tag_prefixes``,
+    where given)."""
+    return RunRecord(
+        run_id=run.info.run_id,
+        name=run.info.run_name or "",
+        start_time_ms=int(run.info.start_time or 0),
+        params=dict(run.data.params),
+        tags={k: v for k, v in run.data.tags.items() if _wanted(k, tag_prefixes)},
+        metrics={k: float(v) for k, v in run.data.metrics.items()},
+    )
 
 
 def _search(client: Any, experiment_ids: list[str], filter_string: str = "") -> list[Any]:
@@ -97,20 +108,62 @@ def _latest_sweep(client: Any, experiment_ids: list[str]) -> Any:
     return found[0]
 
 
-def _sweep_runs(client: Any, parent: Any) -> list[Any]:
-    runs = _search(
-        client,
-        [parent.info.experiment_id],
-        f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'",
+@dataclass
+class Selection:
+    """Which runs :func:`load_runs` reads: MLflow searches (experiment ids, filter), whose
+    union, less the sweeps' own runs, is the set; and what the RunSet says about it."""
+
+    uri: str
+    experiment: str
+    searches: list[tuple[list[str], str]]
+    sweep_id: str = ""
+    sweep_name: str = ""
+
+    def runset(self, records: list[RunRecord]) -> RunSet:
+        return RunSet(records, self.uri, self.experiment, self.sweep_id, self.sweep_name)
+
+
+def select(client: Any, uri: str, experiment: str | None, sweep: str | None) -> Selection:
+    """The runs of :func:`load_runs`' arguments, found with a few calls to ``client``; the
+    errors it raises are load_runs'."""
+    if experiment is not None:
+        exp = client.get_experiment_by_name(experiment)
+        if exp is None:
+            names = sorted(e.name for e in client.search_experiments())
+            raise LookupError(
+                f"no experiment {experiment!r} in {uri}; there are: {', '.join(names) or 'none'}"
+            )
+        experiment_ids = [exp.experiment_id]
+    else:
+        experiment_ids = [e.experiment_id for e in client.search_experiments()]
+    parent = None
+    if sweep == "latest" or (sweep is None and experiment is None):
+        parent = _latest_sweep(client, experiment_ids)
+    elif sweep is not None:
+        try:
+            parent = client.get_run(sweep)
+        except Exception as exc:  # noqa: BLE001 - MLflow raises its own exception types
+            raise LookupError(f"no run {sweep!r} in {uri}") from exc
+        if parent.data.tags.get("bench.sweep") != "true":
+            raise LookupError(f"run {sweep} is not a sweep (it has no tag bench.sweep=true)")
+    if parent is None:
+        return Selection(uri, experiment or "", [(experiment_ids, "")])
+    # A sweep's runs are its children and the earlier ok runs it reused.
+    ids = [parent.info.experiment_id]
+    searches = [(ids, f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")]
+    reused = sorted(
+        k[len(REUSED_RUN_TAG) :] for k in parent.data.tags if k.startswith(REUSED_RUN_TAG)
     )
-    reused = [k[len(REUSED_RUN_TAG) :] for k in parent.data.tags if k.startswith(REUSED_RUN_TAG)]
-    if reused:
-        have = {r.info.run_id for r in runs}
-        wanted = [rid for rid in sorted(reused) if rid not in have]
-        for i in range(0, len(wanted), 100):
-            ids = ", ".join(f"'{rid}'" for rid in wanted[i : i + 100])
-            runs += _search(client, [parent.info.experiment_id], f"attributes.run_id IN ({ids})")
-    return runs
+    for i in range(0, len(reused), 100):
+        listed = ", ".join(f"'{rid}'" for rid in reused[i : i + 100])
+        searches.append((ids, f"attributes.run_id IN ({listed})"))
+    return Selection(
+        uri,
+        experiment or str(client.get_experiment(parent.info.experiment_id).name),
+        searches,
+        parent.info.run_id,
+        parent.info.run_name or "",
+    )
 
 
 def _histories(client: Any, records: list[RunRecord], keys: tuple[str, ...]) -> None:
@@ -132,47 +185,41 @@ def load_runs(
     experiment: str | None = None,
     sweep: str | None = None,
     history_keys: tuple[str, ...] = (),
+    tag_prefixes: Sequence[str] | None = None,
+    reader: str = "bulk",
 ) -> RunSet:
     """Trial runs from the store at ``uri``.
 
     ``sweep`` is a parent run id, or ``"latest"``; with only ``experiment``, every trial run
     of that experiment; with neither, the latest sweep in the store.  A sweep's runs are its
     children and the earlier ok runs it reused instead of running them again.  Per-epoch
-    histories are read only for ``history_keys``, and only from runs that logged them.
+    histories are read only for ``history_keys``, and only from runs that logged them; tags
+    only where their keys start with one of ``tag_prefixes`` (all without).
+
+    ``reader="bulk"`` reads a local sqlite store or a tracking server many runs at once
+    (:mod:`bench.tracking.bulk`; a store whose schema it does not know is read as with
+    ``"client"``, and that is said once); ``"client"`` reads through MLflow's client, a
+    round trip per run and history.  Both give the same records.
     """
+    if reader not in ("bulk", "client"):
+        raise ValueError(f"reader must be 'bulk' or 'client', not {reader!r}")
+    _check_sqlite(uri)
+    if reader == "bulk":
+        from bench.tracking import bulk
+
+        found = bulk.load_runs(uri, experiment, sweep, history_keys, tag_prefixes)
+        if found is not None:
+            return found
     client = _read_client(uri)
-    if experiment is not None:
-        exp = client.get_experiment_by_name(experiment)
-        if exp is None:
-            names = sorted(e.name for e in client.search_experiments())
-            raise LookupError(
-                f"no experiment {experiment!r} in {uri}; there are: {', '.join(names) or 'none'}"
-            )
-        experiment_ids = [exp.experiment_id]
-    else:
-        experiment_ids = [e.experiment_id for e in client.search_experiments()]
-    parent = None
-    if sweep == "latest" or (sweep is None and experiment is None):
-        parent = _latest_sweep(client, experiment_ids)
-    elif sweep is not None:
-        try:
-            parent = client.get_run(sweep)
-        except Exception as exc:  # noqa: BLE001 - MLflow raises its own exception types
-            raise LookupError(f"no run {sweep!r} in {uri}") from exc
-        if parent.data.tags.get("bench.sweep") != "true":
-            raise LookupError(f"run {sweep} is not a sweep (it has no tag bench.sweep=true)")
-    runs = _sweep_runs(client, parent) if parent is not None else _search(client, experiment_ids)
-    records = [_record(r) for r in runs if r.data.tags.get("bench.sweep") != "true"]
-    records.sort(key=lambda r: (r.start_time_ms, r.run_id))
-    _histories(client, records, history_keys)
-    exp_id = parent.info.experiment_id if parent is not None else experiment_ids[0]
-    return RunSet(
-        records=records,
-        uri=uri,
-        experiment=experiment or client.get_experiment(exp_id).name,
-        sweep_id=parent.info.run_id if parent is not None else "",
-        sweep_name=(parent.info.run_name or "") if parent is not None else "",
-    )
+    chosen = select(client, uri, experiment, sweep)
+    records: dict[str, RunRecord] = {}
+    for experiment_ids, filter_string in chosen.searches:
+        for run in _search(client, experiment_ids, filter_string):
+            if run.data.tags.get("bench.sweep") != "true":
+                records.setdefault(run.info.run_id, _record(run, tag_prefixes))
+    ordered = sorted(records.values(), key=lambda r: (r.start_time_ms, r.run_id))
+    _histories(client, ordered, history_keys)
+    return chosen.runset(ordered)
 
 
 def log_report(uri: str, run_id: str, directory: Path) -> str:

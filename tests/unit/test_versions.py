@@ -225,7 +225,7 @@ def test_the_report_command_fails_on_a_regression_above_the_gate(
         "c" * 32: runset(_runs(100.0, 8, 3)),  # unchanged
     }
     monkeypatch.setattr(tracking, "load_runs", lambda uri, experiment=None, sweep=None,
-                        history_keys=(): sweeps[sweep])  # fmt: skip
+                        history_keys=(), **_: sweeps[sweep])  # fmt: skip
 
     import mlflow
 

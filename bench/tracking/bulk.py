@@ -1,0 +1,400 @@
+"""Reading many runs at once: the report's read path at the scale of thousands of runs.
+
+:func:`load_runs` gives what :func:`bench.tracking.query.load_runs` gives through MLflow's
+client (the same runs, records, order and errors), without a round trip per run:
+
+- a local sqlite store is read with set-based, read-only SQL (its own connection opened
+  ``mode=ro``; MLflow is not imported) against the schema of the MLflow versions named in
+  :data:`KNOWN_SCHEMAS` (alembic's revision in the store's ``alembic_version`` table).  A
+  store of any other revision is not guessed at: it is read through the client, and that
+  is said once;
+- an http(s) tracking server is searched a page of :data:`HTTP_PAGE` runs at a time
+  (MLflow's REST ``runs/search``, its JSON turned into records directly), and the per-epoch
+  histories come from MLflow's bulk metric-history endpoint, 100 runs a request.
+
+Only what the caller asks for is read: the per-epoch histories of ``history_keys`` (the
+``metrics`` table is otherwise never touched), and the tags whose keys start with one of
+``tag_prefixes``.  Strings that repeat from run to run (every key, and values such as
+``sgd`` or ``fp32``) are kept once, so 100,000 runs fit in a few hundred MB.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.tracking.protocol import REUSED_RUN_TAG
+from bench.tracking.query import RunRecord, RunSet, select
+
+# alembic revisions of MLflow's tracking schema whose tables this module reads; each one
+# read and checked against the client (tests/unit/test_report_bulk_read.py pins them).
+KNOWN_SCHEMAS = {
+    "dc11669786a5": "MLflow 3.17 (runs, params, tags, latest_metrics, metrics; experiments "
+    "with workspace)",
+}
+HTTP_PAGE = 2000
+_HISTORY_RUNS = 100  # run ids per bulk metric-history request (the server's limit)
+_HISTORY_MAX = 25000  # points per bulk metric-history request (the server's limit)
+_said: set[str] = set()
+
+
+class UnknownSchema(Exception):
+    """The store's schema is not one this module reads; the client reads it instead."""
+
+
+def say_once(key: str, text: str) -> None:
+    if key not in _said:
+        _said.add(key)
+        print(f"bench: {text}", file=sys.stderr)
+
+
+class _Strings:
+    """One copy of each repeated string."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, str] = {}
+
+    def __call__(self, text: str) -> str:
+        return self._seen.setdefault(text, text)
+
+
+def _wanted(key: str, prefixes: Sequence[str] | None) -> bool:
+    return prefixes is None or key.startswith(tuple(prefixes))
+
+
+def load_runs(
+    uri: str,
+    experiment: str | None,
+    sweep: str | None,
+    history_keys: tuple[str, ...],
+    tag_prefixes: Sequence[str] | None,
+) -> RunSet | None:
+    """The runs :func:`bench.tracking.query.load_runs` would give, read in bulk; None where
+    this store is one to read through the client (said once, with why)."""
+    if uri.startswith("sqlite:///"):
+        path = Path(uri[len("sqlite:///") :])
+        try:
+            return _Sqlite(path).load(uri, experiment, sweep, history_keys, tag_prefixes)
+        except UnknownSchema as exc:
+            say_once(f"schema:{uri}", f"{exc}; reading it run by run through MLflow's client")
+            return None
+        except sqlite3.Error as exc:
+            raise LookupError(f"the MLflow store at {uri} cannot be read: {exc}") from exc
+    if uri.startswith(("http://", "https://")):
+        try:
+            server = _Http(uri)
+        except (ImportError, AttributeError) as exc:  # an MLflow without what this uses
+            say_once(f"http:{uri}", f"MLflow's REST helpers are not there ({exc}); reading "
+                     f"{uri} run by run through MLflow's client")  # fmt: skip
+            return None
+        return server.load(experiment, sweep, history_keys, tag_prefixes)
+    return None
+
+
+# -- sqlite -------------------------------------------------------------------------------
+
+
+class _Sqlite:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        self.strings = _Strings()
+
+    def schema(self) -> str:
+        try:
+            row = self.db.execute("SELECT version_num FROM alembic_version").fetchone()
+        except sqlite3.OperationalError:
+            row = None
+        return str(row[0]) if row else ""
+
+    def load(
+        self,
+        uri: str,
+        experiment: str | None,
+        sweep: str | None,
+        history_keys: tuple[str, ...],
+        tag_prefixes: Sequence[str] | None,
+    ) -> RunSet:
+        version = self.schema()
+        if version not in KNOWN_SCHEMAS:
+            raise UnknownSchema(
+                f"the MLflow store at {uri} has schema revision {version or '(none)'}, which "
+                f"bench's bulk reader does not know (it reads {', '.join(sorted(KNOWN_SCHEMAS))})"
+            )
+        try:
+            return self._load(uri, experiment, sweep, history_keys, tag_prefixes)
+        finally:
+            self.db.close()
+
+    def _one(self, sql: str, *args: Any) -> Any:
+        return self.db.execute(sql, args).fetchone()
+
+    def _load(
+        self,
+        uri: str,
+        experiment: str | None,
+        sweep: str | None,
+        history_keys: tuple[str, ...],
+        tag_prefixes: Sequence[str] | None,
+    ) -> RunSet:
+        db = self.db
+        if experiment is not None:
+            found = self._one(
+                "SELECT experiment_id FROM experiments WHERE name = ? AND workspace = 'default'",
+                experiment,
+            )
+            if found is None:
+                names = sorted(
+                    str(n)
+                    for (n,) in db.execute(
+                        "SELECT name FROM experiments WHERE lifecycle_stage = 'active' "
+                        "AND workspace = 'default'"
+                    )
+                )
+                raise LookupError(
+                    f"no experiment {experiment!r} in {uri}; there are: "
+                    f"{', '.join(names) or 'none'}"
+                )
+            experiment_ids = [int(found[0])]
+        else:
+            experiment_ids = [
+                int(i)
+                for (i,) in db.execute(
+                    "SELECT experiment_id FROM experiments WHERE lifecycle_stage = 'active' "
+                    "AND workspace = 'default'"
+                )
+            ]
+        parent = None  # (run id, name, experiment id)
+        if sweep == "latest" or (sweep is None and experiment is None):
+            parent = self._one(
+                "SELECT r.run_uuid, r.name, r.experiment_id FROM runs r JOIN tags t "
+                "ON t.run_uuid = r.run_uuid AND t.key = 'bench.sweep' AND t.value = 'true' "
+                "WHERE r.lifecycle_stage = 'active' "
+                "AND r.experiment_id IN (SELECT value FROM json_each(?)) "
+                "ORDER BY r.start_time IS NULL, r.start_time DESC, r.run_uuid LIMIT 1",
+                json.dumps(experiment_ids),
+            )
+            if parent is None:
+                raise LookupError(
+                    "no sweep (a run tagged bench.sweep=true) in this store or experiment"
+                )
+        elif sweep is not None:
+            parent = self._one(
+                "SELECT run_uuid, name, experiment_id FROM runs WHERE run_uuid = ?", sweep
+            )
+            if parent is None:
+                raise LookupError(f"no run {sweep!r} in {uri}")
+            is_sweep = self._one(
+                "SELECT value FROM tags WHERE run_uuid = ? AND key = 'bench.sweep'", sweep
+            )
+            if is_sweep is None or is_sweep[0] != "true":
+                raise LookupError(f"run {sweep} is not a sweep (it has no tag bench.sweep=true)")
+        db.execute("CREATE TEMP TABLE chosen (run_uuid TEXT PRIMARY KEY) WITHOUT ROWID")
+        if parent is not None:
+            reused = [
+                key[len(REUSED_RUN_TAG) :]
+                for (key,) in db.execute(
+                    "SELECT key FROM tags WHERE run_uuid = ? AND substr(key, 1, ?) = ?",
+                    (parent[0], len(REUSED_RUN_TAG), REUSED_RUN_TAG),
+                )
+            ]
+            db.execute(
+                "INSERT OR IGNORE INTO chosen SELECT r.run_uuid FROM tags t JOIN runs r "
+                "ON r.run_uuid = t.run_uuid WHERE t.key = 'mlflow.parentRunId' "
+                "AND t.value = ? AND r.experiment_id = ? AND r.lifecycle_stage = 'active'",
+                (parent[0], parent[2]),
+            )
+            db.execute(
+                "INSERT OR IGNORE INTO chosen SELECT run_uuid FROM runs WHERE run_uuid IN "
+                "(SELECT value FROM json_each(?)) AND experiment_id = ? "
+                "AND lifecycle_stage = 'active'",
+                (json.dumps(reused), parent[2]),
+            )
+        else:
+            db.execute(
+                "INSERT INTO chosen SELECT run_uuid FROM runs WHERE lifecycle_stage = 'active' "
+                "AND experiment_id IN (SELECT value FROM json_each(?))",
+                (json.dumps(experiment_ids),),
+            )
+        db.execute(  # a sweep's parent run is no trial
+            "DELETE FROM chosen WHERE run_uuid IN (SELECT run_uuid FROM tags "
+            "WHERE key = 'bench.sweep' AND value = 'true')"
+        )
+        records = self._records(history_keys, tag_prefixes)
+        exp_id = parent[2] if parent is not None else experiment_ids[0]
+        if experiment is None:
+            (experiment,) = self._one(
+                "SELECT name FROM experiments WHERE experiment_id = ?", exp_id
+            )
+        return RunSet(
+            records=records,
+            uri=uri,
+            experiment=str(experiment),
+            sweep_id=str(parent[0]) if parent is not None else "",
+            sweep_name=str(parent[1] or "") if parent is not None else "",
+        )
+
+    def _records(
+        self, history_keys: tuple[str, ...], tag_prefixes: Sequence[str] | None
+    ) -> list[RunRecord]:
+        db, s = self.db, self.strings
+        by_id: dict[str, RunRecord] = {}
+        for run_id, name, start in db.execute(
+            "SELECT r.run_uuid, r.name, r.start_time FROM chosen c JOIN runs r "
+            "ON r.run_uuid = c.run_uuid"
+        ):
+            by_id[run_id] = RunRecord(run_id, name or "", int(start or 0), {}, {}, {})
+        for run_id, key, value in db.execute(
+            "SELECT p.run_uuid, p.key, p.value FROM chosen c JOIN params p "
+            "ON p.run_uuid = c.run_uuid"
+        ):
+            by_id[run_id].params[s(key)] = s(value)
+        for run_id, key, value in db.execute(
+            "SELECT t.run_uuid, t.key, t.value FROM chosen c JOIN tags t ON t.run_uuid = c.run_uuid"
+        ):
+            if _wanted(key, tag_prefixes):
+                by_id[run_id].tags[s(key)] = s(value if value is not None else "")
+        for run_id, key, value, is_nan in db.execute(
+            "SELECT m.run_uuid, m.key, m.value, m.is_nan FROM chosen c JOIN latest_metrics m "
+            "ON m.run_uuid = c.run_uuid"
+        ):
+            by_id[run_id].metrics[s(key)] = math.nan if is_nan else float(value)
+        if history_keys:
+            for record in by_id.values():  # in the order of history_keys, as the client's
+                for key in history_keys:
+                    if key in record.metrics:
+                        record.history[s(key)] = []
+            for run_id, key, step, value, is_nan in db.execute(
+                "SELECT m.run_uuid, m.key, m.step, m.value, m.is_nan FROM chosen c JOIN metrics "
+                "m ON m.run_uuid = c.run_uuid AND m.key IN (SELECT value FROM json_each(?))",
+                (json.dumps(list(history_keys)),),
+            ):
+                points = by_id[run_id].history.get(key)
+                if points is not None:
+                    points.append((int(step), math.nan if is_nan else float(value)))
+        records = list(by_id.values())
+        for record in records:
+            for points in record.history.values():
+                points.sort()
+        records.sort(key=lambda r: (r.start_time_ms, r.run_id))
+        return records
+
+
+# -- http ---------------------------------------------------------------------------------
+
+
+class _Http:
+    """MLflow's REST API: the few lookups through its client, the runs a page at a time."""
+
+    def __init__(self, uri: str) -> None:
+        from mlflow.tracking import MlflowClient
+        from mlflow.tracking._tracking_service.utils import get_default_host_creds
+
+        from bench.tracking.protocol import quiet_mlflow
+
+        quiet_mlflow()
+        self.uri = uri
+        self.client = MlflowClient(tracking_uri=uri)
+        self.creds = get_default_host_creds(uri)
+        self.strings = _Strings()
+
+    def _call(self, endpoint: str, method: str, **kwargs: Any) -> dict[str, Any]:
+        from mlflow.utils.rest_utils import http_request, verify_rest_response
+
+        response = http_request(self.creds, endpoint, method, **kwargs)
+        verify_rest_response(response, endpoint)
+        return dict(response.json())
+
+    def load(
+        self,
+        experiment: str | None,
+        sweep: str | None,
+        history_keys: tuple[str, ...],
+        tag_prefixes: Sequence[str] | None,
+    ) -> RunSet:
+        chosen = select(self.client, self.uri, experiment, sweep)
+        records: dict[str, RunRecord] = {}
+        for experiment_ids, filter_string in chosen.searches:
+            for run in self._search(experiment_ids, filter_string):
+                record = self._record(run, tag_prefixes)
+                if record is not None:
+                    records.setdefault(record.run_id, record)
+        found = sorted(records.values(), key=lambda r: (r.start_time_ms, r.run_id))
+        for record in found:  # in the order of history_keys, as the client's
+            record.history = {k: [] for k in history_keys if k in record.metrics}
+        for key in history_keys:
+            self._histories([r for r in found if key in r.metrics], key)
+        return chosen.runset(found)
+
+    def _search(self, experiment_ids: list[str], filter_string: str) -> Iterable[dict[str, Any]]:
+        token = None
+        while True:
+            body: dict[str, Any] = {
+                "experiment_ids": experiment_ids,
+                "filter": filter_string,
+                "max_results": HTTP_PAGE,
+                "run_view_type": "ACTIVE_ONLY",
+            }
+            if token:
+                body["page_token"] = token
+            page = self._call("/api/2.0/mlflow/runs/search", "POST", json=body)
+            yield from page.get("runs", [])
+            token = page.get("next_page_token")
+            if not token:
+                return
+
+    def _record(self, run: dict[str, Any], tag_prefixes: Sequence[str] | None) -> RunRecord | None:
+        s = self.strings
+        info, data = run.get("info", {}), run.get("data", {})
+        tags = {
+            s(t["key"]): s(t.get("value", ""))
+            for t in data.get("tags", [])
+            if t["key"] == "bench.sweep" or _wanted(t["key"], tag_prefixes)
+        }
+        if tags.get("bench.sweep") == "true":
+            return None
+        if not _wanted("bench.sweep", tag_prefixes):
+            tags.pop("bench.sweep", None)
+        return RunRecord(
+            run_id=str(info["run_id"]),
+            name=str(info.get("run_name") or ""),
+            start_time_ms=int(info.get("start_time") or 0),
+            params={s(p["key"]): s(p.get("value", "")) for p in data.get("params", [])},
+            tags=tags,
+            metrics={s(m["key"]): float(m.get("value", 0.0)) for m in data.get("metrics", [])},
+        )
+
+    def _histories(self, records: list[RunRecord], key: str) -> None:
+        by_id = {r.run_id: r for r in records}
+        ids = sorted(by_id)
+        batches = [ids[i : i + _HISTORY_RUNS] for i in range(0, len(ids), _HISTORY_RUNS)]
+        while batches:
+            batch = batches.pop()
+            try:
+                found = self._call(
+                    "/ajax-api/2.0/mlflow/metrics/get-history-bulk",
+                    "GET",
+                    params={"run_id": batch, "metric_key": key, "max_results": _HISTORY_MAX},
+                ).get("metrics", [])
+            except Exception as exc:  # noqa: BLE001 - MLflow's own types: a server without it
+                say_once(f"history:{self.uri}", f"{self.uri} gives no metric histories in bulk "
+                         f"({exc}); reading them run by run")  # fmt: skip
+                found = None
+            if found is not None and len(found) >= _HISTORY_MAX and len(batch) > 1:
+                batches += [batch[: len(batch) // 2], batch[len(batch) // 2 :]]  # cut short
+                continue
+            points: dict[str, list[tuple[int, float]]] = {rid: [] for rid in batch}
+            if found is None or len(found) >= _HISTORY_MAX:  # one run of more points than that
+                for rid in batch:
+                    points[rid] = [(int(m.step), float(m.value))
+                                   for m in self.client.get_metric_history(rid, key)]  # fmt: skip
+                found = []
+            for m in found:
+                points[m["run_id"]].append((int(m.get("step", 0)), float(m.get("value", 0.0))))
+            for rid, values in points.items():
+                by_id[rid].history[self.strings(key)] = sorted(values)

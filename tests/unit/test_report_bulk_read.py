@@ -1,0 +1,205 @@
+"""The report's bulk read path (bench.tracking.bulk) against MLflow's client: the same runs,
+records and report, every table cell, from a store MLflow itself wrote."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import tracking
+from bench.report import HISTORY_KEYS, build, claims
+from bench.report.document import Report, Table
+from bench.report.trials import REPORT_TAGS
+from bench.tracking import RunRecord, bulk
+from tests.report_data import every_section, record
+
+# The claims checked in both reports: one of each kind.
+CLAIMS = [
+    {"claim": "torch trains faster", "kind": "comparison", "faster": "torch", "slower": "tf",
+     "where": {"mode": "train"}},
+    {"claim": "inference time per sample falls with the batch", "kind": "trend",
+     "metric": "ms_per_sample", "against": "batch_size", "direction": "decreases",
+     "where": {"mode": "infer"}},
+    {"claim": "CPU energy does not depend on the batch", "kind": "independence",
+     "metric": "trial_cpu_energy_j", "against": "batch_size", "margin_pct": 10,
+     "where": {"mode": "infer"}},
+]  # fmt: skip
+
+
+def _varied() -> list[RunRecord]:
+    """Every section's runs twice over, two TensorFlow versions, failed, diverged and oom runs
+    without metrics, a not-a-number metric, a container image and a strategy."""
+    runs = every_section(0).records + every_section(1).records
+    for i, r in enumerate(runs):
+        if r.params["framework.name"] == "tf" and i % 2:  # a second version, beside the pin
+            r.params["framework.version"] = "2.20.0"
+            r.tags["bench.tensorflow_version"] = "2.20.0"
+    runs += [record("torch", status=s, metrics={}) for s in ("error", "diverged", "timeout")]
+    runs.append(record("tf", metrics={"trial_energy_j": math.nan}))
+    runs.append(record("torch", tags={"mlflow.docker.image.id": "sha256:abc"}))
+    runs.append(record("tf", params={"distributed": "mirrored", "workers": "2"}))
+    return runs
+
+
+def _log(client: Any, experiment_id: str, parent: str, r: RunRecord) -> str:
+    from mlflow.entities import Metric, Param, RunTag
+
+    points = [Metric(k, v, 1000, 0) for k, v in r.metrics.items() if k not in r.history]
+    points += [Metric(k, v, 1000 + s, s) for k, h in r.history.items() for s, v in h]
+    run = client.create_run(experiment_id, run_name=r.name, start_time=r.start_time_ms,
+                            tags={"mlflow.parentRunId": parent, "other.tag": "x"})  # fmt: skip
+    client.log_batch(
+        run.info.run_id,
+        metrics=points,
+        params=[Param(k, v) for k, v in r.params.items()],
+        tags=[RunTag(k, v) for k, v in r.tags.items()],
+    )
+    return str(run.info.run_id)
+
+
+@pytest.fixture(scope="module")
+def store() -> Iterator[tuple[str, str]]:
+    """A store MLflow wrote: an earlier sweep, a sweep that reused two of its runs, a
+    deleted run, and another experiment's sweep; (its URI, the later sweep's id).  In memory
+    where there is a tmpfs: MLflow commits every call, and a disk's syncs took 3/4 of it."""
+    shm = Path("/dev/shm")
+    root = Path(tempfile.mkdtemp(prefix="bench-bulk-", dir=shm if shm.is_dir() else None))
+    try:
+        yield _write(f"sqlite:///{root / 'mlflow.db'}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _write(uri: str) -> tuple[str, str]:
+    mine = tracking.MlflowStore(uri, "bench")
+    client, exp = mine.client, mine.experiment_id
+    earlier = mine.start_sweep("earlier", {})
+    kept = [_log(client, exp, earlier, record(f, repeat=9)) for f in ("torch", "tf", "tf")]
+    sweep = mine.start_sweep("now", {})
+    for r in _varied():
+        _log(client, exp, sweep, r)
+    client.delete_run(_log(client, exp, sweep, record("torch", rate=1.0)))
+    for run_id in kept[:2]:
+        tracking.note_reused_run(mine, sweep, run_id)
+    other = tracking.MlflowStore(uri, "other")
+    _log(other.client, other.experiment_id, other.start_sweep("elsewhere", {}), record("tf"))
+    return uri, sweep
+
+
+def _cells(report: Report) -> list[tuple[str, str, list[str], list[list[str]]]]:
+    """Every table of the report, cell by cell (the subtitle's clock left out)."""
+    return [
+        (s.title, b.caption, list(b.columns), [[c.text for c in row] for row in b.rows])
+        for s in report.sections
+        for b in s.blocks
+        if isinstance(b, Table)
+    ]
+
+
+def _texts(report: Report) -> list[str]:
+    return [b for s in report.sections for b in s.blocks if isinstance(b, str)]
+
+
+def test_bulk_and_client_build_the_same_report(store: tuple[str, str]) -> None:
+    uri, sweep = store
+    kw: dict[str, Any] = {"sweep": sweep, "history_keys": HISTORY_KEYS, "tag_prefixes": REPORT_TAGS}
+    fast = tracking.load_runs(uri, reader="bulk", **kw)
+    slow = tracking.load_runs(uri, reader="client", **kw)
+    assert len(fast.records) == len(_varied()) + 2  # the sweep's own and the two reused
+    assert not any(r.tags.get("other.tag") for r in fast.records)  # only the tags asked for
+    assert repr(fast) == repr(slow)  # every record, nan included, in the same order
+    checked = claims.parse(CLAIMS)
+    a, b = build(fast, claims=checked), build(slow, claims=checked)
+    assert _cells(a) == _cells(b) and _texts(a) == _texts(b)
+    tables = _cells(a)
+    assert sum(len(rows) for *_, rows in tables) > 100
+    titles = {t for t, *_ in tables}
+    assert {"Claims", "Versions", "Overview"} <= titles or len(titles) >= 8
+
+
+@pytest.mark.parametrize(
+    "how",
+    [{"experiment": "bench"}, {}, {"experiment": "other", "sweep": "latest"}],
+    ids=["experiment", "latest sweep", "latest in an experiment"],
+)
+def test_bulk_and_client_choose_the_same_runs(store: tuple[str, str], how: dict) -> None:
+    uri, _ = store
+    fast = tracking.load_runs(uri, reader="bulk", **how)
+    slow = tracking.load_runs(uri, reader="client", **how)
+    assert repr(fast) == repr(slow) and fast.records
+
+
+@pytest.mark.parametrize(
+    ("how", "said"),
+    [
+        ({"experiment": "nope"}, "no experiment 'nope' in sqlite:///"),
+        ({"sweep": "0" * 32}, f"no run '{'0' * 32}'"),
+    ],
+)
+def test_bulk_and_client_refuse_alike(store: tuple[str, str], how: dict, said: str) -> None:
+    uri, _ = store
+    found = []
+    for reader in ("bulk", "client"):
+        with pytest.raises(LookupError) as caught:
+            tracking.load_runs(uri, reader=reader, **how)
+        found.append(str(caught.value))
+    assert found[0] == found[1] and said in found[0]
+
+
+def test_the_schema_it_reads_is_pinned(store: tuple[str, str]) -> None:
+    """The bulk reader reads the tables of these alembic revisions only.  A new MLflow that
+    changes the schema fails here: read its migration, check the queries in bench.tracking.bulk
+    against it (this module's tests), then add its revision."""
+    uri, _ = store
+    with sqlite3.connect(uri[len("sqlite:///") :]) as db:
+        (revision,) = db.execute("SELECT version_num FROM alembic_version").fetchone()
+    assert set(bulk.KNOWN_SCHEMAS) == {"dc11669786a5"}
+    assert revision in bulk.KNOWN_SCHEMAS
+
+
+def test_an_unknown_schema_is_read_through_the_client_and_said_once(
+    store: tuple[str, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    uri, _ = store
+    monkeypatch.setattr(bulk, "KNOWN_SCHEMAS", {"0123456789ab": "some other MLflow"})
+    monkeypatch.setattr(bulk, "_said", set())
+    first = tracking.load_runs(uri, experiment="other", sweep="latest")
+    tracking.load_runs(uri, experiment="other", sweep="latest")
+    err = capsys.readouterr().err
+    assert err.count("bench's bulk reader does not know") == 1, err
+    assert "reading it run by run through MLflow's client" in err
+    assert len(first.records) == 1
+
+
+def test_an_unreadable_store_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    db = tmp_path / "mlflow.db"
+    db.write_bytes(b"SQLite format 3\x00" + b"\x13" * 8192)  # a header, then no database
+    found = subprocess.run(
+        [sys.executable, "-m", "bench.report", "--uri", f"sqlite:///{db}", "--out",
+         str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert found.returncode == 2, found.stderr
+    assert found.stderr.count("\n") == 1 and "bench.report:" in found.stderr, found.stderr
+
+
+def test_the_bulk_reader_opens_the_store_read_only(store: tuple[str, str], tmp_path: Path) -> None:
+    uri, sweep = store
+    copy = tmp_path / "mlflow.db"
+    shutil.copy(uri[len("sqlite:///") :], copy)
+    copy.chmod(0o444)
+    tmp_path.chmod(0o555)  # not even a journal beside it
+    try:
+        found = tracking.load_runs(f"sqlite:///{copy}", sweep=sweep, history_keys=HISTORY_KEYS)
+    finally:
+        tmp_path.chmod(0o755)
+    assert len(found.records) == len(_varied()) + 2
