@@ -24,7 +24,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from bench import paths
-from bench.config import BenchConfig
+from bench.config import TUNING_GRACE_S, BenchConfig
 from bench.strategy_configs import STRATEGY_CONFIGS
 from bench.sweep.compose import register_resolvers
 from bench.sweep.jobs import BenchExit
@@ -35,10 +35,14 @@ for _name, _strategy in STRATEGY_CONFIGS.items():  # the group `distributed`: ty
     _STORE.store(group="distributed", name=_name, node=_strategy)
 
 
-def _job_minutes(timeout_s: float) -> int:
-    """Slurm time limit for a trial: timeout_s in minutes, rounded up, plus a minute, so the
-    trial's own timeout acts first and Slurm's is the backstop."""
-    return math.ceil(float(timeout_s) / 60.0) + 1
+def _job_minutes(timeout_s: float, tuning: str = "default", budget_s: float = 0.0) -> int:
+    """Slurm time limit for a trial: its launcher's limit (timeout_s, plus a tuning=best
+    search's budget and grace) in minutes, rounded up, plus a minute, so the trial's own
+    timeout acts first and Slurm's is the backstop."""
+    limit = float(timeout_s)
+    if tuning == "best":
+        limit += float(budget_s) + TUNING_GRACE_S
+    return math.ceil(limit / 60.0) + 1
 
 
 OmegaConf.register_new_resolver("bench_minutes", _job_minutes)

@@ -322,6 +322,18 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
+# What a tuning=best search may take beyond its budget: its last candidate runs to its end.
+TUNING_GRACE_S = 120.0
+
+
+def trial_timeout_s(cfg: BenchConfig) -> float:
+    """How long a launcher lets the trial run: ``timeout_s``, plus, under tuning=best, the
+    search's budget and grace (the search runs in the trial's process, before its epochs)."""
+    if cfg.tuning.name == "best":
+        return cfg.timeout_s + cfg.tuning.budget_s + TUNING_GRACE_S
+    return cfg.timeout_s
+
+
 def resolved_threads(cfg: BenchConfig) -> int:
     return cfg.threads if cfg.threads > 0 else usable_cpus()
 

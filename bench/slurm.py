@@ -85,9 +85,10 @@ class BenchSlurmConf(SlurmQueueConf):
     """The plugin's Slurm settings with bench's defaults."""
 
     _target_: str = "hydra_plugins.bench_slurm_launcher.bench_slurm_launcher.SlurmLauncher"
-    # timeout_s in minutes, rounded up, plus one: the trial's own timeout acts first and is
+    # timeout_s (and a tuning=best search's budget) in minutes, rounded up, plus one: the
+    # trial's own timeout acts first and is
     # recorded as `timeout`; Slurm's limit is the backstop.
-    timeout_min: int = II("bench_minutes:${timeout_s}")
+    timeout_min: int = II("bench_minutes:${timeout_s},${tuning.name},${tuning.budget_s}")
     # One job per trial on its `nodes` nodes (each job is sized by its own trial, see the
     # launcher), one task per node; the trial's `workers` (and parameter servers) start as
     # processes inside the allocation, so size cpus_per_task and gpus_per_node in a preset

@@ -17,7 +17,7 @@ import time
 from abc import ABC, abstractmethod
 from pathlib import Path
 
-from bench.config import BenchConfig
+from bench.config import BenchConfig, trial_timeout_s
 from bench.result import ERROR, KILLED, TIMEOUT, EpochRecord, TrialResult
 from bench.runtime.processes import shielded
 from bench.runtime.protocol import EVENTS, LOG, RESULT, EventReader, clear, read_result
@@ -60,6 +60,12 @@ def interrupted(exc: KeyboardInterrupt) -> tuple[str, str]:
 
 
 def timed_out(cfg: BenchConfig) -> str:
+    limit = trial_timeout_s(cfg)
+    if limit != cfg.timeout_s:
+        return (
+            f"timed out after {limit:g} s (timeout_s {cfg.timeout_s:g} + tuning.budget_s "
+            f"{cfg.tuning.budget_s:g} + the search's grace)"
+        )
     return f"timed out after {cfg.timeout_s:g} s (timeout_s)"
 
 
@@ -153,7 +159,7 @@ class WatchedLauncher(Launcher):
         environment: dict[str, str],
     ) -> TrialResult:
         grace = cfg.launcher.kill_grace_s
-        deadline = time.monotonic() + cfg.timeout_s
+        deadline = time.monotonic() + trial_timeout_s(cfg)
         try:
             while not child.done(self.poll_s):
                 events.poll()

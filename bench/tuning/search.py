@@ -24,7 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.config import AUTO, BenchConfig, TelemetryConfig, TuningConfig, to_dict
+from bench.config import (
+    AUTO,
+    TUNING_GRACE_S,
+    BenchConfig,
+    TelemetryConfig,
+    TuningConfig,
+    to_dict,
+)
 from bench.frameworks.spaces import Knob
 from bench.result import OK, TrialResult
 from bench.runtime import processes
@@ -35,7 +42,7 @@ from bench.tuning.cache import refused as refused_settings
 PROBE_WINDOWS = 3
 # A candidate's process may take this long beyond the search's remaining budget (one
 # compilation can take a minute); the search stops trying new ones once its budget is spent.
-GRACE_S = 120.0
+GRACE_S = TUNING_GRACE_S
 
 
 @dataclass

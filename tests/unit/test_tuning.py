@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from pathlib import Path
 
@@ -370,3 +371,17 @@ def test_the_report_shows_each_framework_at_default_and_at_best() -> None:
     assert verdicts[4].startswith("tf slower than torch: time ratio 1.1")
     plain = at_best(Context([to_trial(r) for r in runs if "tuning.name" not in r.params]))
     assert plain is None  # no tuning=best runs: no section
+
+
+def test_a_search_gets_its_budget_on_top_of_the_trials_timeout() -> None:
+    from bench.cli import _job_minutes
+    from bench.config import TUNING_GRACE_S, trial_timeout_s
+    from bench.launchers.base import timed_out
+
+    plain = BenchConfig(timeout_s=300)
+    best = dataclasses.replace(plain, tuning=TuningConfig(name="best", budget_s=200))
+    assert trial_timeout_s(plain) == 300
+    assert trial_timeout_s(best) == 500 + TUNING_GRACE_S
+    assert "tuning.budget_s 200" in timed_out(best) and timed_out(plain).endswith("(timeout_s)")
+    assert _job_minutes(300) == 6  # Slurm's backstop: a minute beyond the trial's own limit
+    assert _job_minutes(300, "best", 200) == math.ceil((500 + TUNING_GRACE_S) / 60) + 1
