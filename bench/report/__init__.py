@@ -19,7 +19,7 @@ from bench.report import render, sections
 from bench.report.document import Cell, Report, Section, Table, num
 from bench.report.sections import HISTORY_KEYS, Context
 from bench.report.sections.claims import claims as claims_section
-from bench.report.trials import Trial, group, to_trial
+from bench.report.trials import REPORT_TAGS, Trial, group, to_trial
 from bench.result import DIVERGED
 from bench.tracking import RunSet
 
@@ -177,7 +177,9 @@ def report_sweep(uri: str, sweep_id: str, claims: list[claims_mod.Claim] | None 
     run; return the page's URI."""
     from bench import tracking
 
-    runs = tracking.load_runs(uri, sweep=sweep_id, history_keys=HISTORY_KEYS)
+    runs = tracking.load_runs(
+        uri, sweep=sweep_id, history_keys=HISTORY_KEYS, tag_prefixes=REPORT_TAGS
+    )
     with tempfile.TemporaryDirectory() as tmp:
         write(build(runs, claims=claims), Path(tmp))
         return tracking.log_report(uri, sweep_id, Path(tmp))

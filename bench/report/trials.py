@@ -139,9 +139,29 @@ def to_trial(record: RunRecord) -> Trial:
         device=device,
         batch_size=int(_float(params.get("batch_size"), 0)),
         image_size=int(_float(params.get("image_size"), 0)),
-        config=tuple(sorted(config.items())),
-        environment=environment,
+        config=_shared(tuple(sorted(config.items()))),
+        environment=_shared_environment(environment),
     )
+
+
+# Runs of one configuration share one copy of it (and of their environment): 100,000 runs
+# of a hundred configurations keep a hundred, not 100,000 (about 2 KB a run).  Neither is
+# changed after it is made.  The memo forgets everything past _MEMO_LIMIT distinct values.
+_MEMO_LIMIT = 20_000
+_configs: dict[Config, Config] = {}
+_environments: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+
+
+def _shared(config: Config) -> Config:
+    if len(_configs) > _MEMO_LIMIT:
+        _configs.clear()
+    return _configs.setdefault(config, config)
+
+
+def _shared_environment(environment: dict[str, str]) -> dict[str, str]:
+    if len(_environments) > _MEMO_LIMIT:
+        _environments.clear()
+    return _environments.setdefault(tuple(environment.items()), environment)
 
 
 class Labeller:
