@@ -54,8 +54,10 @@ def cases() -> list[tuple[list[str], str]]:
         (["batch_size=${oc.env:BENCH_NO_SUCH_VARIABLE}"], "batch_size"),  # cannot resolve
         (["-m", "batch_size=4,${oc.env:BENCH_NO_SUCH_VARIABLE}"], "batch_size"),
         (["-m", "model=lenet5,notamodel", "hydra.sweeper.max_batch_size=1"], "notamodel"),
-        (["-m", "repeats=2,3"], "repeats"),
-        (["repeats=3"], "repeats"),  # repeats without -m
+        # Repeats, in the words tests/e2e/test_report.py once ran `python -m bench` for each.
+        (["-m", "repeats=2,3"], "repeats: give one number"),
+        (["repeats=3"], "repeats: 3 runs of a configuration are a sweep; add -m"),
+        (["-m", "repeats=2", "repeat=1"], "repeat: set by the sweeper"),
         (["tracking.experiment= "], "tracking.experiment"),
         # Rules across fields.
         (["model=alexnet", "image_size=32"], "image_size"),

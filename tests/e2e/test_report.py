@@ -133,16 +133,9 @@ def test_a_repeated_sweep_reports_the_numbers_of_its_runs(bench, tmp_path: Path)
         render_in_chromium(out / "report.html", ARTIFACTS / "report-sweep.png")
 
 
-def test_refused_before_any_trial(bench) -> None:  # noqa: ANN001
-    single = bench.run("repeats=3", *TINY)
-    assert single.returncode == 2 and "repeats: 3 runs of a configuration are a sweep; add -m" in (
-        single.stderr
-    )
-    swept = bench.run("-m", "repeats=2,3", *TINY)
-    assert swept.returncode == 2 and "repeats: give one number" in swept.stderr
-    both = bench.run("-m", "repeats=2", "repeat=1", *TINY)
-    assert both.returncode == 2 and "repeat: set by the sweeper" in both.stderr
-    assert not bench.db.exists()  # no store was even opened
+def test_a_report_of_no_store_is_refused(bench) -> None:  # noqa: ANN001
+    """The bad repeats of a sweep (repeats=3 without -m, repeats=2,3, repeat=1) are refused,
+    in the same words, through the CLI's own entry point in tests/config/test_bad_input_table.py."""
     missing = subprocess.run(
         [sys.executable, "-m", "bench.report", "--uri", bench.uri],
         cwd=bench.root,
