@@ -11,21 +11,30 @@ pytestmark = pytest.mark.e2e
 
 def test_lenet5_learns_digits_in_every_framework_with_the_default_optimizer(bench) -> None:  # noqa: ANN001
     """The default SGD (lr 0.01, momentum 0.9) learns in all three: MXNet's once divided
-    the gradient by the batch twice and ended at 0.23."""
+    the gradient by the batch twice and ended at 0.23.  The same sweep is the one over all
+    three frameworks in one experiment (it was a sweep of its own in test_mxnet_trials.py):
+    one parent, a child of each framework under it, the same model everywhere."""
     result = bench.run(
         "-m",
-        "framework=torch,tf,mxnet",
+        "framework=mxnet,torch,tf",
         "model=lenet5",
         "data=digits",
         "batch_size=32",
         "epochs=6",
         "steps_per_epoch=0",
         "warmup_steps=1",
+        "tracking.experiment=three",
     )
     assert result.returncode == 0, result.output
     client = bench.client()
-    children = bench.children()
+    parents, children = bench.parents("three"), bench.children("three")
+    assert len(parents) == 1 and len(children) == 3
+    assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
     assert {c.data.tags["bench.framework"] for c in children} == {"torch", "tf", "mxnet"}
+    assert {c.data.tags["bench.status"] for c in children} == {"ok"}
+    assert {c.data.params["num_parameters"] for c in children} == {"62006"}
+    assert len({c.data.metrics["flops_per_sample"] for c in children}) == 1
+    assert "3 trials: 3 ok" in result.stdout
     for child in children:
         assert child.data.params["optimizer.name"] == "sgd"
         history = client.get_metric_history(child.info.run_id, "test_accuracy")

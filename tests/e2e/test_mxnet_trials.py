@@ -1,6 +1,6 @@
 """framework=mxnet end to end: trials run by MXNet's own environment (.venv-mxnet), its
-parameter-server kvstore with real scheduler, server and worker processes, and a sweep over
-all three frameworks."""
+parameter-server kvstore with real scheduler, server and worker processes.  The sweep over
+all three frameworks in one experiment is tests/e2e/test_data_trials.py's digits sweep."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ import time
 
 import psutil
 import pytest
-
-from tests.conftest import TINY
 
 pytestmark = pytest.mark.e2e
 
@@ -138,18 +136,3 @@ def test_ctrl_c_stops_every_kvstore_process(bench) -> None:  # noqa: ANN001
     assert kvstore_processes(bench.root) == []
     (child,) = bench.children()
     assert child.data.tags["bench.status"] == "killed"
-
-
-def test_sweep_over_three_frameworks_lands_in_one_experiment(bench) -> None:  # noqa: ANN001
-    result = bench.run(
-        "-m", "framework=mxnet,torch,tf", "model=lenet5", "tracking.experiment=three", *TINY
-    )
-    assert result.returncode == 0, result.output
-    parents, children = bench.parents("three"), bench.children("three")
-    assert len(parents) == 1 and len(children) == 3
-    assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
-    assert {c.data.tags["bench.framework"] for c in children} == {"mxnet", "torch", "tf"}
-    assert {c.data.tags["bench.status"] for c in children} == {"ok"}
-    assert {c.data.params["num_parameters"] for c in children} == {"62006"}
-    assert len({c.data.metrics["flops_per_sample"] for c in children}) == 1
-    assert "3 trials: 3 ok" in result.stdout
