@@ -1,5 +1,5 @@
 """bench's runs as MLflow's own UI shows them (headless Chromium against a real ``mlflow
-server`` on the sweep's store): a 4-trial sweep's runs table with the User, Source, Dataset
+server`` on the sweep's store): a 2-trial sweep's runs table with the User, Source, Dataset
 and a throughput column filled, and a trial's System metrics tab with its charts.  The two
 screenshots are kept under test-artifacts/."""
 
@@ -45,13 +45,13 @@ ROWS = "document.querySelectorAll('.ag-center-cols-container .ag-row').length"
 def test_the_mlflow_ui_shows_users_sources_datasets_and_system_metrics(bench) -> None:  # noqa: ANN001
     sweep = bench.run(
         "-m",
-        "framework=torch,tf",
-        "batch_size=4,8",
+        "framework=torch,tf",  # a trial of each: what the UI shows of one, it shows of four
+        "batch_size=4",
         "model=lenet5",
         "epochs=2",
         # Windows of 2 s or more, planned from a few steps' times; on a busy 2-core machine a
         # window can come out shorter than planned (CI's first run had a trial sampled for
-        # under 2 s: one CPU point), so the trial looked at is the longest of the four.
+        # under 2 s: one CPU point), so the trial looked at is the longer of the two.
         "min_window_s=2",
         "warmup_steps=1",
         "tracking.experiment=ui",
@@ -61,7 +61,7 @@ def test_the_mlflow_ui_shows_users_sources_datasets_and_system_metrics(bench) ->
     experiment = client.get_experiment_by_name("ui")
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
     children = bench.children("ui")
-    assert len(children) == 4
+    assert len(children) == 2
     user = getpass.getuser()
     assert {c.data.tags["mlflow.user"] for c in children} == {user}
     datasets = {c.inputs.dataset_inputs[0].dataset.name for c in children}
@@ -86,7 +86,7 @@ def test_the_mlflow_ui_shows_users_sources_datasets_and_system_metrics(bench) ->
             page.js(CLOSE_ASSISTANT)
             page.js(HIDE_BANNER)
             page.js("document.querySelector('.ag-row button').click()")  # expand the sweep
-            page.wait_for(f"{ROWS} == 5", what="the sweep's row and its 4 trials")
+            page.wait_for(f"{ROWS} == 3", what="the sweep's row and its 2 trials")
             table = page.wait_for(
                 "(() => { const t = document.querySelector('.ag-root').innerText;"
                 " return t.includes('synthetic-32px-10c') && t; })()",
@@ -94,8 +94,8 @@ def test_the_mlflow_ui_shows_users_sources_datasets_and_system_metrics(bench) ->
             )
             for text in ("User", "Source", "Dataset", "trial_samples_per_s", user, "bench"):
                 assert text in table, text
-            assert table.count("synthetic-32px-10c") == 4
-            assert table.count("framework=t") == 4  # the trial rows, by their run names
+            assert table.count("synthetic-32px-10c") == 2
+            assert table.count("framework=t") == 2  # the trial rows, by their run names
             for child in children:  # the summary's rate, in the UI's column
                 rate = child.data.metrics["trial_samples_per_s"]
                 assert f"{rate:,.1f} samples/s" in sweep.stderr + sweep.stdout
