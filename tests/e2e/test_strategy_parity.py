@@ -6,6 +6,8 @@ asynchronous strategy passes the looser check, and fails it with a wrong update 
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,6 +19,27 @@ from bench.parity import strategy as strategies
 pytestmark = pytest.mark.e2e
 
 SPEC = side.Spec(model="lenet5", batch_size=32, steps=10)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_reference_per_framework() -> Iterator[None]:
+    """The undistributed side a strategy is checked against (check.horizon: the session at
+    the full batch, its rounding floor from shaken starts, the initial weights and batches)
+    depends on the spec and the framework only, not on the strategy or on a fault injected
+    into the strategy's trial: it is made once per framework in this module (15-25 s each on
+    2 busy cores) and each check gets its own copy.  The strategies' trials stay real."""
+    made: dict[tuple[str, str, float], Any] = {}
+    original = strategies.horizon
+
+    def horizon(spec: side.Spec, framework: str, tolerance: float) -> Any:
+        key = (repr(spec), framework, tolerance)
+        if key not in made:
+            made[key] = original(spec, framework, tolerance)
+        return copy.deepcopy(made[key])
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(strategies, "horizon", horizon)
+        yield
 
 
 def _passes(framework: str, strategy: str) -> None:
