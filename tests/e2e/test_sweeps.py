@@ -36,7 +36,11 @@ def wait_for_workers(root, timeout_s: float = 120) -> list[psutil.Process]:  # n
     return workers
 
 
-def test_two_by_two_matrix_then_rerun_skips(bench) -> None:  # noqa: ANN001
+def test_two_by_two_matrix_logs_every_trial(bench) -> None:  # noqa: ANN001
+    """The README's main job.  That the same sweep again runs none of its finished trials is
+    checked on cheaper sweeps: raised repeats in tests/e2e/test_report.py ('8 trials: 6
+    skipped, 2 ok') and the resume after a sync in tests/e2e/test_disk_full.py ('2 trials: 2
+    skipped'); that it runs a killed one again, after kill -9 below."""
     first = bench.run("-m", "model=vgg16,resnet50", "framework=tf,torch", *TINY)
     assert first.returncode == 0, first.output
     parents, children = bench.parents(), bench.children()
@@ -82,11 +86,6 @@ def test_two_by_two_matrix_then_rerun_skips(bench) -> None:  # noqa: ANN001
     assert "4 trials: 4 ok" in first.stdout
     for word in ("trial", "status", "samples/s"):
         assert word in first.stdout
-
-    again = bench.run("-m", "model=vgg16,resnet50", "framework=tf,torch", *TINY)
-    assert again.returncode == 0, again.output
-    assert "4 trials: 4 skipped" in again.stdout
-    assert len(bench.children()) == 4, "a re-run must not run finished trials again"
 
 
 def test_oom_is_a_result_and_the_sweep_goes_on(bench) -> None:  # noqa: ANN001
@@ -162,7 +161,7 @@ def test_unreachable_server_spools_results_and_sync_logs_them(bench) -> None:  #
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     result = bench.run(
-        "framework=torch", "model=resnet50", *TINY, f"tracking.uri=http://127.0.0.1:{port}"
+        "framework=torch", "model=lenet5", *TINY, f"tracking.uri=http://127.0.0.1:{port}"
     )
     assert result.returncode == 0, result.output
     assert len(bench.spooled()) == 1
@@ -196,7 +195,7 @@ def test_unreachable_server_spools_results_and_sync_logs_them(bench) -> None:  #
     assert not bench.spooled()
     (parent,) = bench.parents()  # closed with the summary the sweep printed
     assert parent.info.status == "FINISHED"
-    assert "resnet50" in parent.data.tags["mlflow.note.content"]
+    assert "lenet5" in parent.data.tags["mlflow.note.content"]
 
 
 def test_sigkill_of_the_sweep_is_cleaned_up_by_the_next_sweep(bench) -> None:  # noqa: ANN001
