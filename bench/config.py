@@ -234,10 +234,16 @@ class BenchConfig:
     # forward, backward and optimizer time; run steps under the framework's profiler.
     breakdown: bool = False
     profile: bool = False
-    # Run each configuration this many times (a sweep interleaves the repeats); ``repeat`` is
-    # the index of one run among them, set by the sweeper.
-    repeats: int = 1
+    # Run each configuration this many times (a sweep interleaves the repeats), or "auto":
+    # rounds until every comparison of the sweep is settled (bench.analysis.sequential), at
+    # most max_repeats, within repeats_budget_s (0: no budget); ``repeat`` is the index of
+    # one run among them, set by the sweeper.
+    repeats: Any = 1
     repeat: int = 0
+    max_repeats: int = 10
+    repeats_budget_s: float = 0.0
+    # Two sides whose whole interval of the time ratio lies within ±this are "equivalent".
+    equivalence_margin: float = 0.02
     # At the end of a sweep, write the comparison report (bench.report) to its parent run.
     report: bool = False
     # Before the first trial, check training parity (python -m bench.parity) for every
@@ -278,7 +284,8 @@ _AUTO_ONLY = ("min_window_s", "max_steps_per_epoch")
 # holds, so an ok run without them must not satisfy, and skip, a request for them.)
 _NOT_HASHED = (
     "tracking", "force", "timeout_s", "repeats", "report", "parity", "allow_mixed_devices",
-    "claims", "skip_unavailable", "scale",
+    "claims", "skip_unavailable", "scale", "max_repeats", "repeats_budget_s",
+    "equivalence_margin",
 )  # fmt: skip
 
 
@@ -449,7 +456,7 @@ def check(cfg: BenchConfig) -> list[str]:
             "Gluon convolutions here are channels-first only); leave it false"
         )
     at_least(problems, "seed", cfg.seed, 0)
-    at_least(problems, "repeats", cfg.repeats, 1)
+    _check_repeats(problems, cfg)
     at_least(problems, "repeat", cfg.repeat, 0)
     at_least(problems, "launcher.kill_grace_s", cfg.launcher.kill_grace_s, 0)
     at_least(problems, "launcher.memory_limit_mb", cfg.launcher.memory_limit_mb, 0)
@@ -480,6 +487,29 @@ def check(cfg: BenchConfig) -> list[str]:
             f"{cfg.launcher.docker.heartbeat_timeout_s:g}"
         )
     return problems
+
+
+def auto_repeats(cfg: BenchConfig) -> bool:
+    return isinstance(cfg.repeats, str) and cfg.repeats.strip().lower() == "auto"
+
+
+def _check_repeats(problems: list[str], cfg: BenchConfig) -> None:
+    if cfg.max_repeats < 2:
+        problems.append(
+            f"max_repeats: repeats=auto needs at least 2 rounds to compare, got {cfg.max_repeats}"
+        )
+    whole = isinstance(cfg.repeats, int) and not isinstance(cfg.repeats, bool)
+    if not auto_repeats(cfg) and (not whole or cfg.repeats < 1):
+        problems.append(f"repeats: an integer >= 1 or auto; got {cfg.repeats!r}")
+    if cfg.repeats_budget_s < 0:
+        problems.append(
+            f"repeats_budget_s: >= 0 seconds (0: no budget), got {cfg.repeats_budget_s:g}"
+        )
+    if not 0 < cfg.equivalence_margin < 0.5:
+        problems.append(
+            f"equivalence_margin: a fraction in (0, 0.5), e.g. 0.02 for ±2%; got "
+            f"{cfg.equivalence_margin:g}"
+        )
 
 
 def to_dict(cfg: BenchConfig) -> dict[str, Any]:

@@ -24,12 +24,12 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from bench.config import BenchConfig, ConfigError
+from bench.config import BenchConfig, ConfigError, auto_repeats
 from bench.launchers.base import on_time_limit_warning
 from bench.preflight import validate
 from bench.result import ERROR
 from bench.runtime.processes import shielded
-from bench.sweep import parity
+from bench.sweep import parity, rounds
 from bench.sweep.availability import split_unavailable
 from bench.sweep.compose import compose_all, to_bench_config
 from bench.sweep.jobs import BenchExit, SweepRef, check_all, expand, fail, trial_label, varying
@@ -63,7 +63,8 @@ def run_sweep(
     ``compose`` composes one job's config, ``launch`` runs a batch of jobs (Hydra's
     launcher) and returns their JobReturns; ``dry_run``: stop after the checks, listing the
     trials.  Always ends by raising :class:`BenchExit`."""
-    repeats = int(config.get("repeats", 1))
+    auto = str(config.get("repeats", 1)).strip().lower() == "auto"
+    repeats = int(config.get("max_repeats", 10)) if auto else _repeats(config.get("repeats", 1))
     launcher = str(config.hydra.launcher.get("_target_", ""))
     try:
         jobs = expand(arguments, repeats, blocks)
@@ -103,17 +104,25 @@ def run_sweep(
     rows: list[Row] = []
     try:
         verdicts = parity.run_checks([c for _, _, c in composed], sweep.store, sweep.sweep_id)
-        for start in range(0, len(jobs), size):
-            batch = [
-                job + ref.overrides() + parity.overrides(cfg, verdicts)
-                for job, (_, _, cfg) in zip(
-                    jobs[start : start + size], composed[start : start + size], strict=True
-                )
-            ]
-            for done, (label, _, cfg) in zip(
-                launch(batch, start), composed[start : start + size], strict=True
-            ):
-                rows.append(_row_of(done, label, cfg))
+
+        def run_jobs(indices: list[int]) -> list[Row]:
+            ran: list[Row] = []
+            for start in range(0, len(indices), size):
+                chosen = indices[start : start + size]
+                batch = [
+                    jobs[i] + ref.overrides() + parity.overrides(composed[i][2], verdicts)
+                    for i in chosen
+                ]
+                for done, i in zip(launch(batch, chosen[0]), chosen, strict=True):
+                    row = _row_of(done, composed[i][0], composed[i][2])
+                    rows.append(row)
+                    ran.append(row)
+            return ran
+
+        if auto:
+            _run_rounds(jobs, first, run_jobs)
+        else:
+            run_jobs(list(range(len(jobs))))
     except KeyboardInterrupt as stop:
         with shielded():  # the parent run is closed whatever else arrives
             sweep.finish([*rows, stop.row] if isinstance(stop, TrialStopped) else rows, True)
@@ -122,6 +131,61 @@ def run_sweep(
     with _no_crash():
         code = sweep.finish(rows)
     raise BenchExit(code)
+
+
+def _repeats(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        fail([f"repeats: an integer >= 1 or auto; got {value!r}"])
+        raise  # unreachable: fail raises
+
+
+def _run_rounds(
+    jobs: list[list[str]], cfg: BenchConfig, run_jobs: Callable[[list[int]], list[Row]]
+) -> None:
+    """repeats=auto (bench.sweep.rounds): run round after round, each over the
+    configurations whose comparisons are not all settled, until none is left, the last
+    round or the budget."""
+    started = time.monotonic()
+    configs = list(dict.fromkeys(rounds.config_of(j) for j in jobs))
+    pairs = rounds.comparisons(configs)
+    by_round: dict[int, list[int]] = {}
+    for i, job in enumerate(jobs):
+        by_round.setdefault(rounds.round_of(job), []).append(i)
+    seen: list[tuple[rounds.Config, str, float | None]] = []
+    active = set(configs)
+    last = max(by_round)
+    for r in sorted(by_round):
+        chosen = [i for i in by_round[r] if rounds.config_of(jobs[i]) in active]
+        for i, row in zip(chosen, run_jobs(chosen), strict=True):
+            seen.append((rounds.config_of(jobs[i]), row.status, row.samples_per_s))
+        done = r + 1
+        if done < 2:
+            continue
+        statuses = rounds.settle(pairs, rounds.times_of(seen), done, last + 1,
+                                 cfg.equivalence_margin)  # fmt: skip
+        active = rounds.still_open(configs, statuses) if pairs else set()
+        over = cfg.repeats_budget_s > 0 and time.monotonic() - started >= cfg.repeats_budget_s
+        settled = sum(s.settled for s in statuses)
+        if not active or over or r == last:
+            why = (
+                "every comparison is settled"
+                if not active
+                else ("the budget (repeats_budget_s) is spent" if over else "max_repeats reached")
+            )
+            tally = rounds.tally(statuses)
+            print(f"bench: repeats=auto: {done} rounds ({why}): {tally}", file=sys.stderr)
+            for line in rounds.describe(statuses):
+                print(line, file=sys.stderr)
+            return
+        print(
+            f"bench: repeats=auto: round {done}: {settled} of {len(statuses)} comparisons "
+            f"settled; {len(active)} configurations run another round:",
+            file=sys.stderr,
+        )
+        for line in rounds.describe(statuses):
+            print(line, file=sys.stderr)
 
 
 def _say_planned(labels: Sequence[str], not_run: int) -> None:
@@ -196,7 +260,11 @@ def run_job(config: DictConfig, overrides: list[str], workdir: Path, index: int)
 
 
 def _single(cfg: BenchConfig, overrides: list[str], workdir: Path) -> Row:
-    if cfg.repeats > 1:
+    if not auto_repeats(cfg) and (
+        not isinstance(cfg.repeats, int) or isinstance(cfg.repeats, bool)
+    ):
+        fail([f"repeats: an integer >= 1 or auto; got {cfg.repeats!r}"])
+    if auto_repeats(cfg) or cfg.repeats > 1:
         fail([f"repeats: {cfg.repeats} runs of a configuration are a sweep; add -m"])
     label = trial_label(cfg, overrides, ())
     try:

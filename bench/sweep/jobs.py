@@ -205,7 +205,9 @@ def jobs_of(config: DictConfig) -> list[list[str]]:
     args = [f"{k}={v}" for k, v in params.items()] + task
     given_blocks = grid_blocks(params, grid, task) if grid else []
     blocks = [parser.parse_overrides(b) for b in given_blocks]
-    return expand(parser.parse_overrides(args), int(config.get("repeats", 1)), blocks)
+    given = str(config.get("repeats", 1)).strip().lower()
+    repeats = int(config.get("max_repeats", 10)) if given == "auto" else int(given)
+    return expand(parser.parse_overrides(args), repeats, blocks)
 
 
 def _claim_problems(configs: Sequence[BenchConfig]) -> list[str]:

@@ -29,6 +29,8 @@ CHOICES = {
     "distributed": "distributed",
     "launcher.docker.variant": "launcher.docker.variant",
     "tracking.uri": "tracking.uri",
+    "onednn": "onednn",
+    "tuning": "tuning",
 }
 # Numbers with a lower bound: every one of them, whatever the rest of the config.
 BOUNDED = [k for k, v in FIELDS.items() if isinstance(v, int | float) and not isinstance(v, bool)]
@@ -59,6 +61,15 @@ def cases() -> list[tuple[list[str], str]]:
         (["repeats=3"], "repeats: 3 runs of a configuration are a sweep; add -m"),
         (["-m", "repeats=2", "repeat=1"], "repeat: set by the sweeper"),
         (["tracking.experiment= "], "tracking.experiment"),
+        (["repeats=auto"], "repeats: auto runs of a configuration are a sweep; add -m"),
+        (["-m", "repeats=auto", "max_repeats=1"], "max_repeats"),
+        (["equivalence_margin=0.5"], "equivalence_margin"),
+        # tuning=best (docs/tuning.md)
+        (["tuning=best", "tuning.keys=[xla]"], "tuning.keys"),
+        (["tuning=best", "distributed=ddp", "workers=2"], "tuning"),
+        (["tuning=best", "launcher=inline"], "tuning"),
+        (["framework=tf", "channels_last=true"], "channels_last"),
+        (["framework=mxnet", "cudnn_benchmark=true"], "cudnn_benchmark"),
         # Rules across fields.
         (["model=alexnet", "image_size=32"], "image_size"),
         (["precision=fp16", "device=cpu"], "precision"),

@@ -1,0 +1,151 @@
+"""``repeats=auto``: a sweep's rounds go on until every comparison in it is settled.
+
+After each round from the second on, every comparison the sweep makes is looked at with
+:func:`bench.analysis.sequential.look` (its error rate spent over the planned looks, so
+looking after every round keeps its promise).  A comparison is a pair of configurations
+that differ in one swept key, except the keys that describe the workload rather than a
+choice between sides (model, batch, input size, mode, device, data set, seed): framework
+against framework, version against version, tuning=default against best, a strategy
+against another, and any other key swept on purpose.  A configuration stops once each of
+its comparisons is settled (faster, equivalent, or futile: no verdict is reachable in the
+rounds left); the others run another round, until ``max_repeats`` rounds or
+``repeats_budget_s``.  Runs that are not ``ok`` never count as a sample.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bench.analysis import sequential
+
+# Keys whose values describe the workload: configurations that differ in one of them are
+# not two sides of a comparison (the report does not pit ResNet-50 against VGG-16).
+NOT_COMPARED = (
+    "model", "model.name", "batch_size", "image_size", "mode", "device", "data", "data.name",
+    "num_classes", "seed", "+experiment", "scale",
+)  # fmt: skip
+
+Config = tuple[str, ...]
+
+
+def config_of(job: Sequence[str]) -> Config:
+    """A job's configuration: its overrides without the round's ``repeat=``."""
+    return tuple(o for o in job if not o.startswith("repeat="))
+
+
+def round_of(job: Sequence[str]) -> int:
+    for o in job:
+        if o.startswith("repeat="):
+            return int(o.split("=", 1)[1])
+    return 0
+
+
+@dataclass(frozen=True)
+class Comparison:
+    a: Config
+    b: Config
+    key: str  # the override they differ in
+    label: str  # e.g. "model=lenet5: framework tf vs torch"
+
+
+def _split(config: Config) -> dict[str, str]:
+    return dict(o.split("=", 1) for o in config if "=" in o)
+
+
+def comparisons(configs: Sequence[Config]) -> list[Comparison]:
+    """Every pair of ``configs`` that differ in exactly one compared key."""
+    parsed = [(c, _split(c)) for c in configs]
+    out = []
+    for i, (ca, a) in enumerate(parsed):
+        for cb, b in parsed[i + 1 :]:
+            if a.keys() != b.keys():
+                continue
+            differ = [k for k in a if a[k] != b[k]]
+            if len(differ) != 1 or differ[0].lstrip("+~") in NOT_COMPARED:
+                continue
+            key = differ[0]
+            shared = [f"{k}={v}" for k, v in a.items() if k != key and _shown(k, a, parsed)]
+            where = " ".join(shared) or "the sweep"
+            out.append(Comparison(ca, cb, key, f"{where}: {key} {a[key]} vs {b[key]}"))
+    return out
+
+
+def _shown(key: str, values: dict[str, str], parsed: list[tuple[Config, dict[str, str]]]) -> bool:
+    """Whether ``key`` varies in the sweep (a key every configuration shares says nothing)."""
+    return len({p.get(key) for _, p in parsed}) > 1
+
+
+@dataclass
+class Status:
+    comparison: Comparison
+    look: sequential.Look | None  # None: a side has fewer than 2 ok runs
+    settled: bool
+    why: str
+
+
+def settle(
+    comparisons_: Sequence[Comparison],
+    times: dict[Config, list[float]],
+    rounds_done: int,
+    max_rounds: int,
+    margin: float,
+) -> list[Status]:
+    """Each comparison's state after ``rounds_done`` rounds; ``times``: each configuration's
+    ok runs as time per sample."""
+    looks = max_rounds - 1
+    out = []
+    for c in comparisons_:
+        a, b = times.get(c.a, []), times.get(c.b, [])
+        if min(len(a), len(b)) < 2:
+            failed = rounds_done >= 2 and (not a or not b)  # a failure is a result, not noise
+            why = "a side has no ok run" if failed else "fewer than 2 ok runs a side"
+            out.append(Status(c, None, failed or rounds_done >= max_rounds, why))
+            continue
+        k = min(max(rounds_done - 1, 1), looks)
+        seen = sequential.look(a, b, k, looks, margin)
+        settled = seen.kind in sequential.SETTLED
+        why = seen.why if seen.kind != sequential.OPEN or not seen.more else (
+            f"{seen.why}; about {seen.more} more runs a side"
+        )  # fmt: skip
+        out.append(Status(c, seen, settled, why))
+    return out
+
+
+def still_open(configs: Sequence[Config], statuses: Sequence[Status]) -> set[Config]:
+    """The configurations with a comparison not settled yet."""
+    return {
+        side
+        for s in statuses
+        if not s.settled
+        for side in (s.comparison.a, s.comparison.b)
+        if side in configs
+    }
+
+
+def times_of(rows: Sequence[tuple[Config, str, float | None]]) -> dict[Config, list[float]]:
+    """(configuration, status, samples/s) rows as each configuration's ok times per sample."""
+    out: dict[Config, list[float]] = {}
+    for config, status, rate in rows:
+        if status == "ok" and rate and rate > 0 and math.isfinite(rate):
+            out.setdefault(config, []).append(1.0 / rate)
+    return out
+
+
+def tally(statuses: Sequence[Status]) -> str:
+    """How the comparisons stand, e.g. "2 faster, 1 equivalent, 1 open"."""
+    kinds: dict[str, int] = {}
+    for s in statuses:
+        kind = s.look.kind if s.look is not None else ("failed" if s.settled else "open")
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) or "no comparison"
+
+
+def describe(statuses: Sequence[Status], limit: int = 6) -> list[str]:
+    """Progress lines: what is still open and why."""
+    open_ = [s for s in statuses if not s.settled]
+    lines = [f"  {s.comparison.label}: {s.why}" for s in open_[:limit]]
+    if len(open_) > limit:
+        lines.append(f"  ... and {len(open_) - limit} more")
+    return lines

@@ -1,0 +1,120 @@
+"""repeats=auto in the sweep (bench.sweep.rounds and the driver's rounds): which pairs are
+comparisons, when a configuration stops, and what a round says (fake trials: rows from a
+table of rates, no framework)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from bench.config import BenchConfig
+from bench.sweep import driver, rounds
+from bench.sweep.jobs import expand
+from bench.sweep.session import Row
+
+
+def parsed(*overrides: str) -> list:  # noqa: ANN401
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create().parse_overrides(list(overrides))
+
+
+def test_comparisons_are_pairs_that_differ_in_one_compared_key() -> None:
+    configs = [
+        ("framework=torch", "model=lenet5"), ("framework=tf", "model=lenet5"),
+        ("framework=torch", "model=vgg16"), ("framework=tf", "model=vgg16"),
+    ]  # fmt: skip
+    found = rounds.comparisons(configs)
+    assert [(c.a, c.b) for c in found] == [(configs[0], configs[1]), (configs[2], configs[3])]
+    assert found[0].label == "model=lenet5: framework torch vs tf"
+    # an A/A pair: a key that changes nothing measured is still a comparison
+    same = rounds.comparisons([("data.num_batches=4",), ("data.num_batches=5",)])
+    assert len(same) == 1
+
+
+def test_failed_runs_are_never_samples() -> None:
+    times = rounds.times_of([(("a",), "ok", 100.0), (("a",), "oom", None), (("a",), "ok", 50.0),
+                             (("b",), "diverged", 10.0)])  # fmt: skip
+    assert times == {("a",): [0.01, 0.02]}
+
+
+def fake_sweep(
+    rates: dict[str, float], cv: float, max_repeats: int = 10, budget: float = 0.0, seed: int = 0
+):  # noqa: ANN202
+    """Run driver._run_rounds over jobs of framework=torch,tf whose trials return ``rates``
+    (samples/s by framework) with noise ``cv``; the jobs run, in order."""
+    rng = random.Random(seed)
+    jobs = expand(parsed("framework=" + ",".join(rates)), max_repeats)
+    ran: list[list[str]] = []
+
+    def run_jobs(indices: list[int]) -> list[Row]:
+        out = []
+        for i in indices:
+            ran.append(jobs[i])
+            fw = dict(o.split("=") for o in jobs[i])["framework"]
+            out.append(Row(fw, "ok", rates[fw] * rng.gauss(1.0, cv), 1.0))
+        return out
+
+    cfg = BenchConfig(repeats="auto", max_repeats=max_repeats, repeats_budget_s=budget)
+    driver._run_rounds(jobs, cfg, run_jobs)
+    return ran
+
+
+def test_a_large_difference_stops_after_two_rounds(capsys: pytest.CaptureFixture[str]) -> None:
+    ran = fake_sweep({"torch": 100.0, "tf": 50.0}, cv=0.01)
+    assert len(ran) == 4  # 2 rounds of 2 configurations
+    said = capsys.readouterr().err
+    assert "2 rounds (every comparison is settled): 1 faster" in said
+
+
+def test_close_sides_run_until_settled_and_say_why(capsys: pytest.CaptureFixture[str]) -> None:
+    ran = fake_sweep({"torch": 100.0, "tf": 99.8}, cv=0.004, max_repeats=10)
+    said = capsys.readouterr().err
+    assert "spans both sides" in said or "not yet within" in said
+    assert 4 < len(ran) <= 20
+    assert "equivalent" in said.splitlines()[-1] or "futile" in said
+
+
+def test_max_repeats_and_the_budget_end_the_rounds(capsys: pytest.CaptureFixture[str]) -> None:
+    ran = fake_sweep({"torch": 100.0, "tf": 97.0}, cv=0.05, max_repeats=3)
+    assert len(ran) <= 6 and "3 rounds" in capsys.readouterr().err
+    ran = fake_sweep({"torch": 100.0, "tf": 97.0}, cv=0.05, budget=1e-9)
+    assert len(ran) == 4 and "budget" in capsys.readouterr().err
+
+
+def test_an_ab_sweep_rarely_finds_a_difference_between_identical_sides() -> None:
+    faster = 0
+    for seed in range(40):
+        ran = fake_sweep({"torch": 100.0, "tf": 100.0}, cv=0.03, seed=seed)
+        assert len(ran) % 2 == 0
+        faster += len(ran) == 4  # stopping at round 2 is a verdict reached at once
+    assert faster <= 6
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [({"repeats": "sometimes"}, "repeats"), ({"repeats": 0}, "repeats"),
+     ({"repeats": "auto", "max_repeats": 1}, "max_repeats"),
+     ({"repeats_budget_s": -1.0}, "repeats_budget_s"),
+     ({"equivalence_margin": 0.5}, "equivalence_margin"),
+     ({"equivalence_margin": 0.0}, "equivalence_margin")],
+)  # fmt: skip
+def test_bad_repeats_input_names_its_key(changes: dict[str, object], field: str) -> None:
+    import dataclasses
+
+    from bench.config import check
+
+    problems = check(dataclasses.replace(BenchConfig(), **changes))  # type: ignore[arg-type]
+    assert any(p.startswith(f"{field}:") for p in problems), problems
+
+
+def test_the_new_keys_change_no_hash() -> None:
+    import dataclasses
+
+    from bench.config import config_hash
+
+    plain = BenchConfig()
+    for changes in ({"repeats": "auto"}, {"max_repeats": 3}, {"equivalence_margin": 0.05},
+                    {"repeats_budget_s": 60.0}):  # fmt: skip
+        assert config_hash(dataclasses.replace(plain, **changes)) == config_hash(plain)
