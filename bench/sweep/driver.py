@@ -24,6 +24,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from bench.analysis import drift
 from bench.config import BenchConfig, ConfigError, auto_repeats
 from bench.launchers.base import on_time_limit_warning
 from bench.preflight import validate
@@ -105,10 +106,13 @@ def run_sweep(
     try:
         verdicts = parity.run_checks([c for _, _, c in composed], sweep.store, sweep.sweep_id)
 
+        drift = _Drift(sweep, repeats > 1)
+
         def run_jobs(indices: list[int]) -> list[Row]:
             ran: list[Row] = []
             for start in range(0, len(indices), size):
                 chosen = indices[start : start + size]
+                drift.before(rounds.round_of(jobs[chosen[0]]))
                 batch = [
                     jobs[i] + ref.overrides() + parity.overrides(composed[i][2], verdicts)
                     for i in chosen
@@ -123,6 +127,7 @@ def run_sweep(
             _run_rounds(jobs, first, run_jobs)
         else:
             run_jobs(list(range(len(jobs))))
+        drift.say()
     except KeyboardInterrupt as stop:
         with shielded():  # the parent run is closed whatever else arrives
             sweep.finish([*rows, stop.row] if isinstance(stop, TrialStopped) else rows, True)
@@ -131,6 +136,37 @@ def run_sweep(
     with _no_crash():
         code = sweep.finish(rows)
     raise BenchExit(code)
+
+
+class _Drift:
+    """The drift check (bench.analysis.drift): a reference step before each round of a
+    sweep with repeats, logged on its parent run, and the rounds that moved, said at the end."""
+
+    def __init__(self, sweep: Sweep, repeats: bool) -> None:
+        self.sweep, self.enabled = sweep, repeats
+        self.reference = drift.Reference()
+        self.times: list[float] = []
+
+    def before(self, round_: int) -> None:
+        if not self.enabled or round_ < len(self.times):
+            return
+        seconds = self.reference.time()
+        self.times.append(seconds)
+        self.sweep.store.note_round(self.sweep.sweep_id, round_, seconds)
+
+    def say(self) -> None:
+        moved = drift.flagged(self.times)
+        if moved:
+            middle = sorted(self.times)[len(self.times) // 2]
+            shown = ", ".join(
+                f"round {r + 1} {100 * (self.times[r] / middle - 1):+.0f}%" for r in moved
+            )
+            print(
+                f"bench: the machine drifted: the reference step moved by more than "
+                f"{100 * drift.THRESHOLD:g}% from the sweep's median in {shown} (metric "
+                "reference_step_s on the sweep's run); compare those rounds' trials with care",
+                file=sys.stderr,
+            )
 
 
 def _repeats(value: Any) -> int:

@@ -95,6 +95,11 @@ class Store(Protocol):
 
     def note_parity(self, sweep_id: str, group: str, text: str, verdict: str) -> None: ...
 
+    def note_round(self, sweep_id: str, round_: int, reference_s: float) -> None:
+        """The drift check's reference time before round ``round_`` (0-based) of a sweep, on
+        its parent run (metric ``reference_step_s``, step = the round)."""
+        ...
+
     def start_trial(
         self, sweep_id: str, cfg: BenchConfig, name: str, tags: dict[str, str]
     ) -> TrialRun: ...

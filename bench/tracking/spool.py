@@ -86,6 +86,9 @@ class Spool:
     def note_parity(self, sweep_id: str, group: str, text: str, verdict: str) -> None:
         pass  # the verdicts reach the trials' records; the tables were printed
 
+    def note_round(self, sweep_id: str, round_: int, reference_s: float) -> None:
+        pass  # printed with the round; the parent run is out of reach
+
     def start_trial(
         self, sweep_id: str, cfg: BenchConfig, name: str, tags: dict[str, str]
     ) -> SpooledTrial:

@@ -240,6 +240,12 @@ class MlflowStore:
         except Exception as exc:  # noqa: BLE001 - printed already; the sweep goes on
             print(f"bench: could not log the parity check {group}: {exc}", file=sys.stderr)
 
+    def note_round(self, sweep_id: str, round_: int, reference_s: float) -> None:
+        try:
+            self.client.log_metric(sweep_id, "reference_step_s", reference_s, step=round_)
+        except Exception as exc:  # noqa: BLE001 - a figure lost; the sweep goes on
+            print(f"bench: could not log round {round_}'s reference step: {exc}", file=sys.stderr)
+
     def close_sweep(self, sweep_id: str, ok: bool, killed: bool, summary: str) -> None:
         self.client.set_tag(sweep_id, "mlflow.note.content", f"```\n{summary}\n```")
         self.client.log_text(sweep_id, summary, "summary.txt")

@@ -52,3 +52,13 @@ def test_identical_sides_rarely_differ_and_naive_retesting_often_does() -> None:
 def test_a_true_difference_is_found_with_low_noise() -> None:
     found = seq.simulate(100, cv=0.01, true_ratio=1.05, seed=3)
     assert found.faster > 0.95 and found.rounds < 5
+
+
+def test_the_drift_check_flags_rounds_that_moved() -> None:
+    from bench.analysis import drift
+
+    reference = drift.Reference(target_s=0.01)
+    first = reference.time()
+    assert reference.sorts >= 1 and first > 0
+    assert drift.flagged([1.0, 1.01, 0.99, 1.2, 1.0]) == [3]
+    assert drift.flagged([1.0, 1.2]) == []  # too few rounds to have a median worth the name

@@ -17,6 +17,9 @@ class Notes:
     def __init__(self) -> None:
         self.notes: list[tuple[str, str, str]] = []
 
+    def note_round(self, sweep_id: str, round_: int, reference_s: float) -> None:
+        pass
+
     def note_parity(self, sweep_id: str, group: str, text: str, verdict: str) -> None:
         self.notes.append((group, verdict, text))
 
