@@ -124,7 +124,7 @@ def look(
     # Reachable if any difference the interval still allows could be shown, or equivalence
     # could be: futility is declared only when neither end of the interval would settle.
     reachable = abs(d) + half > h_max or max(0.0, abs(d) - half) + e_max < bound
-    more = _runs_needed(d, spread, bound, last_alpha) - n
+    more = runs_needed(d, spread, bound, last_alpha) - n
     where = f"interval [{low:.3f}, {high:.3f}]"
     if left == 0 or not reachable:
         why = f"{where}: no verdict within {looks + 1} rounds at this spread"
@@ -136,7 +136,7 @@ def look(
     return Look(OPEN, ratio, low, high, a_k, n, max(more, 0), why)
 
 
-def _runs_needed(d: float, spread: float, bound: float, level: float) -> int:
+def runs_needed(d: float, spread: float, bound: float, level: float) -> int:
     """About how many runs a side settle a difference ``d`` (log) at per-run spread
     ``spread``: the fewer of what shows a difference and what shows equivalence."""
     options = []

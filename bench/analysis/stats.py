@@ -13,7 +13,12 @@ says which side is faster, and by how much, only when the data support it:
 - ``not tested`` when the runs are too few for any test to find a difference (one run a
   side; or so few that even the exact test's smallest p-value is not below 5%): saying
   "no significant difference" there would claim a test that could not have found one;
-- ``no significant difference`` in every other case.
+- ``equivalent within ±m%`` when the difference is not significant and two one-sided
+  tests at the 5% level (Welch's t on log times: the 90% interval of the ratio of
+  geometric means) put the whole interval within ±``margin`` (2% by default): evidence of
+  no difference that matters, which "no significant difference" is not;
+- ``no significant difference`` in every other case, with about how many more runs a
+  side would settle it either way.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ FASTER = "faster"
 SAME = "no significant difference"
 NOT_COMPARABLE = "not comparable"
 NOT_TESTED = "not tested"
+EQUIVALENT = "equivalent"
+DEFAULT_MARGIN = 0.02
 
 
 @dataclass
@@ -191,7 +198,32 @@ def _interval_text(ratio: float, low: float, high: float) -> str:
     return f"[95% CI {lo:.1f}%, {hi:.1f}%]"
 
 
-def compare(a: Sample, b: Sample, *, across_architectures: bool = False) -> Verdict:
+def equivalence(
+    a: Sequence[float], b: Sequence[float], margin: float, alpha: float = ALPHA
+) -> tuple[bool, int]:
+    """Two one-sided tests at ``alpha`` (Welch's t on log times): whether the ratio of
+    geometric means lies within ±``margin``, and about how many more runs a side would
+    settle the comparison (a difference or equivalence), 0 when unknown."""
+    from bench.analysis import sequential
+
+    la, lb = np.log(np.asarray(a, dtype=float)), np.log(np.asarray(b, dtype=float))
+    va, vb = la.var(ddof=1) / len(la), lb.var(ddof=1) / len(lb)
+    d, se = float(lb.mean() - la.mean()), math.sqrt(va + vb)
+    bound = math.log(1 + margin)
+    if se == 0:
+        return abs(d) < bound, 0
+    from scipy.stats import t as student
+
+    df = (va + vb) ** 2 / (va**2 / (len(la) - 1) + vb**2 / (len(lb) - 1))
+    inside = abs(d) + float(student.ppf(1 - alpha, df)) * se < bound
+    n = min(len(la), len(lb))
+    needed = sequential.runs_needed(d, se * math.sqrt(n), bound, alpha)
+    return inside, max(needed - n, 0)
+
+
+def compare(
+    a: Sample, b: Sample, *, across_architectures: bool = False, margin: float = DEFAULT_MARGIN
+) -> Verdict:
     """Which of ``a`` and ``b`` is faster, if the runs say so (see the module's docstring).
 
     The ratio and its interval are filled in whatever the verdict, so that a figure can
@@ -240,7 +272,19 @@ def compare(a: Sample, b: Sample, *, across_architectures: bool = False) -> Verd
                 "use repeats >= 4)"
             )
             return verdict
-    verdict.text = f"{SAME} ({why})"
+    if not all(v > 0 for v in (*a.values, *b.values)):
+        verdict.text = f"{SAME} ({why})"
+        return verdict
+    inside, more = equivalence(a.values, b.values, margin)
+    if inside:
+        verdict.kind = EQUIVALENT
+        verdict.text = (
+            f"{EQUIVALENT} within ±{100 * margin:g}% ({runs}; ratio {ratio:.3f} "
+            f"[95% CI {low:.3f}, {high:.3f}])"
+        )
+        return verdict
+    hint = f"; inconclusive: needs about {more} more runs a side" if more else ""
+    verdict.text = f"{SAME} ({why}){hint}"
     return verdict
 
 

@@ -62,8 +62,9 @@ def compare(current: Sequence[Trial], baseline: Sequence[Trial]) -> list[Change]
             kind, text = REGRESSION, f"regression of {pct:.1f}% {interval}"
         elif v.kind == stats.FASTER:
             kind, text = IMPROVEMENT, f"improvement of {-pct:.1f}% {interval}"
-        elif v.kind == stats.SAME:
-            kind, text = NO_CHANGE, f"{NO_CHANGE} ({pct:+.1f}% {interval})"
+        elif v.kind in (stats.SAME, stats.EQUIVALENT):
+            same = "; " + v.text.split(" (")[0] if v.kind == stats.EQUIVALENT else ""
+            kind, text = NO_CHANGE, f"{NO_CHANGE} ({pct:+.1f}% {interval}{same})"
         elif v.kind == stats.NOT_COMPARABLE:
             kind, text = NOT_COMPARABLE, v.text
         else:

@@ -57,15 +57,32 @@ def test_a_clear_difference_names_the_faster_side_and_how_much(n: int) -> None:
 
 
 def test_identical_distributions_give_no_significant_difference() -> None:
-    values = draws(10.0, 10, 3)
+    values = draws(10.0, 10, 3, cv=0.08)
     same = stats.compare(sample("torch", values), sample("tf", list(values)))
     assert same.kind == stats.SAME and same.text.startswith("no significant difference")
+    assert "inconclusive: needs about" in same.text  # 8% noise: too wide for ±2%
     assert same.ratio == pytest.approx(1.0)
     assert same.ci_low < 1 < same.ci_high
     # Two draws from one distribution, small samples (Mann-Whitney decides).
-    small = stats.compare(sample("torch", draws(10.0, 5, 4)), sample("tf", draws(10.0, 5, 5)))
+    small = stats.compare(
+        sample("torch", draws(10.0, 5, 4, cv=0.08)), sample("tf", draws(10.0, 5, 5, cv=0.08))
+    )
     assert small.kind == stats.SAME
     assert small.p_value > stats.ALPHA
+
+
+def test_close_sides_with_little_noise_are_equivalent_within_the_margin() -> None:
+    values = draws(10.0, 10, 3)  # 2% noise, the same runs on both sides
+    same = stats.compare(sample("torch", values), sample("tf", list(values)))
+    assert same.kind == stats.EQUIVALENT and same.text.startswith("equivalent within ±2%")
+    # a margin narrower than the noise allows: no longer shown
+    narrow = stats.compare(sample("torch", values), sample("tf", list(values)), margin=0.005)
+    assert narrow.kind == stats.SAME
+    # 3% apart with 0.5% noise: a difference, not an equivalence
+    apart = stats.compare(
+        sample("a", draws(10.0, 8, 1, 0.005)), sample("b", draws(10.3, 8, 2, 0.005))
+    )
+    assert apart.kind == stats.FASTER
 
 
 def test_three_runs_a_side_cannot_be_significant_and_the_verdict_says_why() -> None:

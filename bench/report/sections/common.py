@@ -72,7 +72,7 @@ def ratio_text(verdict: stats.Verdict) -> str:
 def verdict_bar(label: str, verdict: stats.Verdict, pair: tuple[str, str]) -> figures.Bar:
     if verdict.kind == stats.FASTER:
         shade, hatch = figures.colour(verdict.faster, pair.index(verdict.faster)), ""
-    elif verdict.kind in (stats.SAME, stats.NOT_TESTED):
+    elif verdict.kind in (stats.SAME, stats.NOT_TESTED, stats.EQUIVALENT):
         shade, hatch = figures.SAME_COLOUR, ""
     else:
         shade, hatch = figures.SAME_COLOUR, "///"
@@ -84,6 +84,7 @@ def legend(a: str, b: str) -> dict[str, str]:
         f"{a} faster": figures.colour(a),
         f"{b} faster": figures.colour(b, 1),
         stats.SAME: figures.SAME_COLOUR,
+        stats.EQUIVALENT: figures.SAME_COLOUR,
         stats.NOT_TESTED: figures.SAME_COLOUR,
         stats.NOT_COMPARABLE: figures.SAME_COLOUR,
     }
