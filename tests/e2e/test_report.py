@@ -68,7 +68,9 @@ def check_against_runs(markdown: str, runs: list, repeats: int) -> None:  # noqa
         faster = "tf" if expected < 1 else "torch"
         assert row[4].startswith(f"{faster} is faster than "), row[4]
     else:
-        assert row[4].startswith(("no significant difference", "not comparable")), row[4]
+        assert row[4].startswith(("no significant difference", "not comparable", "equivalent")), (
+            row[4]
+        )
     epochs = {r[0]: r[3] for r in md_table(markdown, "Time per epoch and GPU utilization")}
     for framework in ("torch", "tf"):
         mine = [r for r in runs if r.data.tags["bench.framework"] == framework]
