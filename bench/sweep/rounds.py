@@ -124,11 +124,17 @@ def still_open(configs: Sequence[Config], statuses: Sequence[Status]) -> set[Con
     }
 
 
+# An earlier ok run reused by a rerun of the sweep ("skipped") is a sample like a new one:
+# re-running a repeats=auto sweep continues from the rounds already in the store.
+SAMPLES = ("ok", "skipped")
+
+
 def times_of(rows: Sequence[tuple[Config, str, float | None]]) -> dict[Config, list[float]]:
-    """(configuration, status, samples/s) rows as each configuration's ok times per sample."""
+    """(configuration, status, samples/s) rows as each configuration's ok times per sample
+    (an ok run reused from the store included)."""
     out: dict[Config, list[float]] = {}
     for config, status, rate in rows:
-        if status == "ok" and rate and rate > 0 and math.isfinite(rate):
+        if status in SAMPLES and rate and rate > 0 and math.isfinite(rate):
             out.setdefault(config, []).append(1.0 / rate)
     return out
 

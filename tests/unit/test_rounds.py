@@ -35,8 +35,8 @@ def test_comparisons_are_pairs_that_differ_in_one_compared_key() -> None:
 
 def test_failed_runs_are_never_samples() -> None:
     times = rounds.times_of([(("a",), "ok", 100.0), (("a",), "oom", None), (("a",), "ok", 50.0),
-                             (("b",), "diverged", 10.0)])  # fmt: skip
-    assert times == {("a",): [0.01, 0.02]}
+                             (("b",), "diverged", 10.0), (("b",), "skipped", 20.0)])  # fmt: skip
+    assert times == {("a",): [0.01, 0.02], ("b",): [0.05]}  # a reused ok run counts
 
 
 def fake_sweep(
