@@ -133,6 +133,7 @@ def build(runs: RunSet, title: str = "", claims: list[claims_mod.Claim] | None =
         lambda: sections.relative_time(ctx, "train"),
         lambda: sections.relative_time(ctx, "infer"),
         lambda: sections.versions(ctx),
+        lambda: sections.at_best(ctx),
         lambda: sections.inference_vs_batch(ctx),
         lambda: sections.power(ctx),
         lambda: sections.breakdown(ctx),

@@ -17,7 +17,9 @@ from bench.tracking.params import relevant
 # report compares along), a figure logged as a param, Hydra's own keys, and the grace
 # period a stopped trial gets (it changes no measurement; hashed for old runs' sake).
 _NOT_CONFIG = ("repeat", "num_parameters")
-_NOT_CONFIG_PREFIXES = ("framework.", "hydra.", "launcher.kill_grace_s")
+# A tuning=best run's pick (tuned.*) is its side's own settings, not the configuration the
+# sides share: torch's best and tf's best are compared as one configuration.
+_NOT_CONFIG_PREFIXES = ("framework.", "hydra.", "launcher.kill_grace_s", "tuned.")
 # Shown in their own columns or words; any other param that varies joins the label.
 _STANDARD = ("model.name", "mode", "batch_size", "image_size", "device")
 # Tags (without "bench.") that describe what a run ran on.

@@ -385,3 +385,27 @@ def test_a_search_gets_its_budget_on_top_of_the_trials_timeout() -> None:
     assert "tuning.budget_s 200" in timed_out(best) and timed_out(plain).endswith("(timeout_s)")
     assert _job_minutes(300) == 6  # Slurm's backstop: a minute beyond the trial's own limit
     assert _job_minutes(300, "best", 200) == math.ceil((500 + TUNING_GRACE_S) / 60) + 1
+
+
+def test_the_report_compares_frameworks_at_best_and_lists_the_section() -> None:
+    from bench.report import build
+    from tests.report_data import record, runset
+
+    runs = []
+    for repeat in range(4):
+        for fw, rate, picked in (("torch", 100.0, "false"), ("tf", 80.0, "true")):
+            params = {"tuning.name": "best", "tuned.compile": picked}
+            runs.append(record(fw, rate=rate * (1 + 0.002 * repeat), repeat=repeat, params=params))
+            runs.append(record(fw, rate=rate / 2 * (1 + 0.002 * repeat), repeat=repeat))
+    report = build(runset(runs))
+    titles = [s.title for s in report.sections]
+    assert "At each framework's best" in titles
+    # the framework comparison pairs torch's best with tf's best despite their picks
+    from bench.report.document import Table
+
+    timing = next(s for s in report.sections if s.title.startswith("Relative training time"))
+    (table,) = [b for b in timing.blocks if isinstance(b, Table)]
+    labels = [row[0].text for row in table.rows]
+    assert labels == ["resnet50 · batch 32 · 32 px · cpu",
+                      "resnet50 · batch 32 · 32 px · cpu · tuning.name=best"]  # fmt: skip
+    assert all("(n=4)" in row[2].text for row in table.rows)
