@@ -434,11 +434,6 @@ def check(cfg: BenchConfig) -> list[str]:
         choice(problems, "tuning.keys", key, TUNABLE)
     if cfg.tuning.probe_s <= 0:
         problems.append(f"tuning.probe_s: must be > 0 seconds, got {cfg.tuning.probe_s:g}")
-    if cfg.tuning.name == "best" and cfg.distributed.name != "none":
-        problems.append(
-            f"tuning: best searches single-process trials; distributed={cfg.distributed.name} "
-            "runs several processes (use tuning=default, and threads=/compile= by hand)"
-        )
     if cfg.tuning.name == "best" and cfg.launcher.name == "inline":
         problems.append(
             "tuning: best sets threads and oneDNN, which a framework fixes when it is imported; "

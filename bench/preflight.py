@@ -237,5 +237,10 @@ def validate(cfg: BenchConfig) -> None:
     from bench.distributed import registry  # light: imports no framework
 
     problems += registry.check(cfg)
+    if cfg.tuning.name == "best" and registry.distributes(cfg.distributed.name):
+        problems.append(
+            f"tuning: best searches single-process trials; distributed={cfg.distributed.name} "
+            "runs several processes (use tuning=default, and threads=/compile= by hand)"
+        )
     if problems:
         raise ConfigError(list(dict.fromkeys(problems)))

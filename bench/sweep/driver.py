@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import statistics
 import sys
 import time
 import traceback
@@ -106,7 +107,7 @@ def run_sweep(
     try:
         verdicts = parity.run_checks([c for _, _, c in composed], sweep.store, sweep.sweep_id)
 
-        drift = _Drift(sweep, repeats > 1)
+        drift = _Drift(sweep, repeats > 1 and in_process)
 
         def run_jobs(indices: list[int]) -> list[Row]:
             ran: list[Row] = []
@@ -140,26 +141,28 @@ def run_sweep(
 
 class _Drift:
     """The drift check (bench.analysis.drift): a reference step before each round of a
-    sweep with repeats, logged on its parent run, and the rounds that moved, said at the end."""
+    sweep with repeats whose trials run on this machine (not a Slurm array's), logged on its
+    parent run, and the rounds that moved, said at the end."""
 
-    def __init__(self, sweep: Sweep, repeats: bool) -> None:
-        self.sweep, self.enabled = sweep, repeats
+    def __init__(self, sweep: Sweep, enabled: bool) -> None:
+        self.sweep, self.enabled = sweep, enabled
         self.reference = drift.Reference()
-        self.times: list[float] = []
+        self.times: dict[int, float] = {}
 
     def before(self, round_: int) -> None:
-        if not self.enabled or round_ < len(self.times):
+        if not self.enabled or round_ in self.times:
             return
         seconds = self.reference.time()
-        self.times.append(seconds)
+        self.times[round_] = seconds
         self.sweep.store.note_round(self.sweep.sweep_id, round_, seconds)
 
     def say(self) -> None:
-        moved = drift.flagged(self.times)
+        rounds_, times = list(self.times), list(self.times.values())
+        moved = drift.flagged(times)
         if moved:
-            middle = sorted(self.times)[len(self.times) // 2]
+            middle = statistics.median(times)
             shown = ", ".join(
-                f"round {r + 1} {100 * (self.times[r] / middle - 1):+.0f}%" for r in moved
+                f"round {rounds_[i] + 1} {100 * (times[i] / middle - 1):+.0f}%" for i in moved
             )
             print(
                 f"bench: the machine drifted: the reference step moved by more than "

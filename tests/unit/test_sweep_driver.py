@@ -47,6 +47,10 @@ class FakeStore:
         self.trials: list[FakeRun] = []
         self.ok: dict[str, str] = {}
         self.busy: dict[str, tuple[str, int]] = {}  # config hash -> (owner, looks left)
+        self.rounds: dict[int, float] = {}  # the drift check's reference step per round
+
+    def note_round(self, sweep_id: str, round_: int, reference_s: float) -> None:
+        self.rounds[round_] = reference_s
 
     def start_sweep(self, name: str, tags: dict[str, str]) -> str:
         sweep_id = f"sweep{len(self.sweeps)}"
@@ -270,6 +274,7 @@ def test_repeats_launch_in_batches_with_the_sweeps_reference(
     refs = {SweepRef.from_overrides(job) for job in launched}
     assert refs == {SweepRef("sweep0", 6, ("repeat", "framework"))}
     assert len({config_hash(t.cfg) for t in store.trials}) == 6  # repeat is hashed
+    assert sorted(store.rounds) == [0, 1, 2] and all(t > 0 for t in store.rounds.values())
 
 
 def test_an_unknown_key_added_with_plus_is_refused(

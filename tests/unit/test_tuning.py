@@ -111,8 +111,13 @@ def test_best_is_refused_where_settings_cannot_apply() -> None:
 
     inline = dataclasses.replace(cfg_of(), launcher=LauncherConfig(name="inline"))
     assert any("launcher=inline" in p for p in check(inline))
+    from bench.config import ConfigError
+    from bench.preflight import validate
+
     ddp = dataclasses.replace(cfg_of(), distributed=STRATEGY_CONFIGS["ddp"](), workers=2)
-    assert any(p.startswith("tuning:") and "distributed=ddp" in p for p in check(ddp))
+    with pytest.raises(ConfigError) as refused:
+        validate(ddp)
+    assert any(p.startswith("tuning:") and "distributed=ddp" in p for p in refused.value.problems)
 
 
 # --- the space ------------------------------------------------------------------------------
