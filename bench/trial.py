@@ -166,6 +166,8 @@ def _timed_epochs(
         all_steps.extend(times)
         if on_epoch is not None:
             on_epoch(record)
+        if loss is not None and not math.isfinite(loss):
+            break  # diverged: later epochs would time arithmetic on NaN, not training
     return records, all_steps
 
 
@@ -243,7 +245,7 @@ def _utilization(session: Session, cfg: BenchConfig, summary: dict[str, float]) 
     return {"peak_flops_per_s": peak, "mfu_pct": 100.0 * achieved / peak}
 
 
-def divergence(records: list[EpochRecord], session: Session | None = None) -> str:
+def divergence(records: list[EpochRecord], session: Session | None = None, planned: int = 0) -> str:
     """Why the training diverged ('' if it did not): the first epoch whose mean training
     loss is not finite; in inference (no loss), a model whose output is not finite, found by
     one more forward pass after the timed windows.  Its figures are still kept, but it is
@@ -256,9 +258,11 @@ def divergence(records: list[EpochRecord], session: Session | None = None) -> st
             )
     for r in records:
         if r.loss is not None and not math.isfinite(r.loss):
+            total = max(planned, len(records))
+            stopped = "; the trial stopped there" if r.epoch < total else ""
             return (
-                f"training diverged: the mean loss of epoch {r.epoch} of {len(records)} is "
-                f"{r.loss} (not finite); try a lower optimizer.lr"
+                f"training diverged: the mean loss of epoch {r.epoch} of {total} is "
+                f"{r.loss} (not finite){stopped}; try a lower optimizer.lr"
             )
     return ""
 
@@ -380,7 +384,7 @@ def run_trial(
         _add(result, telemetry.stop(workdir))
         # After the samplers stop: the peak probe's work is not the trial's.
         result.summary.update(_utilization(session, cfg, result.summary))
-        result.error = divergence(records, session)
+        result.error = divergence(records, session, cfg.epochs)
         if result.error:  # a result of its own; further passes would measure nothing useful
             result.status = DIVERGED
         else:

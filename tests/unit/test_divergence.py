@@ -77,6 +77,14 @@ def test_a_nan_loss_in_any_epoch_ends_the_trial_diverged(monkeypatch: pytest.Mon
     assert "epoch 3 of 3" in result.error and "optimizer.lr" in result.error
 
 
+def test_a_trial_stops_at_its_first_diverged_epoch(monkeypatch: pytest.MonkeyPatch) -> None:
+    session = NaNSession(steps=1 + 3 * 2, at=2)  # the first epoch's first step
+    monkeypatch.setattr(frameworks, "load", lambda name: ScriptedAdapter(session))
+    result = run_trial(tiny())
+    assert result.status == DIVERGED and len(result.epochs) == 1
+    assert "epoch 1 of 3" in result.error and "the trial stopped there" in result.error
+
+
 def test_a_real_torch_trial_at_lr_1e9_diverges() -> None:
     result = run_trial(tiny(optimizer=OptimizerConfig(lr=1e9)))
     assert result.status == DIVERGED, result.error
