@@ -166,8 +166,11 @@ def _timed_epochs(
         all_steps.extend(times)
         if on_epoch is not None:
             on_epoch(record)
-        if loss is not None and not math.isfinite(loss):
-            break  # diverged: later epochs would time arithmetic on NaN, not training
+        if barrier is None and loss is not None and not math.isfinite(loss):
+            # Diverged: later epochs would time arithmetic on NaN, not training.  (The ranks
+            # of a distributed trial go on together: one alone must not leave its peers
+            # waiting at the next window's barrier.)
+            break
     return records, all_steps
 
 
