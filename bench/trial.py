@@ -262,7 +262,7 @@ def divergence(records: list[EpochRecord], session: Session | None = None, plann
     for r in records:
         if r.loss is not None and not math.isfinite(r.loss):
             total = max(planned, len(records))
-            stopped = "; the trial stopped there" if r.epoch < total else ""
+            stopped = "; the trial stopped there" if len(records) < total else ""
             return (
                 f"training diverged: the mean loss of epoch {r.epoch} of {total} is "
                 f"{r.loss} (not finite){stopped}; try a lower optimizer.lr"
