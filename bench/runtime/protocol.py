@@ -37,14 +37,29 @@ CONFIG, EVENTS, RESULT, LOG, STOPPED = (
 )
 
 
-def read_regular(path: Path, offset: int = 0) -> bytes:
-    """The bytes of ``path`` from ``offset``, opened without following a link (in its last
-    component) and only if it is a regular file: a link to a host file or a FIFO left by a
-    trial raises OSError rather than being read or blocking."""
+# The most a trial's file (its result, its events since the last read, a spooled record)
+# may hold before the host refuses to read it: a trial that writes gigabytes must not take
+# the host's memory with it.  Real results are kilobytes; a long trial's events, megabytes.
+MAX_READ = 64 << 20
+
+
+def read_regular(
+    path: Path, offset: int = 0, limit: int | None = None, last: int | None = None
+) -> bytes:
+    """The bytes of ``path`` from ``offset`` (or its ``last`` bytes), opened without
+    following a link (in its last component) and only if it is a regular file: a link to a
+    host file or a FIFO left by a trial raises OSError rather than being read or blocking,
+    and so does a file with more than ``limit`` (:data:`MAX_READ`) bytes to read."""
+    limit = MAX_READ if limit is None else limit
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
+        if last is not None:
+            offset = max(info.st_size - last, 0)
+        if info.st_size - offset > limit:
+            raise OSError(errno.EFBIG, f"more than {limit} bytes to read", str(path))
         os.lseek(fd, offset, os.SEEK_SET)
         chunks = []
         while chunk := os.read(fd, 1 << 20):
@@ -123,7 +138,7 @@ class EventReader:
 def tail(path: Path, lines: int = 40) -> str:
     """The last ``lines`` lines of a log ('' if it cannot be read, or is not a regular file)."""
     try:
-        text = read_regular(path).decode(errors="replace")
+        text = read_regular(path, last=1 << 20).decode(errors="replace")
         return "\n".join(text.splitlines()[-lines:])
     except OSError:
         return ""

@@ -127,3 +127,23 @@ def test_the_protocol_files_are_not_followed_or_blocked_on(tmp_path: Path) -> No
     assert EventReader(tmp_path / "events.jsonl", seen.append).poll() == []  # returns at once
     os.mkfifo(tmp_path / "fifo.log")
     assert tail(tmp_path / "fifo.log") == ""
+
+
+def test_a_trial_file_too_large_to_read_is_refused_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hostile or broken trial that writes gigabytes does not take the host's memory: its
+    result is no result, its events none, its log's tail only the last megabyte."""
+    from bench.runtime import protocol
+
+    monkeypatch.setattr(protocol, "MAX_READ", 1000)
+    big = TrialResult(OK, "torch", "lenet5", "train")
+    big.error = "x" * 5000
+    (tmp_path / "result.json").write_text(json.dumps(big.to_dict()))
+    assert read_result(tmp_path / "result.json") is None
+    (tmp_path / "events.jsonl").write_text("y" * 5000 + "\n")
+    assert EventReader(tmp_path / "events.jsonl").poll() == []
+    (tmp_path / "worker.log").write_text("old line\n" * 100 + "the last line\n")
+    assert tail(tmp_path / "worker.log", lines=1) == "the last line"
+    with pytest.raises(OSError, match="more than 1000 bytes"):
+        protocol.read_regular(tmp_path / "result.json")
