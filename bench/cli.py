@@ -108,6 +108,21 @@ TOOLS = {
 }
 
 
+def _without_credentials(args: list[str]) -> list[str]:
+    """The command line with a tracking URI's credentials (``http://USER:PASSWORD@HOST``)
+    moved to MLflow's variables before Hydra sees them: Hydra writes the overrides into its
+    output folders (``.hydra/overrides.yaml``), and a password must not land there."""
+    from bench.tracking.reach import take_credentials
+
+    out = []
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        if sep and key.lstrip("+~") == "tracking.uri":
+            arg = f"{key}={take_credentials(value)}"
+        out.append(arg)
+    return out
+
+
 def run() -> None:
     word = sys.argv[1] if len(sys.argv) > 1 else ""
     if word == "plan":  # a dry run of the sweep the rest of the line describes
@@ -125,6 +140,7 @@ def run() -> None:
             file=sys.stderr,
         )
         sys.exit(2)
+    sys.argv = [sys.argv[0], *_without_credentials(sys.argv[1:])]
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
     try:

@@ -95,3 +95,26 @@ def test_the_config_boundary_takes_them_out(monkeypatch: pytest.MonkeyPatch) -> 
     cfg = to_bench_config(config)
     assert cfg.tracking.uri == "http://127.0.0.1:9"
     assert "s3cret" not in repr(flatten(to_dict(cfg)))  # params, config.json, spool records
+
+
+def test_the_command_line_loses_them_before_hydra_writes_its_overrides(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Hydra copies the overrides into its output folders (.hydra/overrides.yaml): the CLI
+    hands them over without the password."""
+    from bench.cli import _without_credentials
+
+    monkeypatch.delenv(reach.USERNAME_VAR, raising=False)
+    monkeypatch.delenv(reach.PASSWORD_VAR, raising=False)
+    args = ["-m", "model=lenet5", "tracking.uri=http://user:s3cret@127.0.0.1:9",
+            "+tracking.uri=https://u:p%40ss@h"]  # fmt: skip
+    out = _without_credentials(args)
+    assert out == [
+        "-m",
+        "model=lenet5",
+        "tracking.uri=http://127.0.0.1:9",
+        "+tracking.uri=https://h",
+    ]
+    import os
+
+    assert (os.environ[reach.USERNAME_VAR], os.environ[reach.PASSWORD_VAR]) == ("u", "p@ss")
