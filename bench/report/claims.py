@@ -254,21 +254,23 @@ def selected(claim: Claim, trials: Sequence[Trial]) -> list[Trial]:
 
 
 def check(claim: Claim, trials: Sequence[Trial]) -> Checked:
-    chosen = selected(claim, trials)
-    lacking = {t.record.run_id: claim_requires.unmet(claim.requires, t) for t in chosen}
+    matching = [t for t in trials if _matches(claim, t)]
+    # What the claim's stated cause needs comes first: a run without it says nothing.
+    lacking = {t.record.run_id: claim_requires.unmet(claim.requires, t) for t in matching}
     needs = "the claim needs " + "; ".join(dict.fromkeys(r for w in lacking.values() for r in w))
     left_out = sum(bool(why) for why in lacking.values())
-    chosen = [t for t in chosen if not lacking[t.record.run_id]]
+    meeting = [t for t in matching if not lacking[t.record.run_id]]
+    if matching and not meeting:
+        return Checked(claim, NOT_MEASURED, needs, 0)
+    value = _metric(claim)
+    chosen = [t for t in meeting if math.isfinite(value(t))]
     if not chosen:
-        if left_out:  # the stated cause is absent from every run
-            return Checked(claim, NOT_MEASURED, needs, 0)
-        matching = [t for t in trials if _matches(claim, t)]
         why = (
             f"no ok run matches {claim.where or 'the claim'}"
             if not matching
-            else f"none of the {len(matching)} matching runs has {claim.metric}"
+            else f"none of the {len(meeting)} matching runs has {claim.metric}"
         )
-        return Checked(claim, NOT_MEASURED, why, 0)
+        return Checked(claim, NOT_MEASURED, f"{needs} ({why})" if left_out else why, 0)
     verdict, effect = {"comparison": _comparison, "majority": _comparison, "trend": _trend,
                        "independence": _independence}[claim.kind](claim, chosen)  # fmt: skip
     if left_out and verdict == NOT_MEASURED:  # a side, or every pair, lacks the cause

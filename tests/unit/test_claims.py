@@ -352,6 +352,9 @@ def test_nodes_device_and_version_requirements_are_checked_against_the_runs() ->
     assert one_node.verdict == claims.NOT_MEASURED and "loopback" in one_node.effect
     assert "device cuda" in verdict({**FASTER, "requires": {"device": "cuda"}}, runs).effect
     old_tf = verdict({**FASTER, "requires": {"versions": {"tf": "<1.9"}}}, runs)
+    # the requirement is named first, even where the other side also lacks the metric
+    backward = {**FASTER, "metric": "time_backward_ms", "requires": {"versions": {"tf": "<1.9"}}}
+    assert verdict(backward, runs).effect.startswith("the claim needs tf <1.9 (these runs: 2.0)")
     assert old_tf.verdict == claims.NOT_MEASURED and "tf <1.9 (these runs: 2.0)" in old_tf.effect
     assert verdict({**FASTER, "requires": {"versions": {"tf": ">=2"}}}, runs).verdict == (
         claims.HOLDS
