@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.tracking.protocol import REUSED_RUN_TAG
-from bench.tracking.query import RunRecord, RunSet, select
+from bench.tracking.records import RunRecord, RunSet, select
 
 # alembic revisions of MLflow's tracking schema whose tables this module reads; each one
 # read and checked against the client (tests/unit/test_report_bulk_read.py pins them).
