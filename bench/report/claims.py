@@ -62,7 +62,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.analysis import stats
-from bench.report import claim_requires
+from bench.report.claim_requires import describe as describe_requires
+from bench.report.claim_requires import parse as parse_requires
+from bench.report.claim_requires import unmet
 from bench.report.sections.common import sample
 from bench.report.trials import Trial, base_framework, group
 
@@ -108,7 +110,7 @@ class Claim:
     @property
     def scope(self) -> str:
         """The caveat and the requirements, as the report's caveat column shows them."""
-        needs = claim_requires.describe(self.requires)
+        needs = describe_requires(self.requires)
         return " ".join(p for p in (self.caveat, f"({needs})" if needs else "") if p)
 
 
@@ -154,7 +156,7 @@ def _parse_one(i: int, item: Any) -> Claim:
         caveat=" ".join(str(item.get("caveat", "")).split()),
     )
     try:
-        claim.requires = claim_requires.parse(item.get("requires") or {})
+        claim.requires = parse_requires(item.get("requires") or {})
         if kind in _PAIRED:
             claim.faster, claim.slower = _side(item["faster"]), _side(item["slower"])
             claim.by_at_least_pct = float(item.get("by_at_least_pct", 0.0))
@@ -256,7 +258,7 @@ def selected(claim: Claim, trials: Sequence[Trial]) -> list[Trial]:
 def check(claim: Claim, trials: Sequence[Trial]) -> Checked:
     matching = [t for t in trials if _matches(claim, t)]
     # What the claim's stated cause needs comes first: a run without it says nothing.
-    lacking = {t.record.run_id: claim_requires.unmet(claim.requires, t) for t in matching}
+    lacking = {t.record.run_id: unmet(claim.requires, t) for t in matching}
     needs = "the claim needs " + "; ".join(dict.fromkeys(r for w in lacking.values() for r in w))
     left_out = sum(bool(why) for why in lacking.values())
     meeting = [t for t in matching if not lacking[t.record.run_id]]
@@ -346,6 +348,8 @@ def _comparison(claim: Claim, trials: list[Trial]) -> tuple[str, str]:
             parts.append((HOLDS, measured, label))
         elif v.ci_high < threshold:
             parts.append((CONTRADICTED, measured, label))
+        elif v.kind == stats.EQUIVALENT:  # shown to be no difference that matters
+            parts.append((CONTRADICTED, f"{measured}; {v.text.split(' (')[0]}", label))
         else:
             parts.append((INCONCLUSIVE, f"{measured}; the interval straddles "
                           f"{threshold:.2f}", label))  # fmt: skip

@@ -403,3 +403,24 @@ def test_a_sweep_with_an_unknown_requirement_is_refused_before_any_trial() -> No
     bad = {**FASTER, "claim": "loopback is a network", "requires": {"network": "10GbE"}}
     with pytest.raises(ConfigError, match="claim 1 \\(loopback is a network\\): requires: network"):
         check_all([("a", BenchConfig(claims=[bad]))])
+
+
+def test_a_claim_that_one_side_is_faster_is_contradicted_by_an_equivalence() -> None:
+    runs = rates("torch", 100.0, 10, 1) + rates("tf", 100.0, 10, 2)  # 1% noise, no difference
+    seen = verdict(FASTER, runs)
+    assert seen.verdict == claims.CONTRADICTED and "equivalent within ±2%" in seen.effect
+
+
+def test_claims_keep_their_defaults_and_gain_a_best_column() -> None:
+    from bench.report.document import Table
+
+    best = {"tuning.name": "best", "tuned.compile": "true"}
+    runs = rates("torch", 110.0, 8, 1) + rates("tf", 100.0, 8, 2)  # at defaults: torch ahead
+    runs += rates("torch", 110.0, 8, 3, params=best) + rates("tf", 130.0, 8, 4, params=best)
+    report = build(runset(runs), claims=claims.parse([FASTER]))
+    section = next(s for s in report.sections if s.title == "Claims")
+    (table,) = [b for b in section.blocks if isinstance(b, Table)]
+    assert table.columns[-2:] == ["Verdict at best", "Effect at best"]
+    row = [c.text for c in table.rows[0]]
+    assert row[2] == claims.HOLDS and row[4] == "16"  # the default runs only
+    assert row[-2] == claims.CONTRADICTED  # at best, tf is the faster

@@ -8,15 +8,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bench.report import claims as claims_mod
+from bench.report.claims import Claim
+from bench.report.claims import check as check_claim
 from bench.report.document import Cell, Section, Table, num
 from bench.report.sections.common import Context
 
 
-def claims(ctx: Context, given: Sequence[claims_mod.Claim]) -> Section | None:
+def claims(ctx: Context, given: Sequence[Claim]) -> Section | None:
     if not given:
         return None
-    checked = [claims_mod.check(c, ctx.trials) for c in given]
+    # The studies measured defaults: claims are checked on tuning=default runs, and on
+    # tuning=best runs apart, in a column of their own, where the sweep has them.
+    default = [t for t in ctx.trials if t.param("tuning.name", "default") == "default"]
+    best = [t for t in ctx.trials if t.param("tuning.name", "default") == "best"]
+    checked = [check_claim(c, default) for c in given]
+    at_best = [check_claim(c, best) for c in given] if any(t.ok for t in best) else []
     section = Section("Claims", "claims")
     counts: dict[str, int] = {}
     for c in checked:
@@ -35,11 +41,10 @@ def claims(ctx: Context, given: Sequence[claims_mod.Claim]) -> Section | None:
          Cell(c.claim.scope or "-")]
         for c in checked
     ]  # fmt: skip
-    section.blocks.append(
-        Table(
-            ["Claim", "Source", "Verdict", "Effect and interval", "Runs", "Caveat"],
-            rows,
-            "Every claim",
-        )  # fmt: skip
-    )
+    columns = ["Claim", "Source", "Verdict", "Effect and interval", "Runs", "Caveat"]
+    if at_best:
+        columns += ["Verdict at best", "Effect at best"]
+        for row, b in zip(rows, at_best, strict=True):
+            row += [Cell(b.verdict, b.verdict.replace(" ", "-")), Cell(b.effect)]
+    section.blocks.append(Table(columns, rows, "Every claim"))
     return section
