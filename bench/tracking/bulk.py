@@ -20,6 +20,7 @@ Only what the caller asks for is read: the per-epoch histories of ``history_keys
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import math
@@ -80,7 +81,8 @@ def load_runs(
     if uri.startswith("sqlite:///"):
         path = Path(uri[len("sqlite:///") :])
         try:
-            return _Sqlite(path).load(uri, experiment, sweep, history_keys, tag_prefixes)
+            with contextlib.closing(_Sqlite(path)) as store:
+                return store.load(uri, experiment, sweep, history_keys, tag_prefixes)
         except UnknownSchema as exc:
             say_once(f"schema:{uri}", f"{exc}; reading it run by run through MLflow's client")
             return None
@@ -113,6 +115,12 @@ class _Sqlite:
             row = None
         return str(row[0]) if row else ""
 
+    def close(self) -> None:
+        self.db.close()
+
+    def _one(self, sql: str, *args: Any) -> Any:
+        return self.db.execute(sql, args).fetchone()
+
     def load(
         self,
         uri: str,
@@ -122,27 +130,11 @@ class _Sqlite:
         tag_prefixes: Sequence[str] | None,
     ) -> RunSet:
         version = self.schema()
-        if version not in KNOWN_SCHEMAS:
+        if version not in KNOWN_SCHEMAS:  # the store is closed by the caller either way
             raise UnknownSchema(
                 f"the MLflow store at {uri} has schema revision {version or '(none)'}, which "
                 f"bench's bulk reader does not know (it reads {', '.join(sorted(KNOWN_SCHEMAS))})"
             )
-        try:
-            return self._load(uri, experiment, sweep, history_keys, tag_prefixes)
-        finally:
-            self.db.close()
-
-    def _one(self, sql: str, *args: Any) -> Any:
-        return self.db.execute(sql, args).fetchone()
-
-    def _load(
-        self,
-        uri: str,
-        experiment: str | None,
-        sweep: str | None,
-        history_keys: tuple[str, ...],
-        tag_prefixes: Sequence[str] | None,
-    ) -> RunSet:
         db = self.db
         if experiment is not None:
             found = self._one(
