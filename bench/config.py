@@ -292,12 +292,10 @@ _NOT_HASHED = (
 # Keys added after runs were logged without them: hashed (and grouped by) only away from
 # their default, so every configuration that leaves them alone keeps its hash.
 _NEW_AT_DEFAULT: dict[str, Any] = {
-    "inter_threads": 0,
-    "channels_last": False,
-    "onednn": "auto",
-    "cudnn_benchmark": False,
+    **{k: getattr(BenchConfig(), k) for k in ("inter_threads", "channels_last", "onednn",
+                                               "cudnn_benchmark")},
     "tuning": TuningConfig().name,
-}
+}  # fmt: skip
 # tuning's own settings say how a search runs, not what the trial measures (its pick is
 # logged as the run's tuned.* params): only tuning.name is part of the identity.
 _TUNING_SETTINGS = ("tuning.refresh", "tuning.budget_s", "tuning.probe_s", "tuning.keys")

@@ -57,8 +57,7 @@ def _at_best(cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path | N
     result.tuned = tuned.params()
     result.summary["tuning_search_s"] = tuned.search_s
     result.environment["tuning_source"] = tuned.source
-    if workdir is not None:
-        result.files += [tuning.TABLE_JSON, tuning.TABLE_TEXT]
+    result.files += tuned.files
     return result
 
 

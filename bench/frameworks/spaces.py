@@ -17,17 +17,9 @@ from typing import Any
 
 from bench.config import TUNABLE, BenchConfig
 
-# The keys a search may set, with bench's default for each (a key away from its default was
-# set by the user, and is fixed rather than searched).
-DEFAULTS: dict[str, Any] = {
-    "compile": False,
-    "channels_last": False,
-    "onednn": "auto",
-    "threads": 0,
-    "inter_threads": 0,
-    "cudnn_benchmark": False,
-}
-assert tuple(DEFAULTS) == TUNABLE  # the config's list of what tuning.keys may name
+# The keys a search may set (bench.config.TUNABLE), with bench's default for each: a key
+# away from its default was set by the user, and is fixed rather than searched.
+DEFAULTS: dict[str, Any] = {key: getattr(BenchConfig(), key) for key in TUNABLE}
 # Bumped whenever a space below changes, so that cached searches of an older space are not
 # reused (bench.tuning.cache).
 SPACE_VERSION = 1

@@ -66,13 +66,13 @@ def comparisons(configs: Sequence[Config]) -> list[Comparison]:
             if len(differ) != 1 or differ[0].lstrip("+~") in NOT_COMPARED:
                 continue
             key = differ[0]
-            shared = [f"{k}={v}" for k, v in a.items() if k != key and _shown(k, a, parsed)]
+            shared = [f"{k}={v}" for k, v in a.items() if k != key and _varies(k, parsed)]
             where = " ".join(shared) or "the sweep"
             out.append(Comparison(ca, cb, key, f"{where}: {key} {a[key]} vs {b[key]}"))
     return out
 
 
-def _shown(key: str, values: dict[str, str], parsed: list[tuple[Config, dict[str, str]]]) -> bool:
+def _varies(key: str, parsed: list[tuple[Config, dict[str, str]]]) -> bool:
     """Whether ``key`` varies in the sweep (a key every configuration shares says nothing)."""
     return len({p.get(key) for _, p in parsed}) > 1
 

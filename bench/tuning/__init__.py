@@ -40,6 +40,7 @@ class Tuned:
     search_s: float
     table: list[dict[str, Any]] = field(default_factory=list)
     fixed: dict[str, Any] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)  # the table's files in the trial's folder
 
     def params(self) -> dict[str, str]:
         """The run's ``tuned.*`` params: every searchable setting's effective value."""
@@ -102,7 +103,7 @@ def resolve(
         fixed=fixed,
     )
     if workdir is not None:
-        write_table(tuned, workdir)
+        tuned.files = write_table(tuned, workdir)
     return tuned
 
 
