@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import models, sysinfo
+from bench import models
 from bench.config import BenchConfig, resolved_threads, usable_cpus
 from bench.frameworks import spaces
 from bench.tuning import cache
@@ -52,17 +52,14 @@ class Tuned:
         return out
 
 
-def _cuda(cfg: BenchConfig) -> bool:
-    if cfg.device == "cuda":
-        return True
-    return cfg.device == "auto" and bool(sysinfo.gpu_environment().get("gpu_count"))
-
-
-def knobs(cfg: BenchConfig) -> list[spaces.Knob]:
-    """What a search of ``cfg`` tries: its framework's space without the keys it fixes."""
+def knobs(cfg: BenchConfig, host: dict[str, str] | None = None) -> list[spaces.Knob]:
+    """What a search of ``cfg`` tries: its framework's space without the keys it fixes.
+    ``host``: :func:`cache.host_fingerprint`'s answer, where the caller has it already."""
+    host = cache.host_fingerprint() if host is None else host
+    cuda = cfg.device == "cuda" or (cfg.device == "auto" and bool(host["gpu_names"]))
     image = models.MODELS[cfg.model.name].task == "image"
     fixed = spaces.fixed(cfg)
-    every = spaces.space(cfg, usable_cpus(), _cuda(cfg), image)
+    every = spaces.space(cfg, usable_cpus(), cuda, image)
     only = set(cfg.tuning.keys) or set(spaces.DEFAULTS)
     return [k for k in every if k.key not in fixed and k.key in only]
 
@@ -89,7 +86,7 @@ def resolve(
         pick, table = dict(entry["pick"]), list(entry["table"])
         source = f"cache {name} ({entry.get('made', '?')})"
     else:
-        pick, rows = search(cfg, knobs(cfg), probe, progress, refused)
+        pick, rows = search(cfg, knobs(cfg, host), probe, progress, refused)
         table = [r.to_dict() for r in rows]
         source = "search"
         made = time.strftime("%Y-%m-%dT%H:%M:%S%z")
