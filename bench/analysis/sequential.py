@@ -65,7 +65,7 @@ class Look:
     why: str
 
 
-def _welch(la: np.ndarray, lb: np.ndarray) -> tuple[float, float, float]:
+def welch(la: np.ndarray, lb: np.ndarray) -> tuple[float, float, float]:
     """Difference of means (b - a), its standard error and Welch's degrees of freedom."""
     va, vb = la.var(ddof=1) / len(la), lb.var(ddof=1) / len(lb)
     se = math.sqrt(va + vb)
@@ -75,7 +75,7 @@ def _welch(la: np.ndarray, lb: np.ndarray) -> tuple[float, float, float]:
     return float(lb.mean() - la.mean()), se, df
 
 
-def _t(p: float, df: float) -> float:
+def t_quantile(p: float, df: float) -> float:
     from scipy.stats import t as student
 
     return float(student.ppf(p, df)) if math.isfinite(df) else float(_z(p))
@@ -101,14 +101,14 @@ def look(
     a_k = look_alpha(k, looks, alpha)
     if n < 2:
         raise ValueError("a look needs at least 2 runs a side")
-    d, se, df = _welch(la, lb)
+    d, se, df = welch(la, lb)
     bound = math.log(1 + margin)
     if se == 0:  # identical values on each side: the data are exact
         kind = FASTER if d != 0 else EQUIVALENT
         ratio = math.exp(d)
         return Look(kind, ratio, ratio, ratio, a_k, n, 0, "no spread")
-    half = _t(1 - a_k / 2, df) * se
-    tost = _t(1 - a_k, df) * se  # the 1 - 2 alpha_k interval's half-width
+    half = t_quantile(1 - a_k / 2, df) * se
+    tost = t_quantile(1 - a_k, df) * se  # the 1 - 2 alpha_k interval's half-width
     ratio, low, high = math.exp(d), math.exp(d - half), math.exp(d + half)
     if d - half > 0 or d + half < 0:
         return Look(FASTER, ratio, low, high, a_k, n, 0, "the interval excludes 1")
@@ -150,10 +150,10 @@ def runs_needed(d: float, spread: float, bound: float, level: float) -> int:
 def naive(a: ArrayLike, b: ArrayLike, alpha: float = ALPHA) -> bool:
     """What re-testing after every round does: Welch's test at ``alpha``, every time."""
     la, lb = np.log(np.asarray(a, float)), np.log(np.asarray(b, float))
-    d, se, df = _welch(la, lb)
+    d, se, df = welch(la, lb)
     if se == 0:
         return d != 0
-    return abs(d) > _t(1 - alpha / 2, df) * se
+    return abs(d) > t_quantile(1 - alpha / 2, df) * se
 
 
 @dataclass

@@ -207,15 +207,11 @@ def equivalence(
     from bench.analysis import sequential
 
     la, lb = np.log(np.asarray(a, dtype=float)), np.log(np.asarray(b, dtype=float))
-    va, vb = la.var(ddof=1) / len(la), lb.var(ddof=1) / len(lb)
-    d, se = float(lb.mean() - la.mean()), math.sqrt(va + vb)
+    d, se, df = sequential.welch(la, lb)
     bound = math.log(1 + margin)
     if se == 0:
         return abs(d) < bound, 0
-    from scipy.stats import t as student
-
-    df = (va + vb) ** 2 / (va**2 / (len(la) - 1) + vb**2 / (len(lb) - 1))
-    inside = abs(d) + float(student.ppf(1 - alpha, df)) * se < bound
+    inside = abs(d) + sequential.t_quantile(1 - alpha, df) * se < bound
     n = min(len(la), len(lb))
     needed = sequential.runs_needed(d, se * math.sqrt(n), bound, alpha)
     return inside, max(needed - n, 0)
