@@ -9,6 +9,7 @@ import json
 import math
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,14 +57,19 @@ def result_of(rates: list[float], status: str = OK, compile_s: float = 0.0) -> T
 class FakeProbe:
     """Probe results by the settings a candidate changes; records every call."""
 
-    def __init__(self, table: dict[str, list[float] | str]) -> None:
+    def __init__(self, table: dict[str, Any]) -> None:
+        """``table``: by label, a probe's rates, a failure, or a tuple of those for the
+        label's successive probes (the last one repeats)."""
         self.table, self.calls = table, []  # type: ignore[var-annotated]
 
     def __call__(self, cfg: BenchConfig, timeout_s: float) -> TrialResult | str:
         changed = {k: getattr(cfg, k) for k, d in spaces.DEFAULTS.items() if getattr(cfg, k) != d}
         name = sides.label("x", changed)
+        seen = self.calls.count(name)
         self.calls.append(name)
         found = self.table.get(name, [100.0, 101.0, 102.0])
+        if isinstance(found, tuple):
+            found = found[min(seen, len(found) - 1)]
         if isinstance(found, str):
             return result_of([], status=found) if found == "oom" else found
         return result_of(found)
@@ -171,9 +177,33 @@ def test_the_search_is_greedy_and_keeps_the_simpler_setting_on_a_tie() -> None:
     knobs = [k for k in spaces.space(cfg, 2, False, True) if k.key != "threads"]
     pick, rows = search(cfg, knobs, probe, refused={})
     assert pick == {"compile": True}
-    assert probe.calls[:3] == ["x", "x[compile=true]", "x[compile=true,channels_last=true]"]
+    assert probe.calls[:4] == [
+        "x",
+        "x[compile=true]",
+        "x",  # the incumbent again, confirming compile's win
+        "x[compile=true,channels_last=true]",
+    ]
+    assert rows[2].note.startswith("the incumbent again") and rows[1].chosen
     assert [r.status for r in rows].count("oom") == 1
     assert "boom" in next(r.error for r in rows if r.status == "oom")
+
+
+def test_a_win_from_drift_between_probes_is_not_taken() -> None:
+    """The machine sped up after the first probe: the candidate looks faster than the
+    incumbent's first probe, but not than the incumbent probed again right after it."""
+    cfg = cfg_of()
+    probe = FakeProbe(
+        {
+            "x": ([100.0, 101.0, 102.0], [120.0, 121.0, 122.0]),
+            "x[compile=true]": [110.0, 111.0, 112.0],
+        }
+    )
+    knobs = spaces.space(cfg, 2, False, True)[:1]  # compile only
+    pick, rows = search(cfg, knobs, probe, refused={})
+    assert pick == {} and probe.calls == ["x", "x[compile=true]", "x"]
+    assert "drift" in rows[1].note and rows[0].chosen and not rows[1].chosen
+    # a later candidate must beat every probe of the incumbent, the faster second one too
+    assert not beats(Row({}, [119.0, 119.5, 119.9]), Row({}, [100.0, 101.0, 102.0, 120.0]))
 
 
 def test_refused_settings_are_skipped_with_their_reason() -> None:
