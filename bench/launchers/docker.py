@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import threading
 import time
 import uuid
@@ -27,7 +28,7 @@ from typing import Any
 
 import docker
 
-from bench import images
+from bench import images, paths
 from bench.config import BenchConfig, to_dict
 from bench.data import ENV_EXTRA_MD5
 from bench.launchers.base import Child, LaunchError, WatchedLauncher
@@ -39,6 +40,7 @@ from bench.runtime.protocol import CONFIG, LOG, tail, write_config
 
 MOUNT = "/trial"
 DATA_MOUNT = "/data"
+CACHE_MOUNT = "/bench-cache"
 HEARTBEAT_FILE = ".heartbeat"
 LABEL_TRIAL = "bench.trial"  # the trial's working directory on the host
 LABEL_OWNER = "bench.owner"  # host/pid/start time of the bench process that started it
@@ -61,6 +63,22 @@ def _data_root(cfg: BenchConfig) -> Path | None:
     return root if root.is_dir() else None
 
 
+def cache_folder(cfg: BenchConfig) -> Path | None:
+    """``tuning=best``: the host folder kept across containers as the container's bench cache
+    (``BENCH_CACHE``), one per framework, version and image variant, so that a
+    configuration's repeats reuse one search, as under ``launcher=process``, instead of each
+    fresh container searching again.  Only containers of that image read it; the host never
+    reads what they leave there."""
+    if cfg.tuning.name != "best":
+        return None
+    image = f"{cfg.framework.name}-{cfg.framework.version or 'pinned'}-{images.image_variant(cfg)}"
+    where = paths.private_dir(paths.cache_dir() / "containers" / re.sub(r"[^\w.-]+", "_", image))
+    uid, gid = _user()
+    if os.getuid() == 0 and (where.stat().st_uid, where.stat().st_gid) != (uid, gid):
+        os.chown(where, uid, gid)  # the trial's user in the container owns it
+    return where
+
+
 def container_config(cfg: BenchConfig) -> dict[str, Any]:
     """The config the worker reads inside the container (paths as it sees them)."""
     data = to_dict(cfg)
@@ -76,6 +94,9 @@ def container_options(cfg: BenchConfig, workdir: Path, owner: str) -> dict[str, 
     root = _data_root(cfg)
     if root is not None:
         volumes[str(root)] = {"bind": DATA_MOUNT, "mode": "ro"}
+    cache = cache_folder(cfg)
+    if cache is not None:
+        volumes[str(cache)] = {"bind": CACHE_MOUNT, "mode": "rw"}
     opts: dict[str, Any] = {
         "command": ["sh", "-c", f"exec python3 -m bench.worker {MOUNT} >{MOUNT}/{LOG} 2>&1"],
         "name": f"bench-trial-{uuid.uuid4().hex[:12]}",
@@ -96,6 +117,8 @@ def container_options(cfg: BenchConfig, workdir: Path, owner: str) -> dict[str, 
         "init": True,
         "auto_remove": True,
     }
+    if cache is not None:
+        opts["environment"]["BENCH_CACHE"] = CACHE_MOUNT
     extra_sums = os.environ.get(ENV_EXTRA_MD5)
     if extra_sums:  # the data archives the host accepts, the container's reader accepts too
         opts["environment"][ENV_EXTRA_MD5] = extra_sums

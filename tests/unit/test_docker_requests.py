@@ -127,6 +127,30 @@ def test_container_options_isolate_the_trial(tmp_path: Path) -> None:
     assert opts["environment"]["BENCH_HEARTBEAT"] == "/trial/.heartbeat"
 
 
+def test_a_search_is_kept_across_the_containers_of_one_image(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tuning=best: each container's bench cache is a host folder per framework, version
+    and variant, so the repeats of a configuration reuse its search; other trials get none."""
+    monkeypatch.setenv("BENCH_CACHE", str(tmp_path / "cache"))
+    cfg = docker_cfg()
+    cfg.tuning.name = "best"
+    opts = launcher.container_options(cfg, tmp_path / "t1", "host/1/2.00")
+    again = launcher.container_options(cfg, tmp_path / "t2", "host/1/2.00")
+    (folder,) = (src for src, v in opts["volumes"].items() if v["bind"] == launcher.CACHE_MOUNT)
+    assert folder in again["volumes"] and opts["environment"]["BENCH_CACHE"] == "/bench-cache"
+    assert Path(folder).parent == tmp_path / "cache" / "containers"
+    assert Path(folder).stat().st_mode & 0o077 == 0 and Path(folder).stat().st_uid == int(
+        opts["user"].split(":")[0]
+    )
+    cfg.framework.name = "tf"
+    other = launcher.container_options(cfg, tmp_path / "t3", "host/1/2.00")
+    assert folder not in other["volumes"]  # another image: another folder
+    cfg.tuning.name = "default"
+    plain = launcher.container_options(cfg, tmp_path / "t4", "host/1/2.00")
+    assert "BENCH_CACHE" not in plain["environment"] and len(plain["volumes"]) == 1
+
+
 def test_recommended_limits_are_granted_as_far_as_the_engine_can() -> None:
     assert host.RECOMMENDED_ULIMITS == {"memlock": -1, "stack": 64 * 2**20}
     assert host.granted(-1, hard=8 * 2**20, can_raise=True) == -1
