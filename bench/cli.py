@@ -17,6 +17,7 @@ import signal
 import sys
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import hydra
 from hydra.core.config_store import ConfigStore
@@ -28,6 +29,9 @@ from bench.config import TUNING_GRACE_S, BenchConfig
 from bench.strategy_configs import STRATEGY_CONFIGS
 from bench.sweep.compose import register_resolvers
 from bench.sweep.jobs import BenchExit
+
+if TYPE_CHECKING:
+    from bench.sweep.session import SweepContext
 
 _STORE = ConfigStore.instance()
 _STORE.store(name="bench_schema", node=BenchConfig)
@@ -56,10 +60,13 @@ except ImportError:  # pragma: no cover - hydra-submitit-launcher is not install
 CONF_DIR = str(paths.data("conf"))
 
 
-def task(config: DictConfig) -> object:
+def task(config: DictConfig, context: SweepContext | None = None) -> object:
     """One Hydra job: one trial.  Kept importable by name (``main`` below is Hydra's wrapper
-    of it), so launchers that pickle it, like submitit's, send a reference to this module."""
+    of it), so launchers that pickle it, like submitit's, send a reference to this module.
+    bench's sweeper passes its sweep's ``context`` (the store, the launchers); a plain run
+    gets a new one."""
     from bench.sweep.driver import run_job
+    from bench.sweep.session import SweepContext
 
     hc = HydraConfig.get()
     if str(hc.mode) == "RunMode.MULTIRUN" and "BenchSweeper" not in str(
@@ -74,7 +81,7 @@ def task(config: DictConfig) -> object:
     index = int(hc.job.num) + 1 if multirun else 1
     # The overrides as typed: an interpolation in one is not resolved here.
     overrides = [str(o) for o in OmegaConf.to_container(hc.overrides.task, resolve=False) or []]
-    return run_job(config, overrides, Path(hc.runtime.output_dir), index)
+    return run_job(config, overrides, Path(hc.runtime.output_dir), index, context or SweepContext())
 
 
 main = hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")(task)

@@ -182,12 +182,13 @@ def main(argv: list[str] | None = None) -> int:
         return fail(f"cannot rerun {args.run_id}:\n  " + "\n  ".join(exc.problems))
 
     # after the checks: it opens the store and a parent run
-    from bench.sweep.session import Sweep, TrialStopped
+    from bench.sweep.session import Sweep, SweepContext, TrialStopped
 
     signal.signal(signal.SIGTERM, _sigterm)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     workdir = Path("outputs") / "reproduce" / f"{args.run_id[:8]}-{stamp}"
-    sweep = Sweep.open(cfg, 1, f"reproduce-{args.run_id[:8]}", [f"reproduces={args.run_id}"])
+    given = [f"reproduces={args.run_id}"]
+    sweep = Sweep.open(cfg, 1, f"reproduce-{args.run_id[:8]}", given, SweepContext())
     label = original.name or f"framework={cfg.framework.name} model={cfg.model.name}"
     try:
         row = sweep.run(cfg, label, workdir, 1, tags={"bench.reproduces": args.run_id})

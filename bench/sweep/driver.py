@@ -3,8 +3,12 @@
 :func:`run_sweep` (the sweeper, ``-m``): expand the jobs, compose and validate every one of
 them (any problem stops the sweep with exit 2 before its first trial, and no run is made),
 open the parent run, launch the jobs through Hydra's launcher, collect each job's row and
-finish: summary, parent run, exit status.  It ends by raising :class:`~.jobs.BenchExit`
-with the sweep's status (0, 1 if a trial failed, 130 after Ctrl-C).
+finish: summary, parent run, exit status.  It returns the sweep's exit status (0; 1 if a
+trial or bench failed; 2 for bad input, before any run; 130 after Ctrl-C).
+
+Both take the sweep's collaborators (the store, the launchers) as a
+:class:`~.session.SweepContext`, which the caller makes: bench's sweeper one per sweep,
+handing the same one to the jobs it runs in this process.
 
 :func:`run_job` (the task function, once per job, wherever the launcher runs it): turn the
 job's config into a typed one, join its sweep, run its trial, return its row.  Without a
@@ -14,6 +18,7 @@ sweep (a plain ``python -m bench``, no ``-m``) the job is a sweep of one trial o
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import statistics
 import sys
@@ -21,7 +26,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec
 
 from omegaconf import DictConfig
 
@@ -35,8 +40,10 @@ from bench.sweep import parity, rounds
 from bench.sweep.availability import split_unavailable
 from bench.sweep.compose import compose_all, to_bench_config
 from bench.sweep.jobs import BenchExit, SweepRef, check_all, expand, fail, trial_label, varying
-from bench.sweep.session import Counting, Row, Sweep, TrialStopped
+from bench.sweep.session import Counting, Row, Sweep, SweepContext, TrialStopped
 from bench.tables import text_table
+
+P = ParamSpec("P")
 
 
 def sweep_name() -> str:
@@ -50,21 +57,38 @@ def _interrupted() -> None:
     )
 
 
+def _exit_status(sweep: Callable[P, int]) -> Callable[P, int]:
+    """``sweep`` with a refusal (exit 2) or bench's own failure (exit 1), said already where
+    it was found and raised as :class:`BenchExit`, returned as its status."""
+
+    @functools.wraps(sweep)
+    def run(*args: P.args, **kwargs: P.kwargs) -> int:
+        try:
+            return sweep(*args, **kwargs)
+        except BenchExit as stop:
+            return int(stop.code or 0)
+
+    return run
+
+
+@_exit_status
 def run_sweep(
     config: DictConfig,
     compose: Callable[[list[str]], DictConfig],
     launch: Callable[[list[list[str]], int], Sequence[Any]],
     arguments: Sequence[Any],
+    context: SweepContext,
     max_batch_size: int | None = None,
     slurm_partition: Callable[[str | None], tuple[str, int] | None] | None = None,
     blocks: Sequence[Sequence[Any]] = (),
     dry_run: bool = False,
-) -> None:
+) -> int:
     """Run a sweep: ``arguments`` are the parsed overrides (sweeper params first; ``blocks``
     those of each block of the sweeper's grid, where it has one),
     ``compose`` composes one job's config, ``launch`` runs a batch of jobs (Hydra's
-    launcher) and returns their JobReturns; ``dry_run``: stop after the checks, listing the
-    trials.  Always ends by raising :class:`BenchExit`."""
+    launcher) and returns their JobReturns, ``context`` holds the store and the launchers
+    (the jobs that run in this process must be given the same one); ``dry_run``: stop after
+    the checks, listing the trials.  Returns the sweep's exit status."""
     auto = str(config.get("repeats", 1)).strip().lower() == "auto"
     repeats = int(config.get("max_repeats", 10)) if auto else _repeats(config.get("repeats", 1))
     launcher = str(config.hydra.launcher.get("_target_", ""))
@@ -91,10 +115,11 @@ def run_sweep(
         fail(exc.problems)
     if dry_run:
         _say_planned([label for label, _, _ in composed], len(not_run))
-        raise BenchExit(0)
+        return 0
     first = composed[0][2]
+    given = [str(a.input_line) for a in arguments]
     with _no_crash():
-        sweep = Sweep.open(first, len(jobs), sweep_name(), [str(a.input_line) for a in arguments])
+        sweep = Sweep.open(first, len(jobs), sweep_name(), given, context)
         sweep.not_run = not_run
     ref = SweepRef(sweep.sweep_id, len(jobs), varying(jobs))
     # Jobs that run in this process go one at a time, so that each row is kept as soon as
@@ -133,10 +158,9 @@ def run_sweep(
         with shielded():  # the parent run is closed whatever else arrives
             sweep.finish([*rows, stop.row] if isinstance(stop, TrialStopped) else rows, True)
         _interrupted()
-        raise BenchExit(130) from None
+        return 130
     with _no_crash():
-        code = sweep.finish(rows)
-    raise BenchExit(code)
+        return sweep.finish(rows)
 
 
 class _Drift:
@@ -277,8 +301,11 @@ def _row_of(done: Any, label: str, cfg: BenchConfig) -> Row:
     return Row(label, ERROR, None, 0.0)
 
 
-def run_job(config: DictConfig, overrides: list[str], workdir: Path, index: int) -> Row:
-    """One Hydra job: one trial of the sweep named in the job's environment, or a sweep of
+def run_job(
+    config: DictConfig, overrides: list[str], workdir: Path, index: int, context: SweepContext
+) -> Row:
+    """One Hydra job: one trial of the sweep named in the job's environment (through
+    ``context``, the sweep's own when the job runs in the sweeper's process), or a sweep of
     its own when there is none (a plain run)."""
     try:
         cfg = to_bench_config(config)
@@ -288,8 +315,8 @@ def run_job(config: DictConfig, overrides: list[str], workdir: Path, index: int)
         on_time_limit_warning()
     ref = SweepRef.from_env()
     if ref is None:
-        return _single(cfg, overrides, workdir)
-    sweep = Sweep.attach(cfg, ref.sweep_id, ref.total)
+        return _single(cfg, overrides, workdir, context)
+    sweep = Sweep.attach(cfg, ref.sweep_id, ref.total, context)
     label = trial_label(cfg, overrides, ref.varying)
     try:  # checked by the sweeper; a job elsewhere (a Slurm node) checks its machine again
         validate(cfg)
@@ -298,7 +325,7 @@ def run_job(config: DictConfig, overrides: list[str], workdir: Path, index: int)
     return sweep.run(cfg, label, workdir, index, parity.trial_tags())
 
 
-def _single(cfg: BenchConfig, overrides: list[str], workdir: Path) -> Row:
+def _single(cfg: BenchConfig, overrides: list[str], workdir: Path, context: SweepContext) -> Row:
     if not auto_repeats(cfg) and (
         not isinstance(cfg.repeats, int) or isinstance(cfg.repeats, bool)
     ):
@@ -311,7 +338,7 @@ def _single(cfg: BenchConfig, overrides: list[str], workdir: Path) -> Row:
     except ConfigError as exc:
         fail(exc.problems)
     with _no_crash():
-        sweep = Sweep.open(cfg, 1, sweep_name(), overrides)
+        sweep = Sweep.open(cfg, 1, sweep_name(), overrides, context)
     try:
         verdicts = parity.run_checks([cfg], sweep.store, sweep.sweep_id)
         verdict = verdicts.get(parity.group_of(cfg))

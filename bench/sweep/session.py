@@ -6,11 +6,15 @@
 exists) and returns its summary :class:`Row`; :meth:`Sweep.finish` prints the table of every
 job's row, ends the parent run and decides the exit status.  Progress goes to stderr, a
 line per trial; the summary table to stdout.
+
+What a sweep works with comes in as a :class:`SweepContext`, made where the sweep starts
+(bench's sweeper, the CLI's task function, ``bench reproduce``): the factory that opens the
+tracking store (once per sweep) and the one that gives a trial its launcher.  Tests pass
+fakes of both.
 """
 
 from __future__ import annotations
 
-import functools
 import sys
 import tempfile
 import time
@@ -22,7 +26,7 @@ from typing import Any, TextIO
 
 from bench import environments, sysinfo, tracking
 from bench.config import BenchConfig
-from bench.launchers import TrialInterrupted
+from bench.launchers import Launcher, TrialInterrupted
 from bench.launchers import get as get_launcher
 from bench.launchers.collect import collect
 from bench.result import DIVERGED, ERROR, OK, TIMEOUT, EpochRecord, TrialResult
@@ -156,11 +160,28 @@ def format_table(rows: list[Row]) -> str:
     return text_table(header, body)
 
 
-@functools.cache
-def store_for(uri: str, experiment: str) -> tracking.Store:
-    """The store of ``uri`` and ``experiment``, opened once per process (the sweeper and its
-    jobs share it when they share a process, and so its switch to the spool)."""
-    return tracking.open_store(uri, experiment)
+@dataclass
+class SweepContext:
+    """A sweep's collaborators, made where the sweep starts and passed down to its jobs:
+    ``open_store`` opens the tracking store of a URI and experiment, ``launcher`` gives the
+    launcher a trial names (``launcher.name``).  ``store`` is the sweep's store, opened once
+    by :meth:`store_of` and then shared by the sweep and every job it runs in this process
+    (so a switch to the spool holds for all of them).  A job sent elsewhere (a Slurm job)
+    gets the context without the store, and opens its own there."""
+
+    open_store: Callable[[str, str], tracking.Store] = tracking.open_store
+    launcher: Callable[[str], Launcher] = get_launcher
+    store: tracking.Store | None = None
+
+    def store_of(self, cfg: BenchConfig) -> tracking.Store:
+        """The sweep's store (one sweep logs to one tracking URI and experiment: checked
+        before it starts), opened on first use."""
+        if self.store is None:
+            self.store = self.open_store(cfg.tracking.uri, cfg.tracking.experiment)
+        return self.store
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "store": None}  # the open store stays in this process
 
 
 def _top(name: str) -> str:
@@ -197,8 +218,10 @@ class Sweep:
         total: int | None,
         report: bool = False,
         claims: list[Any] | None = None,
+        launcher: Callable[[str], Launcher] = get_launcher,
     ) -> None:
         self.store, self.sweep_id, self.total = store, sweep_id, total
+        self.launcher = launcher
         self.claims = list(claims or [])
         self.report = report or bool(self.claims)  # claims are checked in the report
         self.host_env = host_environment()
@@ -206,10 +229,17 @@ class Sweep:
         self.not_run: list[tuple[str, str]] = []
 
     @classmethod
-    def open(cls, cfg: BenchConfig, total: int | None, name: str, overrides: list[str]) -> Sweep:
-        """Start the parent run of a sweep of ``total`` trials."""
+    def open(
+        cls,
+        cfg: BenchConfig,
+        total: int | None,
+        name: str,
+        overrides: list[str],
+        context: SweepContext,
+    ) -> Sweep:
+        """Start the parent run of a sweep of ``total`` trials in ``context``'s store."""
         try:
-            return cls._open(cfg, total, name, overrides)
+            return cls._open(cfg, total, name, overrides, context)
         except Exception as exc:  # noqa: BLE001 - one line: the store, not bench, is at fault
             print(
                 f"bench: {tracking.why_unavailable(cfg.tracking.uri, exc)}; no trial was started",
@@ -218,8 +248,15 @@ class Sweep:
             raise BenchExit(1) from None
 
     @classmethod
-    def _open(cls, cfg: BenchConfig, total: int | None, name: str, overrides: list[str]) -> Sweep:
-        store = store_for(cfg.tracking.uri, cfg.tracking.experiment)
+    def _open(
+        cls,
+        cfg: BenchConfig,
+        total: int | None,
+        name: str,
+        overrides: list[str],
+        context: SweepContext,
+    ) -> Sweep:
+        store = context.store_of(cfg)
         reaped = store.reap_orphans()
         if reaped:
             print(
@@ -232,15 +269,17 @@ class Sweep:
         if total is not None:
             tags["bench.total_trials"] = str(total)
         sweep_id = store.start_sweep(name, tags)
-        if isinstance(store, tracking.Spool):
+        if store.spooled_to() is not None:
             print(f"bench: results are kept in {store.where}", file=sys.stderr)
-        return cls(store, sweep_id, total, cfg.report, cfg.claims)
+        return cls(store, sweep_id, total, cfg.report, cfg.claims, context.launcher)
 
     @classmethod
-    def attach(cls, cfg: BenchConfig, sweep_id: str, total: int | None) -> Sweep:
+    def attach(
+        cls, cfg: BenchConfig, sweep_id: str, total: int | None, context: SweepContext
+    ) -> Sweep:
         """Join a sweep whose parent run was opened elsewhere (by the sweeper)."""
-        store = store_for(cfg.tracking.uri, cfg.tracking.experiment)
-        return cls(store, sweep_id, total, cfg.report, cfg.claims)
+        store = context.store_of(cfg)
+        return cls(store, sweep_id, total, cfg.report, cfg.claims, context.launcher)
 
     def _wait_for_owner(self, cfg: BenchConfig, label: str) -> None:
         """One owner per configuration: while another live bench process runs this
@@ -284,7 +323,7 @@ class Sweep:
                     label, SKIPPED, done["metrics"].get("trial_samples_per_s"), 0.0, done["run_id"]
                 )
                 progress.end(row, "(an ok run with this config exists; force=true reruns it)")
-                tracking.note_reused_run(self.store, self.sweep_id, done["run_id"])
+                self.store.note_reused_run(self.sweep_id, done["run_id"])
                 return row
         tags = {"bench.sweep_index": str(index), **(tags or {})}
         lock = trial_lock(cfg)
@@ -299,7 +338,7 @@ class Sweep:
 
         extra = [lock] if lock is not None else []
         try:
-            result = get_launcher(cfg.launcher.name).launch(cfg, workdir, on_epoch)
+            result = self.launcher(cfg.launcher.name).launch(cfg, workdir, on_epoch)
         except TrialInterrupted as stop:
             with shielded():  # the stopped trial is recorded whole, whatever else arrives
                 row = self._record(run, stop.result, workdir, label, started, progress, extra)
@@ -377,20 +416,18 @@ class Sweep:
 
     def _where(self) -> str:
         """Where the results are; a spool is named as one, with what to do about it."""
-        spool = self.store if isinstance(self.store, tracking.Spool) else None
-        if isinstance(self.store, tracking.MlflowStore) and self.store.spool is not None:
-            spool = self.store.spool
+        spool = self.store.spooled_to()
         if spool is None:
             return self.store.where
         return (
-            f"{spool.directory} (a spool: the tracking store {spool.uri} could not be "
+            f"{spool} (a spool: the tracking store {self.store.uri} could not be "
             "reached or written); once it is back: python -m bench.sync"
         )
 
     def _write_report(self) -> bool:
         """report=true: the comparison report of this sweep, logged to its parent run."""
         store = self.store
-        if not isinstance(store, tracking.MlflowStore) or store.spool is not None:
+        if store.spooled_to() is not None:
             print(
                 "bench: report=true: no report, some results are in the spool; after "
                 "python -m bench.sync, run python -m bench.report",

@@ -41,7 +41,7 @@ from bench.tracking.spool import (
     spooled_ends,
     state_dir,
 )
-from bench.tracking.store import MlflowStore, MlflowTrialRun, note_reused_run, open_store
+from bench.tracking.store import MlflowStore, MlflowTrialRun, open_store
 from bench.tracking.sync import sync_spool
 
 __all__ = [
@@ -63,7 +63,6 @@ __all__ = [
     "log_claims",
     "log_report",
     "logged_claims",
-    "note_reused_run",
     "open_store",
     "spool_dir",
     "spool_root",

@@ -80,7 +80,14 @@ class TrialRun(Protocol):
 
 
 class Store(Protocol):
-    where: str
+    uri: str  # the tracking URI the results are meant for
+    where: str  # where the results go, said in a line
+
+    def spooled_to(self) -> Path | None:
+        """The folder on this machine that holds this store's results, all or some of them,
+        because the tracking store could not be reached or written (:mod:`.spool`); None
+        while every result reached the tracking store."""
+        ...
 
     def start_sweep(self, name: str, tags: dict[str, str]) -> str: ...
 
@@ -94,6 +101,11 @@ class Store(Protocol):
         ...
 
     def note_parity(self, sweep_id: str, group: str, text: str, verdict: str) -> None: ...
+
+    def note_reused_run(self, sweep_id: str, run_id: str) -> None:
+        """Note on a sweep's parent run an earlier ok run it reused instead of running
+        again (a tag the report reads)."""
+        ...
 
     def note_round(self, sweep_id: str, round_: int, reference_s: float) -> None:
         """The drift check's reference time before round ``round_`` (0-based) of a sweep, on

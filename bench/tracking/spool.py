@@ -46,7 +46,8 @@ def spool_dir(uri: str) -> Path:
 
 
 class Spool:
-    """Keeps complete trial records on local disk while the tracking server is unreachable."""
+    """Keeps complete trial records on local disk while the tracking server is unreachable:
+    a :class:`~.protocol.Store` like the MLflow store, which sweeps write through alike."""
 
     def __init__(self, uri: str, experiment: str, reason: str) -> None:
         self.uri, self.experiment, self.reason = uri, experiment, reason
@@ -56,6 +57,9 @@ class Spool:
         write_private(self.directory / "uri", uri + "\n")  # whose spool this is, for people
         self.where = f"{self.directory}/ (tracking store {uri} out of reach: {reason})"
         self.sweeps: dict[str, dict[str, Any]] = {}
+
+    def spooled_to(self) -> Path:
+        return self.directory  # every result of this store
 
     def start_sweep(self, name: str, tags: dict[str, str]) -> str:
         sweep_id = uuid.uuid4().hex
@@ -88,6 +92,9 @@ class Spool:
 
     def note_round(self, sweep_id: str, round_: int, reference_s: float) -> None:
         pass  # printed with the round; the parent run is out of reach
+
+    def note_reused_run(self, sweep_id: str, run_id: str) -> None:
+        pass  # a spool sees no earlier runs, so it reuses none
 
     def start_trial(
         self, sweep_id: str, cfg: BenchConfig, name: str, tags: dict[str, str]

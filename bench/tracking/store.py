@@ -204,6 +204,17 @@ class MlflowStore:
             reaped += 1
         return reaped
 
+    def spooled_to(self) -> Path | None:
+        return self.spool.directory if self.spool is not None else None
+
+    def note_reused_run(self, sweep_id: str, run_id: str) -> None:
+        try:
+            self.client.set_tag(sweep_id, f"{REUSED_RUN_TAG}{run_id}", "true")
+        except Exception as exc:  # noqa: BLE001 - the note is for the report; the sweep goes on
+            print(
+                f"bench: could not note reused run {run_id} on {sweep_id}: {exc}", file=sys.stderr
+            )
+
     def fallback(self, sweep_id: str, exc: BaseException) -> Spool:
         """The spool that takes over when the store fails in the middle of a sweep."""
         if self.spool is None:
@@ -425,13 +436,3 @@ def open_store(uri: str, experiment: str) -> Store:
         if problem is not None:
             return Spool(uri, experiment, problem)
     return MlflowStore(uri, experiment)
-
-
-def note_reused_run(store: Store, sweep_id: str, run_id: str) -> None:
-    """Note on a sweep's parent run an earlier ok run it reused instead of running again."""
-    if not isinstance(store, MlflowStore):
-        return
-    try:
-        store.client.set_tag(sweep_id, f"{REUSED_RUN_TAG}{run_id}", "true")
-    except Exception as exc:  # noqa: BLE001 - the note is for the report; the sweep goes on
-        print(f"bench: could not note reused run {run_id} on {sweep_id}: {exc}", file=sys.stderr)

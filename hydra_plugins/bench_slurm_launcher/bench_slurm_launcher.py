@@ -124,9 +124,16 @@ class SlurmLauncher(_PluginSlurmLauncher):
                     returns.append(self._ended(job, list(overrides), configs[i], exc, watch))
         return returns
 
-    @staticmethod
+    def _context(self) -> Any:
+        """The sweep's collaborators (the store the sweep opened, the launchers), which
+        bench's sweeper hands this launcher with the task function; new ones otherwise."""
+        from bench.sweep.session import SweepContext
+
+        context = getattr(self.task_function, "keywords", {}).get("context")
+        return context if isinstance(context, SweepContext) else SweepContext()
+
     def _ended(
-        job: Any, overrides: list[str], cfg: Any, exc: Exception, watch: PendingWatch
+        self, job: Any, overrides: list[str], cfg: Any, exc: Exception, watch: PendingWatch
     ) -> JobReturn:
         """The trial of a job that returned no result, recorded in its sweep's store with
         the status its Slurm state means; a completed job return holding its row (not
@@ -146,6 +153,6 @@ class SlurmLauncher(_PluginSlurmLauncher):
         ref = SweepRef.from_overrides(overrides)
         if ref is not None:
             label = trial_label(cfg, overrides, ref.varying)
-            sweep = Sweep.attach(cfg, ref.sweep_id, ref.total)
+            sweep = Sweep.attach(cfg, ref.sweep_id, ref.total, self._context())
             ended.return_value = sweep.record_ended(cfg, label, status_for(state), why, job_id)
         return ended

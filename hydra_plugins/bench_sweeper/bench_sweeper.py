@@ -5,10 +5,15 @@ Selected in conf/config.yaml (``override hydra/sweeper: bench``).  The work is
 :func:`bench.sweep.driver.run_sweep`'s; this class is its seat in Hydra.  Its exceptions are
 not swallowed as a callback's would be: any problem stops the sweep before any trial.
 
+The sweeper makes the sweep's collaborators (:class:`bench.sweep.session.SweepContext`: the
+store, the launchers) and hands them to run_sweep and, with the task function, to Hydra's
+launcher, so the jobs that run in this process write through the sweep's own store.
+
 Hydra's plugin scan runs this module before it is in ``sys.modules``, so it must not use
 ``from __future__ import annotations`` (dataclasses would look the module up and fail).
 """
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,20 +62,27 @@ class BenchSweeper(Sweeper):
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
         self.launcher: Any = None
+        self.context: Any = None  # bench.sweep.session.SweepContext, made in setup()
 
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
     ) -> None:
+        from bench.sweep.session import SweepContext
+
         self.config, self.hydra_context = config, hydra_context
+        self.context = SweepContext()
+        # bench's task function (bench.cli.task) with this sweep's context; a launcher that
+        # sends the job elsewhere pickles it without the open store (SweepContext).
+        job = functools.partial(task_function, context=self.context)
         self.launcher = Plugins.instance().instantiate_launcher(
-            hydra_context=hydra_context, task_function=task_function, config=config
+            hydra_context=hydra_context, task_function=job, config=config
         )
 
     def sweep(self, arguments: list[str]) -> Any:
         from bench.config import ConfigError
         from bench.slurm import partition_nodes
         from bench.sweep.driver import run_sweep
-        from bench.sweep.jobs import fail, grid_blocks
+        from bench.sweep.jobs import BenchExit, fail, grid_blocks
 
         assert self.config is not None and self.hydra_context is not None
         config, loader = self.config, self.hydra_context.config_loader
@@ -80,13 +92,15 @@ class BenchSweeper(Sweeper):
             blocks = grid_blocks(self.params, self.grid, list(arguments)) if self.grid else []
         except ConfigError as exc:
             fail(exc.problems)
-        run_sweep(
+        code = run_sweep(
             config,
             lambda overrides: loader.load_sweep_config(config, overrides),
             lambda batch, start: self.launcher.launch(batch, initial_job_idx=start),
             parser.parse_overrides(given),
+            self.context,
             self.max_batch_size,
             partition_nodes,
             [parser.parse_overrides(block) for block in blocks],
             self.dry_run,
         )
+        raise BenchExit(code)  # the CLI exits with it (bench.cli.run)

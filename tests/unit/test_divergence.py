@@ -100,14 +100,14 @@ class Diverging(Launcher):
 
 
 def test_a_sweep_goes_on_says_so_and_reruns_a_diverged_trial(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(session_mod, "get_launcher", lambda name: Diverging())
     store = tracking.MlflowStore(f"sqlite:///{tmp_path / 'mlflow.db'}", "bench")
     cfg = tiny()
     rows = []
     for attempt in range(2):
-        sweep = session_mod.Sweep(store, store.start_sweep(f"sweep{attempt}", {}), 2)
+        sweep_id = store.start_sweep(f"sweep{attempt}", {})
+        sweep = session_mod.Sweep(store, sweep_id, 2, launcher=lambda name: Diverging())
         rows = [sweep.run(cfg, f"trial{attempt}", tmp_path / f"t{attempt}", 1)]
         assert sweep.finish(rows) == 1  # a trial that did not end ok: exit 1, as ever
     assert [r.status for r in rows] == [DIVERGED]  # not "skipped": run again

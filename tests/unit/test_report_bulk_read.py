@@ -89,7 +89,7 @@ def _write(uri: str) -> tuple[str, str]:
         _log(client, exp, sweep, r)
     client.delete_run(_log(client, exp, sweep, record("torch", rate=1.0)))
     for run_id in kept[:2]:
-        tracking.note_reused_run(mine, sweep, run_id)
+        mine.note_reused_run(sweep, run_id)
     other = tracking.MlflowStore(uri, "other")
     _log(other.client, other.experiment_id, other.start_sweep("elsewhere", {}), record("tf"))
     return uri, sweep

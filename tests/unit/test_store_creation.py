@@ -13,7 +13,7 @@ import pytest
 
 from bench.config import BenchConfig, TrackingConfig
 from bench.sweep.jobs import BenchExit
-from bench.sweep.session import Sweep
+from bench.sweep.session import Sweep, SweepContext
 from bench.tracking import MlflowStore
 from bench.tracking.reach import HalfBuiltStore
 
@@ -80,7 +80,7 @@ def test_a_half_built_store_is_named_with_the_fix(
         MlflowStore(f"sqlite:///{db}", "bench")
     cfg = BenchConfig(tracking=TrackingConfig(uri=f"sqlite:///{db}"))
     with pytest.raises(BenchExit) as stop:
-        Sweep.open(cfg, 1, "sweep", [])
+        Sweep.open(cfg, 1, "sweep", [], SweepContext())
     assert stop.value.code == 1
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert f"{db} is half-built" in line and "remove it and run again" in line

@@ -21,7 +21,7 @@ from bench.config import BenchConfig, config_hash
 from bench.launchers.base import TrialInterrupted
 from bench.result import KILLED, OK, OOM, EpochRecord, TrialResult
 from bench.sweep import driver, session
-from bench.sweep.jobs import BenchExit, SweepRef
+from bench.sweep.jobs import SweepRef
 
 
 class FakeRun:
@@ -40,7 +40,7 @@ class FakeRun:
 class FakeStore:
     """The store protocol in memory: parent runs, trial runs, ok runs by config hash."""
 
-    where = "fake store"
+    uri, where = "fake://", "fake store"
 
     def __init__(self) -> None:
         self.sweeps: dict[str, dict[str, Any]] = {}
@@ -48,6 +48,12 @@ class FakeStore:
         self.ok: dict[str, str] = {}
         self.busy: dict[str, tuple[str, int]] = {}  # config hash -> (owner, looks left)
         self.rounds: dict[int, float] = {}  # the drift check's reference step per round
+
+    def spooled_to(self) -> Path | None:
+        return None
+
+    def note_reused_run(self, sweep_id: str, run_id: str) -> None:
+        pass
 
     def note_round(self, sweep_id: str, round_: int, reference_s: float) -> None:
         self.rounds[round_] = reference_s
@@ -117,8 +123,6 @@ class ReplayLauncher:
 @pytest.fixture
 def store(monkeypatch: pytest.MonkeyPatch) -> FakeStore:
     fake = FakeStore()
-    monkeypatch.setattr(session, "store_for", lambda uri, experiment: fake)
-    monkeypatch.setattr(session, "get_launcher", lambda name: ReplayLauncher())
     monkeypatch.setattr(session, "host_environment", lambda: {"git_commit": "abc"})
     ReplayLauncher.launched, ReplayLauncher.stop_at = [], None
     return fake
@@ -131,14 +135,24 @@ def hydra_conf() -> Iterator[None]:
 
 
 def sweep(
+    store: FakeStore,
     args: list[str],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     batch: int | None = None,
     dry_run: bool = False,
 ) -> tuple[int, list[list[str]]]:
-    """Run ``-m ARGS`` through the sweeper's logic; jobs run in this process, each in the
-    environment the sweeper gives it.  Returns the exit status and the launched batches."""
+    """Run ``-m ARGS`` through the sweeper's logic with ``store`` and the replaying launcher
+    passed in (one context for the sweep, as bench's sweeper makes it); jobs run in this
+    process, each in the environment the sweeper gives it and with the sweep's context.
+    Returns the exit status and the launched batches."""
+    opened: list[str] = []
+
+    def open_store(uri: str, experiment: str) -> FakeStore:
+        opened.append(uri)
+        return store
+
+    context = session.SweepContext(open_store, lambda name: ReplayLauncher())
     # The sweep's own config (Hydra composes it without the swept values: repeats, launcher).
     fixed = [a for a in args if "," not in a and "${" not in a and not a.startswith("+")]
     config = compose("config", overrides=fixed, return_hydra_config=True)
@@ -160,16 +174,16 @@ def sweep(
                 strict=True,
             ):
                 monkeypatch.setenv(key, value)
-            row = driver.run_job(compose_job(task), task, tmp_path / str(n), n + 1)
+            row = driver.run_job(compose_job(task), task, tmp_path / str(n), n + 1, context)
             for key in session_env:
                 monkeypatch.delenv(key)
             out.append(JobReturn(overrides=job, status=JobStatus.COMPLETED, _return_value=row))
         return out
 
     parsed = OverridesParser.create().parse_overrides(args)
-    with pytest.raises(BenchExit) as done:
-        driver.run_sweep(config, compose_job, launch, parsed, batch, dry_run=dry_run)
-    return int(done.value.code or 0), launched
+    code = driver.run_sweep(config, compose_job, launch, parsed, context, batch, dry_run=dry_run)
+    assert len(opened) <= 1  # one store per sweep, shared by its jobs
+    return code, launched
 
 
 TINY = ["model=lenet5", "epochs=2", "steps_per_epoch=2", "warmup_steps=1", "batch_size=4"]
@@ -178,7 +192,7 @@ TINY = ["model=lenet5", "epochs=2", "steps_per_epoch=2", "warmup_steps=1", "batc
 def test_a_sweep_runs_every_job_once_under_one_parent(
     store: FakeStore, hydra_conf: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
-    code, launched = sweep(["framework=torch,tf", *TINY], tmp_path, monkeypatch)
+    code, launched = sweep(store, ["framework=torch,tf", *TINY], tmp_path, monkeypatch)
     assert code == 0 and len(launched) == 2
     (sweep_id,) = store.sweeps
     assert store.sweeps[sweep_id]["ended"][:2] == (True, False)
@@ -194,7 +208,7 @@ def test_a_failed_trial_is_a_row_and_the_exit_status_is_1(
     store: FakeStore, hydra_conf: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
     args = ["framework=torch", *TINY[:-1], "batch_size=2,512"]
-    code, _ = sweep(args, tmp_path, monkeypatch)
+    code, _ = sweep(store, args, tmp_path, monkeypatch)
     assert code == 1
     assert [t.result.status for t in store.trials if t.result] == [OK, OOM]
     assert store.sweeps["sweep0"]["ended"][:2] == (False, False)
@@ -204,7 +218,9 @@ def test_a_failed_trial_is_a_row_and_the_exit_status_is_1(
 def test_bad_input_in_any_job_stops_the_sweep_before_any_run(
     store: FakeStore, hydra_conf: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
-    code, launched = sweep(["framework=torch", *TINY[:-1], "batch_size=4,0"], tmp_path, monkeypatch)
+    code, launched = sweep(
+        store, ["framework=torch", *TINY[:-1], "batch_size=4,0"], tmp_path, monkeypatch
+    )
     assert (code, launched, store.sweeps) == (2, [], {})
     assert "batch_size: must be >= 1, got 0" in capsys.readouterr().err
 
@@ -216,7 +232,7 @@ def test_an_unresolvable_value_in_one_job_stops_the_sweep(
     its second job, leaving its parent run RUNNING."""
     monkeypatch.delenv("BENCH_NOPE_X", raising=False)
     args = ["framework=torch", *TINY[:-1], "batch_size=4,${oc.env:BENCH_NOPE_X}"]
-    code, launched = sweep(args, tmp_path, monkeypatch, batch=1)
+    code, launched = sweep(store, args, tmp_path, monkeypatch, batch=1)
     assert (code, launched, store.sweeps) == (2, [], {})
     assert "batch_size: " in capsys.readouterr().err
 
@@ -224,10 +240,10 @@ def test_an_unresolvable_value_in_one_job_stops_the_sweep(
 def test_a_rerun_skips_configs_with_an_ok_run(
     store: FakeStore, hydra_conf: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
-    sweep(["framework=torch,tf", *TINY], tmp_path, monkeypatch)
+    sweep(store, ["framework=torch,tf", *TINY], tmp_path, monkeypatch)
     store.ok = {config_hash(t.cfg): t.run_id for t in store.trials}
     ReplayLauncher.launched = []
-    code, _ = sweep(["framework=torch,tf", *TINY], tmp_path, monkeypatch)
+    code, _ = sweep(store, ["framework=torch,tf", *TINY], tmp_path, monkeypatch)
     assert code == 0 and ReplayLauncher.launched == []
     assert "2 trials: 2 skipped" in capsys.readouterr().out
 
@@ -238,12 +254,12 @@ def test_a_configuration_running_in_another_sweep_is_waited_for_then_reused(
     """Issue 29, finding 7: two identical sweeps started together ran every configuration
     twice, side by side, and the report counted the contended runs as repeats."""
     monkeypatch.setattr(session, "OWNER_POLL_S", 0.01)
-    sweep(["framework=torch", *TINY], tmp_path, monkeypatch)  # learns the config's hash
+    sweep(store, ["framework=torch", *TINY], tmp_path, monkeypatch)  # learns the config's hash
     (first,) = store.trials
     store.trials.clear()
     store.busy[config_hash(first.cfg)] = ("otherhost/4242/1.00", 3)
     ReplayLauncher.launched = []
-    code, _ = sweep(["framework=torch", *TINY], tmp_path, monkeypatch)
+    code, _ = sweep(store, ["framework=torch", *TINY], tmp_path, monkeypatch)
     assert code == 0 and ReplayLauncher.launched == [] and store.trials == []
     out = capsys.readouterr()
     assert "is running in another bench process (pid 4242 on otherhost); waiting" in out.err
@@ -255,7 +271,7 @@ def test_ctrl_c_records_the_trial_as_killed_and_ends_the_sweep(
 ) -> None:
     ReplayLauncher.stop_at = 2
     code, launched = sweep(
-        ["framework=torch,tf,torch", *TINY[:-1], "batch_size=4,8"], tmp_path, monkeypatch
+        store, ["framework=torch,tf,torch", *TINY[:-1], "batch_size=4,8"], tmp_path, monkeypatch
     )
     assert code == 130 and len(launched) == 2  # nothing after the stopped trial
     assert [t.result.status for t in store.trials if t.result] == [OK, KILLED]
@@ -267,7 +283,7 @@ def test_repeats_launch_in_batches_with_the_sweeps_reference(
     store: FakeStore, hydra_conf: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     code, launched = sweep(
-        ["framework=torch,tf", *TINY, "repeats=3"], tmp_path, monkeypatch, batch=4
+        store, ["framework=torch,tf", *TINY, "repeats=3"], tmp_path, monkeypatch, batch=4
     )
     assert code == 0 and len(launched) == 6
     assert [job[0] for job in launched] == ["repeat=0"] * 2 + ["repeat=1"] * 2 + ["repeat=2"] * 2
@@ -280,7 +296,7 @@ def test_repeats_launch_in_batches_with_the_sweeps_reference(
 def test_an_unknown_key_added_with_plus_is_refused(
     store: FakeStore, hydra_conf: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
-    code, launched = sweep(["framework=torch", *TINY, "+batchsize=4"], tmp_path, monkeypatch)
+    code, launched = sweep(store, ["framework=torch", *TINY, "+batchsize=4"], tmp_path, monkeypatch)
     assert (code, launched, store.sweeps) == (2, [], {})
     assert "batchsize: no such key; did you mean batch_size?" in capsys.readouterr().err
 
@@ -292,7 +308,7 @@ def test_a_store_that_fails_is_exit_1_not_bad_input(
         raise RuntimeError("the store refused")
 
     monkeypatch.setattr(store, "start_sweep", refuse)
-    code, launched = sweep(["framework=torch", *TINY], tmp_path, monkeypatch)
+    code, launched = sweep(store, ["framework=torch", *TINY], tmp_path, monkeypatch)
     assert (code, launched) == (1, [])
     err = capsys.readouterr().err
     assert "cannot be written (the store refused); no trial was started" in err
@@ -307,17 +323,17 @@ def test_cells_this_machine_cannot_run_are_listed_not_refused(
     if host_gpus()[0]:
         pytest.skip("this host has a GPU: the cuda cell runs")
     args = ["framework=torch", "device=cpu,cuda", *TINY]
-    code, launched = sweep(args, tmp_path, monkeypatch)
+    code, launched = sweep(store, args, tmp_path, monkeypatch)
     assert code == 2 and not launched  # refused as bad input without skip_unavailable
     assert "device=cuda" in capsys.readouterr().err
-    code, launched = sweep([*args, "skip_unavailable=true"], tmp_path, monkeypatch)
+    code, launched = sweep(store, [*args, "skip_unavailable=true"], tmp_path, monkeypatch)
     assert code == 0 and len(launched) == 1 and "device=cpu" in launched[0]
     out = capsys.readouterr()
     assert "1 cell(s) of the matrix cannot run on this machine" in out.err
     assert "Not run on this machine (1 cells of the matrix):" in out.out
     assert "framework=torch model=lenet5 device=cuda: needs a GPU" in out.out
-    code, launched = sweep(["framework=torch", "device=cuda", "skip_unavailable=true", *TINY],
-                           tmp_path, monkeypatch)  # fmt: skip
+    args = ["framework=torch", "device=cuda", "skip_unavailable=true", *TINY]
+    code, launched = sweep(store, args, tmp_path, monkeypatch)
     assert code == 2 and not launched
     assert "no trial this machine can run" in capsys.readouterr().err
 
@@ -325,13 +341,19 @@ def test_cells_this_machine_cannot_run_are_listed_not_refused(
 def test_a_dry_run_checks_every_job_and_runs_none(
     store: FakeStore, hydra_conf: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
-    code, launched = sweep(["framework=torch,tf", *TINY], tmp_path, monkeypatch, dry_run=True)
+    code, launched = sweep(
+        store, ["framework=torch,tf", *TINY], tmp_path, monkeypatch, dry_run=True
+    )
     assert (code, launched, store.sweeps, store.trials) == (0, [], {}, [])
     out = capsys.readouterr().out.splitlines()
     assert out[2:4] == ["1  framework=torch model=lenet5", "2  framework=tf model=lenet5"]
     assert out[-1].startswith("2 trials would run")
     code, _ = sweep(
-        ["framework=torch", *TINY[:-1], "batch_size=4,0"], tmp_path, monkeypatch, dry_run=True
+        store,
+        ["framework=torch", *TINY[:-1], "batch_size=4,0"],
+        tmp_path,
+        monkeypatch,
+        dry_run=True,
     )
     assert code == 2 and "batch_size: must be >= 1, got 0" in capsys.readouterr().err
 
@@ -427,3 +449,29 @@ def test_a_long_composition_logs_its_progress_with_an_estimate_where_no_terminal
         "bench: composing: 80/100, about 5 s left",
         "bench: composing: 100/100 in 25 s",
     ]
+
+
+def test_a_sweeps_context_opens_its_store_once_and_travels_without_it() -> None:
+    """One store per sweep: the sweeper and the jobs it runs in this process share the one
+    its context opened; a job sent elsewhere (pickled with the task function, as submitit
+    sends it) gets the context without the open store and opens its own."""
+    import functools
+    import pickle
+
+    from bench import tracking
+    from bench.cli import task
+
+    opened: list[str] = []
+
+    def open_store(uri: str, experiment: str) -> FakeStore:
+        opened.append(uri)
+        return FakeStore()
+
+    context = session.SweepContext(open_store, lambda name: ReplayLauncher())
+    cfg = BenchConfig()
+    first = context.store_of(cfg)
+    assert context.store_of(cfg) is first and opened == [cfg.tracking.uri]
+    sent = session.SweepContext(store=FakeStore())  # the defaults: picklable by reference
+    job = pickle.loads(pickle.dumps(functools.partial(task, context=sent)))
+    assert job.func is task and job.keywords["context"].store is None
+    assert job.keywords["context"].open_store is tracking.open_store

@@ -66,9 +66,9 @@ def test_a_hostile_trial_folder_gives_up_only_its_regular_files(
 ) -> None:
     secret = host_file(tmp_path)
     monkeypatch.setenv("BENCH_STATE_DIR", str(tmp_path / "state"))
-    monkeypatch.setattr(session_mod, "get_launcher", lambda name: Hostile(secret))
     store = tracking.Spool("http://127.0.0.1:9", "bench", "unreachable in this test")
-    sweep = session_mod.Sweep(store, store.start_sweep("sweep", {}), 1)
+    sweep_id = store.start_sweep("sweep", {})
+    sweep = session_mod.Sweep(store, sweep_id, 1, launcher=lambda name: Hostile(secret))
     done: list[session_mod.Row] = []
     worker = threading.Thread(  # a host that followed the FIFO would block here for ever
         target=lambda: done.append(sweep.run(BenchConfig(), "trial", tmp_path / "trial", 1)),
