@@ -13,6 +13,33 @@ from collections.abc import Iterator
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
+# The trial side: bench's modules and packages that run inside a trial's own interpreter (the
+# worker, a distributed rank, a framework version's environment, a container image), where
+# there is no Hydra, OmegaConf, MLflow nor Docker SDK.  A framework image carries these (and
+# the package's __init__) and its content hash covers nothing else of bench, so a change on
+# the host side (the CLI, the sweep, the report, tracking) rebuilds no image.  pyproject.toml's
+# import contract "The trial side imports no ..." lists the same modules; tests keep the two
+# equal and check that every bench module a trial's entry points import is in here.
+TRIAL_SIDE = (
+    "bench.config",
+    "bench.strategy_configs",
+    "bench.result",
+    "bench.runtime",
+    "bench.trial",
+    "bench.worker",
+    "bench.frameworks",
+    "bench.models",
+    "bench.monitors",
+    "bench.profiling",
+    "bench.data",
+    "bench.distributed",
+    "bench.parity",
+    "bench.tuning",
+    "bench.device_probe",
+    "bench.sysinfo",
+    "bench.versions",
+    "bench.paths",
+)
 # A file each folder must hold, so that an unrelated conf/ beside site-packages is not taken.
 _MARKERS = {
     "conf": "config.yaml",

@@ -2,9 +2,11 @@
 
 An image is ``bench/<framework>:<variant>-<hash>``, where the hash covers everything that
 goes into it: the framework's Dockerfile and constraints file (docker/), the wheels it may
-take from the wheelhouse, bench's own sources (baked in, so that the image alone reruns a
-trial), the build arguments, the base image's digest and the image's labels.  An unchanged
-image is never rebuilt and a changed one always is.
+take from the wheelhouse, bench's trial side (:data:`bench.paths.TRIAL_SIDE`, baked in, so
+that the image alone reruns a trial; the host side, such as the CLI, the sweep or the
+report, is neither in the image nor in its hash), the build arguments, the base image's
+digest and the image's labels.  An unchanged image is never rebuilt and a changed one
+always is.
 
 The base is pinned by digest: a base named by tag is resolved to ``repo@sha256:...`` (pulled
 first if it is missing) or, for a base built here that no registry knows
@@ -210,11 +212,27 @@ def context_files(spec: BuildSpec) -> dict[str, Path]:
         from bench.environments import image_lock
 
         files["docker/version.lock"] = image_lock(fw, spec.version, spec.variant)
-    for path in sorted(paths.PACKAGE.rglob("*")) if fw != "mlflow" else []:
-        inside = path.relative_to(paths.PACKAGE)
-        if path.is_file() and not {"__pycache__", "_data"} & set(inside.parts):
-            if path.suffix != ".pyc":
-                files[f"bench/{inside.as_posix()}"] = path
+    if fw != "mlflow":
+        files.update(trial_sources())
+    return files
+
+
+def trial_sources() -> dict[str, Path]:
+    """bench's trial side (:data:`bench.paths.TRIAL_SIDE`) and the package's ``__init__``, by
+    path inside the build context: all the image runs of bench, and all its hash covers."""
+    package = paths.PACKAGE
+    found = [package / "__init__.py"]
+    for name in paths.TRIAL_SIDE:
+        where = package.joinpath(*name.split(".")[1:])
+        if where.is_dir():
+            found += [p for p in where.rglob("*") if p.is_file()]
+        else:
+            found.append(where.with_suffix(".py"))
+    files: dict[str, Path] = {}
+    for path in sorted(found):
+        inside = path.relative_to(package)
+        if not {"__pycache__", "_data"} & set(inside.parts) and path.suffix != ".pyc":
+            files[f"bench/{inside.as_posix()}"] = path
     return files
 
 

@@ -1,0 +1,152 @@
+"""The trial side, one list (:data:`bench.paths.TRIAL_SIDE`): the import contract in
+pyproject.toml names the same modules, every bench module that a trial's entry points reach
+is in it (a container carries nothing else of bench), and the images' content hash covers
+it and nothing of the host side."""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from bench import images, paths
+
+REPO = paths.PACKAGE.parent
+# What runs in a trial's interpreter (a container's command, a rank, a server task, a node
+# agent, a kvstore process): python -m bench.worker and the strategies' processes.
+ENTRY_POINTS = (
+    "bench.worker",
+    "bench.trial",
+    "bench.runtime.child",
+    "bench.distributed.rank",
+    "bench.distributed.tf_server",
+    "bench.distributed.kvstore",
+    "bench.distributed.horovod",
+    "bench.distributed.nodes",
+)
+MODULE_NAME = re.compile(r"bench(\.[a-z_][a-z0-9_]*)+")
+
+
+def test_the_import_contract_lists_the_trial_side() -> None:
+    contracts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (trial,) = [c for c in contracts["contracts"] if c["name"].startswith("The trial side")]
+    assert sorted(trial["source_modules"]) == sorted(paths.TRIAL_SIDE)
+    assert len(set(paths.TRIAL_SIDE)) == len(paths.TRIAL_SIDE)
+    assert all(_file(name) is not None for name in paths.TRIAL_SIDE)
+
+
+def _file(name: str) -> Path | None:
+    """The source of module or package ``name`` in bench, or None."""
+    where = paths.PACKAGE.parent.joinpath(*name.split("."))
+    if (where / "__init__.py").is_file():
+        return where / "__init__.py"
+    return where.with_suffix(".py") if where.with_suffix(".py").is_file() else None
+
+
+def _reached(name: str) -> set[str]:
+    """The bench modules ``name`` imports (anywhere in it: inside functions and under
+    TYPE_CHECKING too) or names in a string (``importlib.import_module``, ``-m``), with the
+    packages above them, which Python imports first."""
+    path = _file(name)
+    assert path is not None, name
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    named: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            named.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            named.add(base)  # `from bench import data`: bench.data, if it is a module
+            named.update(f"{base}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if MODULE_NAME.fullmatch(node.value):
+                named.add(node.value)
+    found = set()
+    for full in named:
+        parts = full.split(".")
+        if parts[0] != "bench":
+            continue
+        found.update(
+            ".".join(parts[:i]) for i in range(1, len(parts) + 1) if _file(".".join(parts[:i]))
+        )
+    return found
+
+
+def _inside(name: str) -> bool:
+    return name == "bench" or any(
+        name == side or name.startswith(side + ".") for side in paths.TRIAL_SIDE
+    )
+
+
+def test_everything_a_trial_imports_is_on_the_trial_side() -> None:
+    """A module a trial reaches that the list lacks would be missing from the images: the
+    container's trial would fail to import it."""
+    seen: set[str] = set()
+    todo = list(ENTRY_POINTS)
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo.extend(_reached(name) - seen)
+    assert {"bench.trial", "bench.frameworks", "bench.distributed.ddp"} <= seen  # it walks
+    outside = sorted(name for name in seen if not _inside(name))
+    assert outside == [], f"reached by a trial, missing from bench.paths.TRIAL_SIDE: {outside}"
+
+
+def test_the_image_carries_the_trial_side_only() -> None:
+    files = images.context_files(images.BuildSpec("torch", "cpu"))
+    sources = {rel for rel in files if rel.startswith("bench/")}
+    assert {"bench/__init__.py", "bench/worker.py", "bench/distributed/rank.py"} <= sources
+    assert "bench/cli.py" not in sources and not any(s.startswith("bench/report/") for s in sources)
+    assert all(_inside(rel.removesuffix(".py").replace("/", ".")) or rel.endswith("__init__.py")
+               for rel in sources)  # fmt: skip
+    assert not any("__pycache__" in rel or rel.endswith(".pyc") for rel in sources)
+    mlflow = images.context_files(images.BuildSpec("mlflow", "cpu"))
+    assert not any(rel.startswith("bench/") for rel in mlflow)  # the server runs no bench
+
+
+def test_a_host_side_edit_changes_no_image_hash_and_a_trial_side_edit_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    copy = tmp_path / "bench"
+    shutil.copytree(paths.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    monkeypatch.setattr(paths, "PACKAGE", copy)
+    spec = images.BuildSpec("torch", "cpu")
+
+    def digest() -> str:
+        return images.content_hash(images.context_files(spec), {"BENCH_UID": "1000"})
+
+    before = digest()
+    for host_file in ("report/__init__.py", "cli.py", "sweep/session.py", "images/__init__.py"):
+        with open(copy / host_file, "a") as f:
+            f.write("\n# a host-side edit\n")
+    assert digest() == before
+    with open(copy / "trial.py", "a") as f:
+        f.write("\n# a trial-side edit\n")
+    after = digest()
+    assert after != before
+    with open(copy / "distributed" / "rank.py", "a") as f:
+        f.write("\n# a trial-side edit in a package\n")
+    assert digest() != after
+
+
+def test_compose_builds_from_the_same_trial_side() -> None:
+    """compose.yaml builds from the repository root, filtered by .dockerignore: its images
+    carry the same bench files as bench's own builds (and the tags of `bench images env`)."""
+    lines = (REPO / ".dockerignore").read_text().splitlines()
+    kept = [line[1:] for line in lines if line.startswith("!bench/")]
+    names = {
+        "bench"
+        if rel == "bench/__init__.py"
+        else rel.rstrip("/").removesuffix(".py").replace("/", ".")
+        for rel in kept
+    }
+    assert len(names) == len(kept) and names == {"bench", *paths.TRIAL_SIDE}
+    assert "*" in lines and "!docker/" in lines  # all else of the repository stays out
