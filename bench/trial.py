@@ -37,6 +37,7 @@ from bench.frameworks.base import (
 from bench.models.flops import TRAIN_FLOPS_PER_FORWARD
 from bench.monitors import Findings, Telemetry
 from bench.result import DIVERGED, ERROR, OK, OOM, EpochRecord, TrialResult
+from bench.runtime.hooks import NO_HOOKS, TrialHooks
 
 EpochCallback = Callable[[EpochRecord], None]
 # Builds the session from the loaded adapter, the config and the host data (a distributed
@@ -293,6 +294,7 @@ def run_trial(
     prepare: Prepare | None = None,
     rank: int = 0,
     agree: Callable[[int], int] | None = None,
+    hooks: TrialHooks = NO_HOOKS,
 ) -> TrialResult:
     """Run one trial in this process (or this process's part of a distributed one: a rank
     passes its strategy's ``prepare``).  Never raises for a failing trial: the failure is
@@ -301,6 +303,11 @@ def run_trial(
     ``rank``: this process's place among a data-parallel trial's processes (its share of
     the parity check's batches, see :mod:`bench.frameworks.parity_hook`); ``agree``: how
     the processes of a distributed trial settle on one auto step count (the largest).
+
+    ``hooks``: what a check harness changes in this trial (:mod:`bench.runtime.hooks`;
+    the parity check's: its weights and batches, dropout and per-epoch probes off); the
+    result names them (``hooks``, the tag ``bench.hooks``).  None by default: nothing else,
+    and no environment variable, switches one on.
 
     Artifacts (telemetry samples and plots, profiler traces, operator tables) are written
     into ``workdir`` when one is given; ``result.files`` names them relative to it.
@@ -313,6 +320,7 @@ def run_trial(
         status=ERROR, framework=cfg.framework.name, model=cfg.model.name, mode=cfg.mode
     )
     result.marks["trial_start"] = time.time()
+    hooks.mark(result)
     result.environment.update(sysinfo.host_environment())
     adapter: Framework | None = None
     # Telemetry samples in background threads (GPU idle power while the framework imports).
@@ -327,7 +335,7 @@ def run_trial(
         adapter.configure(cfg, result.threads)
 
         t0 = time.perf_counter()
-        parity = parity_hook.folder()
+        parity = hooks.parity
         host = data_mod.load(cfg) if parity is None else parity_hook.batches(parity, cfg, rank)
         result.phases["data_time_s"] = time.perf_counter() - t0
 

@@ -1,6 +1,7 @@
 """Entry point of a trial's own process: ``python -m bench.worker WORKDIR``.
 
-Serves the trial directory (:mod:`bench.runtime.child`): reads ``WORKDIR/config.json``,
+Serves the trial directory (:mod:`bench.runtime.child`): reads ``WORKDIR/config.json``
+(and ``WORKDIR/hooks.json``, the hooks a check harness asked for: :mod:`bench.runtime.hooks`),
 appends one JSON line per finished epoch to ``WORKDIR/events.jsonl`` (so the host can stream
 them) and writes ``WORKDIR/result.json``.  :func:`execute` is what runs a trial of any kind,
 here and in the inline launcher: in this process, or through the runner of a strategy that
@@ -16,29 +17,44 @@ from bench.config import BenchConfig
 from bench.distributed.registry import STRATEGIES
 from bench.result import ERROR, TrialResult
 from bench.runtime import child
+from bench.runtime.hooks import NO_HOOKS, TrialHooks
 from bench.runtime.protocol import CONFIG, read_config
 from bench.trial import EpochCallback, run_trial
 
 
 def execute(
-    cfg: BenchConfig, on_epoch: EpochCallback | None = None, workdir: Path | None = None
+    cfg: BenchConfig,
+    on_epoch: EpochCallback | None = None,
+    workdir: Path | None = None,
+    hooks: TrialHooks = NO_HOOKS,
 ) -> TrialResult:
-    """Run the trial ``cfg`` describes; never raises for a failing trial."""
+    """Run the trial ``cfg`` describes, with ``hooks`` (a check harness's, named in the
+    result); never raises for a failing trial."""
+    result = _execute(cfg, on_epoch, workdir, hooks)
+    hooks.mark(result)  # also where no process of the trial got as far as marking it
+    return result
+
+
+def _execute(
+    cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path | None, hooks: TrialHooks
+) -> TrialResult:
     if cfg.tuning.name == "best":
-        return _at_best(cfg, on_epoch, workdir)
+        return _at_best(cfg, on_epoch, workdir, hooks)
     runner = STRATEGIES[cfg.distributed.name].runner
     if runner == "kvstore":  # MXNet's scheduler, servers and workers
         from bench.distributed import kvstore
 
-        return kvstore.run(cfg, on_epoch, workdir)
+        return kvstore.run(cfg, on_epoch, workdir, hooks)
     if runner == "coordinator":  # rank processes started and watched from here
         from bench.distributed import coordinator
 
-        return coordinator.run(cfg, on_epoch, workdir)
-    return run_trial(cfg, on_epoch, workdir)
+        return coordinator.run(cfg, on_epoch, workdir, hooks)
+    return run_trial(cfg, on_epoch, workdir, hooks=hooks)
 
 
-def _at_best(cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path | None) -> TrialResult:
+def _at_best(
+    cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path | None, hooks: TrialHooks
+) -> TrialResult:
     """tuning=best: search (or read the cached search), then run the trial at the pick."""
     from bench import tuning
 
@@ -53,7 +69,7 @@ def _at_best(cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path | N
             failed = tuning.Tuned(cfg, {}, "search", 0.0, [r.to_dict() for r in exc.rows])
             result.files += tuning.write_table(failed, workdir)
         return result
-    result = run_trial(tuned.cfg, on_epoch, workdir)
+    result = run_trial(tuned.cfg, on_epoch, workdir, hooks=hooks)  # the search runs none
     result.tuned = tuned.params()
     result.summary["tuning_search_s"] = tuned.search_s
     result.environment["tuning_source"] = tuned.source
@@ -63,7 +79,12 @@ def _at_best(cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path | N
 
 def main(workdir: Path) -> int:
     child.start()
-    child.serve(read_config(workdir / CONFIG), workdir, execute)
+    hooks = TrialHooks.read(workdir)
+    child.serve(
+        read_config(workdir / CONFIG),
+        workdir,
+        lambda cfg, on_epoch, out: execute(cfg, on_epoch, out, hooks),
+    )
     return 0
 
 

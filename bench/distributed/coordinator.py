@@ -34,6 +34,7 @@ from bench.distributed import launch, nodes
 from bench.distributed.base import CONFIG, Proc, Strategy, deadline_s, rank_command
 from bench.distributed.registry import load
 from bench.result import DIST_FAILURE, ERROR, OK, TIMEOUT, EpochRecord, TrialResult
+from bench.runtime.hooks import NO_HOOKS, TrialHooks
 from bench.runtime.protocol import EVENTS, RESULT, STOPPED, EventReader, read_result, write_config
 from bench.trial import EpochCallback
 
@@ -46,23 +47,32 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise _Stop
 
 
-def run(cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path | None) -> TrialResult:
+def run(
+    cfg: BenchConfig,
+    on_epoch: EpochCallback | None,
+    workdir: Path | None,
+    hooks: TrialHooks = NO_HOOKS,
+) -> TrialResult:
+    """Run the distributed trial ``cfg`` in ``workdir``; each rank runs with ``hooks``."""
     import tempfile
 
     if workdir is None:
         with tempfile.TemporaryDirectory(prefix="bench-dist-") as tmp:
-            result = _run(cfg, on_epoch, Path(tmp))
+            result = _run(cfg, on_epoch, Path(tmp), hooks)
             result.files = []
             return result
     workdir.mkdir(parents=True, exist_ok=True)
-    return _run(cfg, on_epoch, workdir)
+    return _run(cfg, on_epoch, workdir, hooks)
 
 
-def _run(cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path) -> TrialResult:
+def _run(
+    cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path, hooks: TrialHooks
+) -> TrialResult:
     result = TrialResult(ERROR, cfg.framework.name, cfg.model.name, cfg.mode)
     result.marks["trial_start"] = time.time()
     strategy = load(cfg.distributed.name)
     write_config(workdir / CONFIG, to_dict(cfg))
+    hooks.write(workdir)  # where the ranks read them (python -m bench.distributed.rank)
     if cfg.nodes > 1:
         problem = nodes.allocation_problem(cfg)
         if problem:

@@ -43,6 +43,7 @@ from bench.distributed import launch
 from bench.distributed.base import Proc
 from bench.result import ERROR, OK, EpochRecord, TrialResult
 from bench.runtime import child, processes
+from bench.runtime.hooks import NO_HOOKS, TrialHooks
 from bench.runtime.protocol import (
     CONFIG,
     EVENTS,
@@ -186,17 +187,26 @@ def merge(cfg: BenchConfig, results: list[TrialResult | None], problem: str) -> 
     return merged
 
 
-def run(cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path | None) -> TrialResult:
-    """Start the job, stream the workers' merged epochs to ``on_epoch``, merge the results."""
+def run(
+    cfg: BenchConfig,
+    on_epoch: EpochCallback | None,
+    workdir: Path | None,
+    hooks: TrialHooks = NO_HOOKS,
+) -> TrialResult:
+    """Start the job, stream the workers' merged epochs to ``on_epoch``, merge the results.
+    Each worker runs with ``hooks``."""
     with tempfile.TemporaryDirectory(prefix="bench-kvstore-") as tmp:
-        return _run(cfg, on_epoch, Path(tmp) if workdir is None else workdir)
+        return _run(cfg, on_epoch, Path(tmp) if workdir is None else workdir, hooks)
 
 
-def _run(cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path) -> TrialResult:
+def _run(
+    cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path, hooks: TrialHooks
+) -> TrialResult:
     root = workdir / ROOT
     root.mkdir(parents=True, exist_ok=True)
     worker_cfg = dataclasses.replace(cfg, threads=worker_threads(cfg))
     write_config(root / CONFIG, to_dict(worker_cfg))
+    hooks.write(root)  # beside the workers' config, where they read them
     job = _Job(cfg, root)
     dirs = [root / f"worker{i}" for i in range(cfg.workers)]
     events = [EventReader(d / EVENTS) for d in dirs]
@@ -260,6 +270,7 @@ def _worker(workdir: Path) -> int:
     from bench.trial import run_trial
 
     cfg = read_config(workdir.parent / CONFIG)
+    hooks = TrialHooks.read(workdir.parent)  # what the job's launcher wrote beside it
 
     def agree(steps: int) -> int:  # every worker times the same number of steps
         return agree_max(
@@ -269,7 +280,7 @@ def _worker(workdir: Path) -> int:
     index = int(workdir.name.removeprefix("worker"))  # its share of the parity check's batches
 
     def trial(c: BenchConfig, on_epoch: EpochCallback | None, out: Path | None) -> TrialResult:
-        return run_trial(c, on_epoch, out, rank=index, agree=agree)
+        return run_trial(c, on_epoch, out, rank=index, agree=agree, hooks=hooks)
 
     child.serve(cfg, workdir, trial)
     return 0

@@ -1,6 +1,7 @@
 """Entry point of one timed rank: ``python -m bench.distributed.rank WORKDIR``.
 
-Reads ``WORKDIR/dist_config.json``, asks the strategy who it is, runs the single-process
+Reads ``WORKDIR/dist_config.json`` (and ``WORKDIR/hooks.json``, the hooks the coordinator
+passes on: :mod:`bench.runtime.hooks`), asks the strategy who it is, runs the single-process
 timing loop (:func:`bench.trial.run_trial`) on the strategy's session with its share of the
 node's threads, and writes ``WORKDIR/rank{i}/events.jsonl`` (one line per epoch) and
 ``WORKDIR/rank{i}/result.json``.  It exits 1 if its trial failed, so the coordinator stops
@@ -24,6 +25,7 @@ from bench.distributed.registry import load
 from bench.result import OK
 from bench.runtime import child
 from bench.runtime.agree import agree_max
+from bench.runtime.hooks import TrialHooks
 from bench.runtime.protocol import STOPPED, read_config
 
 
@@ -45,6 +47,7 @@ def main(workdir: Path) -> int:
     from bench.trial import run_trial  # after the parent check: imports take a while
 
     cfg = read_config(workdir / CONFIG)
+    hooks = TrialHooks.read(workdir)
     strategy = load(cfg.distributed.name)
     me = strategy.rank(cfg)
     mine = me.workdir(workdir)
@@ -69,7 +72,7 @@ def main(workdir: Path) -> int:
     result = child.serve(
         rank_config(cfg, me.index, processes, batches),
         mine,
-        lambda c, on_epoch, out: run_trial(c, on_epoch, out, prepare, me.index, agree),
+        lambda c, on_epoch, out: run_trial(c, on_epoch, out, prepare, me.index, agree, hooks),
     )
     return 0 if result.status == OK else 1
 

@@ -1,7 +1,9 @@
-"""The parity check's hook inside a real trial: when ``BENCH_PARITY_DIR`` names a folder
-(``python -m bench.parity --distributed`` sets it), the trial trains from the weights and
-on the batches found there, and each process writes back its per-step losses and its
-weights after the last step.  Without the variable nothing here runs.
+"""The parity check's hook inside a real trial: when the trial's hooks name a parity
+folder (:class:`bench.runtime.hooks.TrialHooks`, which ``python -m bench.parity
+--distributed`` sets up through the trial folder's ``hooks.json``), the trial trains from
+the weights and on the batches found there, with dropout and the per-epoch probes off, and
+each process writes back its per-step losses and its weights after the last step.  Without
+the hook nothing here runs; a run with it carries the tag ``bench.hooks=parity``.
 
 The folder holds ``init.npz`` (weights in the canonical form of :mod:`.weights`) and
 ``batches.npz`` (the global batch of every step); a process that steps on ``s`` samples
@@ -15,7 +17,6 @@ into one batch per device, in device order.  It writes ``rank<index>.npz``.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +25,6 @@ import numpy as np
 from bench.config import BenchConfig, samples_per_step
 from bench.data import HostBatches
 from bench.frameworks import weights
-
-VARIABLE = "BENCH_PARITY_DIR"
-
-
-def folder() -> Path | None:
-    value = os.environ.get(VARIABLE, "")
-    return Path(value) if value else None
 
 
 def save_tensors(path: Path, tensors: list[weights.Tensor], **extra: np.ndarray) -> None:

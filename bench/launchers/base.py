@@ -19,6 +19,7 @@ from pathlib import Path
 
 from bench.config import BenchConfig, trial_timeout_s
 from bench.result import ERROR, KILLED, TIMEOUT, EpochRecord, TrialResult
+from bench.runtime.hooks import TrialHooks
 from bench.runtime.processes import shielded
 from bench.runtime.protocol import EVENTS, LOG, RESULT, EventReader, clear, read_result
 from bench.trial import EpochCallback
@@ -141,6 +142,10 @@ class WatchedLauncher(Launcher):
         clear(workdir, EVENTS, RESULT, LOG)
         events = EventReader(workdir / EVENTS, on_epoch)
         environment: dict[str, str] = {}
+        try:  # the hooks a check harness asked for, named in any result (bench.hooks)
+            environment.update(TrialHooks.read(workdir).environment())
+        except ValueError as exc:
+            return partial(cfg, [], ERROR, str(exc), environment)
         try:
             child = self.start(cfg, workdir, environment)
         except LaunchError as exc:

@@ -12,7 +12,8 @@ from types import FrameType
 
 from bench.config import BenchConfig
 from bench.launchers import base
-from bench.result import TIMEOUT, EpochRecord, TrialResult
+from bench.result import ERROR, TIMEOUT, EpochRecord, TrialResult
+from bench.runtime.hooks import TrialHooks
 from bench.trial import EpochCallback
 from bench.worker import execute
 
@@ -28,6 +29,10 @@ def _alarm(signum: int, frame: FrameType | None) -> None:
 class Launcher(base.Launcher):
     def launch(self, cfg: BenchConfig, workdir: Path, on_epoch: EpochCallback) -> TrialResult:
         done: list[EpochRecord] = []
+        try:  # the hooks a check harness asked for (bench.runtime.hooks)
+            hooks = TrialHooks.read(workdir)
+        except ValueError as exc:
+            return base.partial(cfg, [], ERROR, str(exc))
 
         def record(epoch: EpochRecord) -> None:
             done.append(epoch)
@@ -36,11 +41,12 @@ class Launcher(base.Launcher):
         previous = signal.signal(signal.SIGALRM, _alarm)
         signal.setitimer(signal.ITIMER_REAL, cfg.timeout_s)
         try:
-            return execute(cfg, record, workdir)
+            return execute(cfg, record, workdir, hooks)
         except _TrialTimeout:
-            return base.partial(cfg, done, TIMEOUT, base.timed_out(cfg))
+            return base.partial(cfg, done, TIMEOUT, base.timed_out(cfg), hooks.environment())
         except KeyboardInterrupt as exc:
-            raise base.TrialInterrupted(base.partial(cfg, done, *base.interrupted(exc))) from exc
+            stopped = base.partial(cfg, done, *base.interrupted(exc), hooks.environment())
+            raise base.TrialInterrupted(stopped) from exc
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)

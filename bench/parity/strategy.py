@@ -1,7 +1,8 @@
 """Strategy parity: a synchronous strategy, run as a real trial (``python -m bench``),
 against the framework's undistributed session, from the same initial weights and on the
-same samples (the hook in the trial, :mod:`bench.frameworks.parity_hook`, hands each
-worker, or each device, its share).  A data-parallel strategy runs at W workers x
+same samples (the trial's parity hook, :mod:`bench.frameworks.parity_hook`, named in the
+trial folder's ``hooks.json``, hands each worker, or each device, its share; the run is
+tagged ``bench.hooks=parity``).  A data-parallel strategy runs at W workers x
 (batch / W) against the full batch; ``model_parallel`` runs the split model at the full
 batch against the unsplit one."""
 
@@ -78,18 +79,22 @@ def run_trial_side(
 ) -> tuple[sides.Side, float | None]:
     """A real trial (``python -m bench``, its own store) with the parity hook: the mean of
     its processes' losses per step, process 0's weights, and how far the other processes'
-    weights are from process 0's (None for one process)."""
+    weights are from process 0's (None for one process).  The hook is named in the trial
+    folder's ``hooks.json`` (:mod:`bench.runtime.hooks`), its files in ``parity/`` beside."""
     from bench.frameworks import parity_hook
+    from bench.runtime.hooks import TrialHooks
 
     with tempfile.TemporaryDirectory(prefix="bench-parity-") as tmp:
-        where = Path(tmp, "parity")
-        where.mkdir()
+        run = Path(tmp, "run")  # the trial's folder: hydra.run.dir
+        where = run / "parity"
+        where.mkdir(parents=True)
         parity_hook.save_tensors(where / "init.npz", init)
         np.savez(where / "batches.npz", **parity_hook.batch_arrays(b))  # type: ignore[arg-type]
-        env = interpreters.child_env(**{parity_hook.VARIABLE: str(where)})
+        TrialHooks(parity=Path(where.name)).write(run)
+        env = interpreters.child_env()
         command = [
             sys.executable, "-m", "bench", *trial_overrides(spec, framework), *overrides,
-            f"tracking.uri=sqlite:///{tmp}/mlflow.db", f"hydra.run.dir={tmp}/run",
+            f"tracking.uri=sqlite:///{tmp}/mlflow.db", f"hydra.run.dir={run}",
         ]  # fmt: skip
         done = subprocess.run(
             command, capture_output=True, text=True, env=env, timeout=1800, cwd=tmp

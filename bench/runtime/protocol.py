@@ -4,6 +4,7 @@ The host writes ``config.json`` (the trial's :class:`~bench.config.BenchConfig` 
 the child appends one JSON line per finished epoch to ``events.jsonl`` (so the host streams
 them as they come) and writes ``result.json`` once, atomically, when the trial is done.
 Its output goes to ``worker.log``.  A child stopped by its coordinator leaves ``stopped``.
+A check harness may add ``hooks.json`` (:mod:`bench.runtime.hooks`).
 
 The host reads these files without following links, and only as regular files
 (:func:`read_regular`): a trial, a container above all, may have left anything there.

@@ -190,7 +190,7 @@ def test_the_inline_launcher_records_the_same_statuses(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
-    def trial(c: BenchConfig, on_epoch: Any, workdir: Path) -> TrialResult:
+    def trial(c: BenchConfig, on_epoch: Any, workdir: Path, hooks: Any) -> TrialResult:
         on_epoch(record(1))
         raise interrupt
 
@@ -201,7 +201,7 @@ def test_the_inline_launcher_records_the_same_statuses(
 
 
 def test_the_inline_launcher_times_out(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    def trial(c: BenchConfig, on_epoch: Any, workdir: Path) -> TrialResult:
+    def trial(c: BenchConfig, on_epoch: Any, workdir: Path, hooks: Any) -> TrialResult:
         on_epoch(record(1))
         time.sleep(5)
         raise AssertionError("not stopped")
