@@ -55,6 +55,11 @@ class Sample:
     num_parameters: Sequence[int] = field(default_factory=list)
     # Per run: the length of its timed windows (s), to say so when a side is unstable.
     windows_s: Sequence[float] = field(default_factory=list)
+    # The runs came from a repeats=auto sweep planned for this many looks (max_repeats - 1;
+    # 0: a fixed number of repeats): its verdict is then the sequential one, at the level
+    # its last look spent (bench.analysis.sequential), not a fixed-level test.
+    looks: int = 0
+    margin: float = DEFAULT_MARGIN  # the sweep's equivalence_margin
 
 
 @dataclass
@@ -240,6 +245,9 @@ def compare(
         verdict.kind = NOT_COMPARABLE
         verdict.text = f"{NOT_COMPARABLE}: " + "; ".join(verdict.reasons)
         return verdict
+    if a.looks and a.looks == b.looks and min(na, nb) >= 2:
+        if all(v > 0 for v in (*a.values, *b.values)):
+            return _sequential(a, b, verdict, min(a.margin, b.margin))
     ratio, low, high = verdict.ratio, verdict.ci_low, verdict.ci_high
     significant = low > 1 or high < 1
     if small:
@@ -281,6 +289,37 @@ def compare(
         return verdict
     hint = f"; inconclusive: needs about {more} more runs a side" if more else ""
     verdict.text = f"{SAME} ({why}){hint}"
+    return verdict
+
+
+def _sequential(a: Sample, b: Sample, verdict: Verdict, margin: float) -> Verdict:
+    """The verdict of a repeats=auto sweep: the look its rounds reached, at that look's
+    spent level, as the sweep itself decided when to stop (its error rates hold only so)."""
+    from bench.analysis import sequential
+
+    n = min(len(a.values), len(b.values))
+    k = min(n - 1, a.looks)
+    seen = sequential.look(a.values, b.values, k, a.looks, margin)
+    verdict.ratio, verdict.ci_low, verdict.ci_high = seen.ratio, seen.low, seen.high
+    verdict.p_value = math.nan
+    runs = f"{len(a.values)} vs {len(b.values)} runs"
+    level = f"sequential look {k} of {a.looks} at level {seen.alpha:.3g}"
+    interval = f"ratio {seen.ratio:.3f} [{seen.low:.3f}, {seen.high:.3f}]"
+    if seen.kind == sequential.FASTER:
+        fast, slow = (a, b) if seen.ratio > 1 else (b, a)
+        verdict.kind, verdict.faster = FASTER, fast.name
+        verdict.text = (
+            f"{fast.name} is faster than {slow.name} by {percent_faster(seen.ratio):.1f}% "
+            f"({runs}; {interval}; {level})"
+        )
+    elif seen.kind == sequential.EQUIVALENT:
+        verdict.kind = EQUIVALENT
+        verdict.text = f"{EQUIVALENT} within ±{100 * margin:g}% ({runs}; {interval}; {level})"
+    elif seen.kind == sequential.FUTILE:
+        verdict.text = f"{SAME} ({runs}; {interval}; {level}; settled: more rounds cannot decide)"
+    else:
+        hint = f"; inconclusive: needs about {seen.more} more runs a side" if seen.more else ""
+        verdict.text = f"{SAME} ({runs}; {interval}; {level}){hint}"
     return verdict
 
 

@@ -285,3 +285,41 @@ def test_a_side_whose_parity_check_failed_is_not_comparable() -> None:
     )
     assert verdict.kind == stats.NOT_COMPARABLE
     assert "the training parity check of mxnet failed" in verdict.text
+
+
+# --- repeats=auto: the sequential verdict ---
+
+
+def test_an_auto_sweeps_verdict_is_the_sequential_one_at_its_spent_level() -> None:
+    """Three runs a side from a repeats=auto sweep: the fixed-level rule could not test
+    them (Mann-Whitney's floor); the sweep's own rule settles a clear difference at look 2
+    of 9 and says at which level, and identical-looking sides as equivalent."""
+    fast, slow = [10.0, 10.1, 10.05], [20.0, 20.2, 20.1]
+    fixed = stats.compare(sample("torch", fast), sample("tf", slow))
+    assert fixed.kind == stats.NOT_TESTED
+    a, b = sample("torch", fast), sample("tf", slow)
+    a.looks = b.looks = 9
+    verdict = stats.compare(a, b)
+    assert verdict.kind == stats.FASTER and verdict.faster == "torch"
+    assert "sequential look 2 of 9 at level" in verdict.text and verdict.ci_low > 1.9
+    same_a, same_b = sample("torch", [10.0, 10.01, 10.02]), sample("tf", [10.01, 10.0, 10.02])
+    same_a.looks = same_b.looks = 9
+    assert stats.compare(same_a, same_b).kind == stats.EQUIVALENT
+    # sides from different plans (or one from fixed repeats) get the fixed-level rule
+    b.looks = 4
+    assert "sequential" not in stats.compare(a, b).text
+
+
+def test_the_report_reads_an_auto_sweeps_plan_from_its_runs_params() -> None:
+    from bench.report.sections.common import sequential_plan
+    from bench.report.trials import to_trial
+
+    def trials(**params: str) -> list:  # type: ignore[type-arg]
+        return [to_trial(record("torch", repeat=i, params=params)) for i in range(3)]
+
+    auto = {"repeats": "auto", "max_repeats": "6", "equivalence_margin": "0.05"}
+    assert sequential_plan(trials(**auto)) == (5, 0.05)
+    assert sequential_plan(trials(repeats="4")) == (0, stats.DEFAULT_MARGIN)
+    mixed = trials(**auto) + trials(**{**auto, "max_repeats": "8"})
+    assert sequential_plan(mixed) == (0, stats.DEFAULT_MARGIN)
+    assert sequential_plan(trials(**{**auto, "max_repeats": "many"}))[0] == 0

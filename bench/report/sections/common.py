@@ -42,13 +42,36 @@ class Context:
 
 
 def sample(name: str, trials: Sequence[Trial], value: Callable[[Trial], float]) -> stats.Sample:
+    looks, margin = sequential_plan(trials)
     return stats.Sample(
         name=name,
         values=[value(t) for t in trials],
         environments=[t.environment for t in trials],
         num_parameters=[t.num_parameters for t in trials],
         windows_s=[t.epoch_time_s for t in trials],
+        looks=looks,
+        margin=margin,
     )
+
+
+def sequential_plan(trials: Sequence[Trial]) -> tuple[int, float]:
+    """The looks (max_repeats - 1) and equivalence margin of the repeats=auto sweep every
+    one of ``trials`` came from; (0, the default margin) when any came from a fixed number
+    of repeats, or the runs disagree (their verdict is then the fixed-level one)."""
+    plans = set()
+    for t in trials:
+        if t.param("repeats").strip().lower() != "auto":
+            return 0, stats.DEFAULT_MARGIN
+        try:
+            looks = int(t.param("max_repeats", "10")) - 1
+            margin = float(t.param("equivalence_margin", str(stats.DEFAULT_MARGIN)))
+        except ValueError:
+            return 0, stats.DEFAULT_MARGIN
+        plans.add((looks, margin))
+    if len(plans) != 1:
+        return 0, stats.DEFAULT_MARGIN
+    looks, margin = plans.pop()
+    return (looks, margin) if looks >= 1 and 0 < margin < 1 else (0, stats.DEFAULT_MARGIN)
 
 
 def metric_of(key: str) -> Callable[[Trial], float]:
