@@ -59,7 +59,8 @@ def _at_best(
     from bench import tuning
 
     try:
-        tuned = tuning.resolve(cfg, workdir)
+        # each candidate's figure goes to the trial's log (worker.log), as the search goes
+        tuned = tuning.resolve(cfg, workdir, progress=_say)
     except tuning.SearchFailed as exc:  # every candidate failed: a result, with the table
         result = TrialResult(
             status=ERROR, framework=cfg.framework.name, model=cfg.model.name, mode=cfg.mode
@@ -75,6 +76,10 @@ def _at_best(
     result.environment["tuning_source"] = tuned.source
     result.files += tuned.files
     return result
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def main(workdir: Path) -> int:

@@ -115,12 +115,19 @@ class Progress:
     """Quiet by default: a line per trial; on a terminal, epochs update that line."""
 
     def __init__(
-        self, index: int, total: int | None, label: str, epochs: int, stream: TextIO | None = None
+        self,
+        index: int,
+        total: int | None,
+        label: str,
+        epochs: int,
+        stream: TextIO | None = None,
+        note: str = "",
     ) -> None:
         self.stream, self.epochs = stream or sys.stderr, epochs
         self.tty = self.stream.isatty()
         self.prefix = f"[{index}/{total if total else '?'}] {label}"
-        self._write(f"{self.prefix} ...", end="" if self.tty else "\n")
+        start = f"{self.prefix} ... ({note})" if note else f"{self.prefix} ..."
+        self._write(start, end="" if self.tty else "\n")
 
     def epoch(self, record: EpochRecord) -> None:
         if self.tty:
@@ -142,6 +149,16 @@ class Progress:
     def _write(self, text: str, end: str = "\n") -> None:
         self.stream.write(text + end)
         self.stream.flush()
+
+
+def _before_epochs(cfg: BenchConfig) -> str:
+    """What may keep a trial from its first epoch for long, said when it starts."""
+    if cfg.tuning.name == "best":
+        return (
+            f"tuning=best: searching the settings first, up to {cfg.tuning.budget_s:.0f} s, "
+            "unless a search is cached"
+        )
+    return ""
 
 
 def format_table(rows: list[Row]) -> str:
@@ -313,7 +330,7 @@ class Sweep:
     ) -> Row:
         """Run one trial (``tags``: extra tags for its run) unless an ok run exists.  Raises
         :class:`TrialStopped` after recording a trial that Ctrl-C or SIGTERM stopped."""
-        progress = Progress(index, self.total, label, cfg.epochs)
+        progress = Progress(index, self.total, label, cfg.epochs, note=_before_epochs(cfg))
         started = time.time()
         self._wait_for_owner(cfg, label)
         if not cfg.force:

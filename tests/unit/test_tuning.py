@@ -444,3 +444,20 @@ def test_the_report_compares_frameworks_at_best_and_lists_the_section() -> None:
     assert labels == ["resnet50 · batch 32 · 32 px · cpu",
                       "resnet50 · batch 32 · 32 px · cpu · tuning.name=best"]  # fmt: skip
     assert all("(n=4)" in row[2].text for row in table.rows)
+
+
+def test_a_trial_that_searches_first_says_so_when_it_starts() -> None:
+    """A cold search can take minutes before the first epoch: the sweep's line for the trial
+    says so (the candidates' figures go to the trial's log as the search runs)."""
+    import io
+
+    from bench.sweep.session import Progress, _before_epochs
+
+    cfg = cfg_of(tuning=TuningConfig(name="best", budget_s=300))
+    out = io.StringIO()
+    Progress(3, 8, "framework=tf tuning=best", 3, stream=out, note=_before_epochs(cfg))
+    assert out.getvalue() == (
+        "[3/8] framework=tf tuning=best ... (tuning=best: searching the settings first, up to "
+        "300 s, unless a search is cached)\n"
+    )
+    assert _before_epochs(cfg_of(tuning=TuningConfig())) == ""
