@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import statistics
 import sys
 import time
@@ -114,7 +115,7 @@ def run_sweep(
     except ConfigError as exc:
         fail(exc.problems)
     if dry_run:
-        _say_planned([label for label, _, _ in composed], len(not_run))
+        _say_planned([label for label, _, _ in composed], len(not_run), auto)
         return 0
     first = composed[0][2]
     given = [str(a.input_line) for a in arguments]
@@ -251,10 +252,20 @@ def _run_rounds(
             print(line, file=sys.stderr)
 
 
-def _say_planned(labels: Sequence[str], not_run: int) -> None:
-    """The trials a dry run found ready, in the order a sweep would run them."""
+def _say_planned(labels: Sequence[str], not_run: int, auto: bool = False) -> None:
+    """The trials a dry run found ready, in the order a sweep would run them.  ``auto``
+    (repeats=auto): every round up to max_repeats is listed, and the total is a maximum."""
     print(text_table(("#", "trial"), [(str(i), label) for i, label in enumerate(labels, 1)]))
     skipped = f"; {not_run} cell(s) this machine cannot run are listed above" if not_run else ""
+    if auto:
+        first = sum(1 for label in labels if re.search(r"\brepeat=[01]\b", label))
+        print(
+            f"\nat most {len(labels)} trials would run (repeats=auto, a dry run: every check "
+            f"passed; nothing was started and no MLflow run was made{skipped}): the first "
+            f"two rounds ({first} trials) always run; each later round runs only the "
+            "configurations with a comparison still open"
+        )
+        return
     print(
         f"\n{len(labels)} trial{'s' if len(labels) != 1 else ''} would run (a dry run: every "
         f"check passed; nothing was started and no MLflow run was made{skipped})"

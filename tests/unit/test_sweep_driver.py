@@ -17,7 +17,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.utils import JobReturn, JobStatus
 
 from bench.cli import CONF_DIR
-from bench.config import BenchConfig, config_hash
+from bench.config import BenchConfig
+from bench.identity import config_hash
 from bench.launchers.base import TrialInterrupted
 from bench.result import KILLED, OK, OOM, EpochRecord, TrialResult
 from bench.sweep import driver, session
@@ -356,6 +357,23 @@ def test_a_dry_run_checks_every_job_and_runs_none(
         dry_run=True,
     )
     assert code == 2 and "batch_size: must be >= 1, got 0" in capsys.readouterr().err
+
+
+def test_a_dry_run_of_an_auto_sweep_lists_every_round_as_a_maximum(
+    store: FakeStore, hydra_conf: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    args = ["framework=torch,tf", "repeats=auto", "max_repeats=3", *TINY]
+    code, launched = sweep(store, args, tmp_path, monkeypatch, dry_run=True)
+    assert (code, launched) == (0, [])
+    out = capsys.readouterr().out.splitlines()
+    assert sum("repeat=2" in line for line in out) == 2  # the last possible round is listed
+    assert out[-1].startswith(
+        "at most 6 trials would run (repeats=auto, a dry run: every check passed"
+    )
+    assert out[-1].endswith(
+        "the first two rounds (4 trials) always run; each later round runs only the "
+        "configurations with a comparison still open"
+    )
 
 
 class Stream(io.StringIO):
