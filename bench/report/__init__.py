@@ -19,6 +19,7 @@ from bench.report import render, sections
 from bench.report.document import Cell, Report, Section, Table, num
 from bench.report.sections import HISTORY_KEYS, Context
 from bench.report.sections.claims import claims as claims_section
+from bench.report.sections.drift import section as drift_section
 from bench.report.trials import REPORT_TAGS, Trial, group, to_trial
 from bench.result import DIVERGED
 from bench.tracking import RunSet
@@ -116,20 +117,9 @@ def _verdicts(ctx: Context) -> Section | None:
     return section
 
 
-def build(runs: RunSet, title: str = "", claims: list[claims_mod.Claim] | None = None) -> Report:
-    """The report of ``runs``: every section the runs hold data for, the ``claims`` checked
-    against them first."""
-    trials: list[Trial] = [to_trial(r) for r in runs.records]
-    ctx = Context(trials)
-    where = f"sweep {runs.sweep_name or runs.sweep_id}" if runs.sweep_id else "all runs"
-    report = Report(
-        title=title or f"bench comparison report: {runs.experiment}",
-        subtitle=(
-            f"{runs.uri}, experiment {runs.experiment!r}, {where}; written "
-            f"{time.strftime('%Y-%m-%d %H:%M:%S')}"
-        ),
-    )
-    builders: list[Callable[[], Section | None]] = [
+def _builders(ctx: Context) -> list[Callable[[], Section | None]]:
+    """The body's sections, in order; building them also fills ``ctx.verdicts``."""
+    return [
         lambda: sections.relative_time(ctx, "train"),
         lambda: sections.relative_time(ctx, "infer"),
         lambda: sections.versions(ctx),
@@ -142,13 +132,42 @@ def build(runs: RunSet, title: str = "", claims: list[claims_mod.Claim] | None =
         lambda: sections.oom_frontier(ctx),
         lambda: sections.accuracy(ctx),
     ]
-    body = [s for s in (b() for b in builders) if s is not None]
+
+
+def _verdicts_of(ctx: Context) -> list[tuple[str, str, stats.Verdict]]:
+    for make in _builders(ctx):
+        make()
+    return ctx.verdicts
+
+
+def build(
+    runs: RunSet,
+    title: str = "",
+    claims: list[claims_mod.Claim] | None = None,
+    references: list[float] | None = None,
+) -> Report:
+    """The report of ``runs``: every section the runs hold data for, the ``claims`` checked
+    against them first.  ``references``: the sweep's drift-check times by round
+    (:func:`bench.tracking.sweep_references`); rounds that moved get a section of their own."""
+    trials: list[Trial] = [to_trial(r) for r in runs.records]
+    ctx = Context(trials)
+    where = f"sweep {runs.sweep_name or runs.sweep_id}" if runs.sweep_id else "all runs"
+    report = Report(
+        title=title or f"bench comparison report: {runs.experiment}",
+        subtitle=(
+            f"{runs.uri}, experiment {runs.experiment!r}, {where}; written "
+            f"{time.strftime('%Y-%m-%d %H:%M:%S')}"
+        ),
+    )
+    body = [s for s in (b() for b in _builders(ctx)) if s is not None]
     summary = _verdicts(ctx)
+    moved = drift_section(ctx, references or [], _verdicts_of)
     checked = claims_section(ctx, claims or [])
     report.sections = (
         [_overview(ctx, runs)]
         + ([checked] if checked else [])
         + ([summary] if summary else [])
+        + ([moved] if moved else [])
         + body
     )
     if not ctx.trials:
@@ -182,5 +201,6 @@ def report_sweep(uri: str, sweep_id: str, claims: list[claims_mod.Claim] | None 
         uri, sweep=sweep_id, history_keys=HISTORY_KEYS, tag_prefixes=REPORT_TAGS
     )
     with tempfile.TemporaryDirectory() as tmp:
-        write(build(runs, claims=claims), Path(tmp))
+        references = tracking.sweep_references(uri, sweep_id)
+        write(build(runs, claims=claims, references=references), Path(tmp))
         return tracking.log_report(uri, sweep_id, Path(tmp))

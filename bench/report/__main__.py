@@ -113,7 +113,12 @@ def _main(argv: list[str] | None = None) -> int:
             return 2
         if checked:
             print(f"bench.report: checking the sweep's own {len(checked)} claim(s)")
-    report = build(runs, claims=checked)
+    try:  # the sweep's drift check, by round (none for a whole experiment)
+        references = tracking.sweep_references(args.uri, runs.sweep_id) if runs.sweep_id else []
+    except LookupError as exc:
+        print(f"bench.report: {exc}", file=sys.stderr)
+        return 2
+    report = build(runs, claims=checked, references=references)
     changes: list[baseline.Change] = []
     if args.baseline:
         try:

@@ -30,6 +30,7 @@ from bench.tracking.query import (
     log_claims,
     log_report,
     logged_claims,
+    sweep_references,
 )
 from bench.tracking.reach import redact, take_credentials, why_unavailable
 from bench.tracking.spool import (
@@ -68,6 +69,7 @@ __all__ = [
     "spool_root",
     "spooled",
     "spooled_ends",
+    "sweep_references",
     "state_dir",
     "redact",
     "sync_spool",

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.tracking.protocol import REUSED_RUN_TAG
+from bench.tracking.protocol import REFERENCE_METRIC, REUSED_RUN_TAG
 from bench.tracking.records import RunRecord, RunSet, select
 
 # alembic revisions of MLflow's tracking schema whose tables this module reads; each one
@@ -97,6 +97,35 @@ def load_runs(
             return None
         return server.load(experiment, sweep, history_keys, tag_prefixes)
     return None
+
+
+def references(uri: str, sweep_id: str) -> list[float] | None:
+    """The drift check's reference times of a sweep, by round (:func:`by_round`), read from a
+    local sqlite store of a known schema; None where the client must read them."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    try:
+        with contextlib.closing(_Sqlite(Path(uri[len("sqlite:///") :]))) as store:
+            if store.schema() not in KNOWN_SCHEMAS:
+                return None
+            rows = store.db.execute(
+                "SELECT step, value FROM metrics WHERE run_uuid = ? AND key = ? ORDER BY timestamp",
+                (sweep_id, REFERENCE_METRIC),
+            ).fetchall()
+    except sqlite3.Error as exc:
+        raise LookupError(f"the MLflow store at {uri} cannot be read: {exc}") from exc
+    return by_round([(int(step), float(value)) for step, value in rows])
+
+
+def by_round(points: Iterable[tuple[int, float]]) -> list[float]:
+    """One reference time per round from (round, seconds) points, rounds 0, 1, ... in order
+    (a round logged twice, by a resumed sweep, keeps its later point; rounds without a point
+    and values that are not positive finite numbers are left out)."""
+    kept: dict[int, float] = {}
+    for step, value in points:
+        if 0 <= step < 100_000 and math.isfinite(value) and value > 0:
+            kept[step] = value
+    return [kept[k] for k in sorted(kept)]
 
 
 # -- sqlite -------------------------------------------------------------------------------

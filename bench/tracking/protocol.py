@@ -15,6 +15,9 @@ from bench.result import EpochRecord, TrialResult
 OWNER_TAG = "bench.owner"
 # On a sweep's parent run, one tag per earlier ok run that the sweep reused (skipped).
 REUSED_RUN_TAG = "bench.reused."
+# The metric on a sweep's run with the time of its drift check's reference step, one point
+# per round (step = the round), read back by the report (bench.analysis.drift).
+REFERENCE_METRIC = "reference_step_s"
 
 
 def quiet_mlflow() -> None:

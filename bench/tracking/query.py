@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.tracking.protocol import REFERENCE_METRIC
 from bench.tracking.records import (
     REPORT_ARTIFACT_DIR,
     RunRecord,
@@ -78,6 +79,20 @@ def load_runs(
     ordered = sorted(records.values(), key=lambda r: (r.start_time_ms, r.run_id))
     _histories(client, ordered, history_keys)
     return chosen.runset(ordered)
+
+
+def sweep_references(uri: str, sweep_id: str) -> list[float]:
+    """The drift check's reference step time of each round of sweep ``sweep_id`` (metric
+    ``reference_step_s`` on its run), in round order; [] for a sweep without repeats."""
+    from bench.tracking.bulk import by_round, references
+
+    found = references(uri, sweep_id)
+    if found is not None:
+        return found
+    client = _read_client(uri)
+    history = client.get_metric_history(sweep_id, REFERENCE_METRIC)
+    ordered = sorted(history, key=lambda m: m.timestamp)
+    return by_round((int(m.step), float(m.value)) for m in ordered)
 
 
 def log_report(uri: str, run_id: str, directory: Path) -> str:
