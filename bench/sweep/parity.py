@@ -25,6 +25,7 @@ from bench.parity import check, side, strategy
 
 ENV_PARITY = "BENCH_PARITY"
 PASSED, FAILED, NOT_COVERED = "passed", "failed", "not-covered"
+NONE = "none"  # a job handed no verdict (its sweep ran no check, or none for its group)
 
 
 @dataclass(frozen=True)
@@ -160,12 +161,15 @@ def run_checks(
 
 
 def overrides(cfg: BenchConfig, verdicts: dict[Group, str]) -> list[str]:
-    """The job overrides that hand a trial its group's verdict."""
+    """The job overrides that hand a trial its group's verdict: always set, to ``none`` when
+    the trial has none, so that a ``BENCH_PARITY`` left in the user's shell never reaches a
+    trial's tags."""
     verdict = verdicts.get(group_of(cfg)) if cfg.parity else None
-    return [f"++hydra.job.env_set.{ENV_PARITY}={verdict}"] if verdict else []
+    return [f"++hydra.job.env_set.{ENV_PARITY}={verdict or NONE}"]
 
 
 def trial_tags() -> dict[str, str]:
-    """The verdict this job was handed, as its run's tag."""
+    """The verdict this job was handed, as its run's tag (only one of the check's verdicts:
+    anything else in the variable is no verdict)."""
     verdict = os.environ.get(ENV_PARITY, "")
-    return {"bench.parity": verdict} if verdict else {}
+    return {"bench.parity": verdict} if verdict in (PASSED, FAILED, NOT_COVERED) else {}

@@ -81,7 +81,20 @@ def test_one_check_per_group_of_compared_trials(scripted: list[Any]) -> None:
     assert any(n[0] == "lenet5-sgd-b64-32px-ps_async2" and "not covered" in n[2]
                for n in store.notes)  # fmt: skip
     assert parity.overrides(cfgs[1], verdicts) == ["++hydra.job.env_set.BENCH_PARITY=passed"]
-    assert parity.overrides(cfgs[7], verdicts) == []
+    assert parity.overrides(cfgs[7], verdicts) == ["++hydra.job.env_set.BENCH_PARITY=none"]
+
+
+def test_a_stray_parity_variable_never_tags_a_trial(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweeper hands every job a value (none without a verdict), and a job tags only
+    one of the check's own verdicts."""
+    monkeypatch.setenv("BENCH_PARITY", "passed-by-hand")
+    assert parity.trial_tags() == {}
+    monkeypatch.setenv("BENCH_PARITY", "none")
+    assert parity.trial_tags() == {}
+    monkeypatch.setenv("BENCH_PARITY", "failed")
+    assert parity.trial_tags() == {"bench.parity": "failed"}
+    plain = dataclasses.replace(cfg("torch"), parity=False)
+    assert parity.overrides(plain, {}) == ["++hydra.job.env_set.BENCH_PARITY=none"]
 
 
 def test_a_failed_check_fails_the_sweeps_verdict(scripted: list[Any]) -> None:
