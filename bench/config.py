@@ -10,8 +10,6 @@ the strategies' typed configs (:mod:`bench.strategy_configs`): everything else b
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -39,6 +37,58 @@ TUNINGS = ("default", "best")
 ONEDNN = ("auto", "on", "off")
 
 
+@dataclass(frozen=True)
+class Uses:
+    """A key is used only where the (flat) key ``key`` has one of ``values`` (``unless``:
+    none of them); ``model.task`` is the model's task (bench.models), a fact of model.name."""
+
+    key: str
+    values: tuple[str, ...]
+    unless: bool = False
+
+
+@dataclass(frozen=True)
+class Identity:
+    """How a config key takes part in a configuration's identity, the one definition of
+    which runs measure the same thing (:mod:`bench.identity` reads it from the field's
+    ``metadata["identity"]``; a sub-config's rules apply to every key inside it).  A key
+    without rules is part of the identity, hashed and logged as a param."""
+
+    # False: says where or how a result is recorded or a sweep runs; never hashed.
+    measured: bool = True
+    # False: not logged as a run param (the whole config is the run's config.json).
+    logged: bool = True
+    # Part of the identity only under steps_per_epoch=auto (the auto window's settings).
+    auto_only: bool = False
+    # Added after runs were logged without it: part of the identity only away from its
+    # default, so every configuration that leaves it alone keeps its hash.
+    new: bool = False
+    # Not logged as a param at its default (a run without it had the default).
+    quiet_default: bool = False
+    # Decides nothing, but was hashed before that was noticed: hashed at its default, so a
+    # run with another value keeps the hash (and the group) of the run it measures the same as.
+    canonical: bool = False
+    # Where this does not hold the key cannot matter: not logged, not part of the identity,
+    # hashed at its default (the hash runs had while they still hashed every key).
+    used: Uses | None = None
+    # A sub-config that was a plain name before it had settings: it hashes as its name alone
+    # while none of its other keys is part of the identity, and those count only away from
+    # their defaults.
+    as_name: bool = False
+
+
+def keyed(default: Any = dataclasses.MISSING, *, factory: Any = None, **rules: Any) -> Any:
+    """A dataclass field with identity rules (:class:`Identity`)."""
+    metadata = {"identity": Identity(**rules)}
+    if factory is not None:
+        return field(default_factory=factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+_SEQUENCE_MODEL = Uses("model.task", ("image",), unless=True)  # sizes image models ignore
+_SEARCHING = Uses("tuning.name", ("default",), unless=True)
+
+
 # steps_per_epoch=-1: as many steps as make each timed window last min_window_s.
 AUTO = -1
 AUTO_MIN_STEPS = 3  # an auto window has at least this many steps (percentiles need some)
@@ -52,11 +102,11 @@ class FrameworkConfig:
     # whatever the trial's interpreter has (no environment made or checked: a site's or a
     # container's own build); any other runs in an environment of its own, made on first
     # use (bench.versions, bench.environments).
-    version: str = ""
+    version: str = keyed("", new=True, quiet_default=True)
     # Not set by hand: the version (and CUDA/cuDNN build) the trial's interpreter has, as
     # composition finds it, for version=installed and for a pinned run whose interpreter
     # has another version than the pin; "" otherwise.  Part of the configuration's identity.
-    installed: str = ""
+    installed: str = keyed("", new=True, quiet_default=True)
 
 
 @dataclass
@@ -68,14 +118,18 @@ class ModelConfig:
     # Sizes of the sequence models (lstm, transformer, bert_base, deepspeech2), set per model
     # in conf/model/<name>.yaml; image models ignore them (and sequence models ignore
     # image_size and num_classes).  The defaults are small enough for CPU tests.
-    seq_len: int = 32  # tokens per sample; spectrogram frames for deepspeech2
-    vocab_size: int = 1000  # tokens; output characters incl. the CTC blank for deepspeech2
-    layers: int = 2  # LSTM layers, encoder blocks, bidirectional GRU layers
-    hidden: int = 128  # LSTM units (and embedding width), encoder width, GRU units
-    heads: int = 4  # attention heads (transformer)
-    intermediate: int = 512  # feed-forward width (transformer)
-    max_positions: int = 512  # position embeddings (transformer)
-    freq_bins: int = 80  # spectrogram frequency bins (deepspeech2)
+    # Tokens per sample; spectrogram frames for deepspeech2.
+    seq_len: int = keyed(32, used=_SEQUENCE_MODEL)
+    # Tokens; output characters incl. the CTC blank for deepspeech2.
+    vocab_size: int = keyed(1000, used=_SEQUENCE_MODEL)
+    # LSTM layers, encoder blocks, bidirectional GRU layers.
+    layers: int = keyed(2, used=_SEQUENCE_MODEL)
+    # LSTM units (and embedding width), encoder width, GRU units.
+    hidden: int = keyed(128, used=_SEQUENCE_MODEL)
+    heads: int = keyed(4, used=_SEQUENCE_MODEL)  # attention heads (transformer)
+    intermediate: int = keyed(512, used=_SEQUENCE_MODEL)  # feed-forward width (transformer)
+    max_positions: int = keyed(512, used=_SEQUENCE_MODEL)  # position embeddings (transformer)
+    freq_bins: int = keyed(80, used=_SEQUENCE_MODEL)  # spectrogram frequency bins (deepspeech2)
 
 
 @dataclass
@@ -84,7 +138,7 @@ class DataConfig:
     # Distinct synthetic batches generated before timing and cycled through.
     num_batches: int = 4
     # Where the CIFAR archives (python versions) are; `bench data download` fetches them.
-    root: str = "data"
+    root: str = keyed("data", used=Uses("data.name", ("synthetic", "digits"), unless=True))
     # Loader processes (torch DataLoader workers) / parallel calls (tf.data map).
     workers: int = 2
     # Keep converted samples in memory after the first pass (tf.data cache(); torch: a
@@ -98,7 +152,7 @@ class DataConfig:
 class OptimizerConfig:
     name: str = "sgd"
     lr: float = 0.01
-    momentum: float = 0.9
+    momentum: float = keyed(0.9, used=Uses("optimizer.name", ("adam",), unless=True))
     weight_decay: float = 0.0
 
 
@@ -121,19 +175,19 @@ class DockerConfig:
     wheelhouse: str = ""
     # A trial's container stops itself when the host's heartbeat is this many seconds old
     # (the host process crashed or was killed).
-    heartbeat_timeout_s: float = 15.0
+    heartbeat_timeout_s: float = keyed(15.0, canonical=True)
 
 
 @dataclass
 class LauncherConfig:
     name: str = "process"
     # Seconds between SIGTERM and SIGKILL when a trial is stopped.
-    kill_grace_s: float = 5.0
+    kill_grace_s: float = keyed(5.0, canonical=True)
     # Cap on the trial process's heap (RLIMIT_DATA) in MiB, so that exhausting it is an
     # out-of-memory result rather than the host swapping; 0 means no cap.
     # With launcher=docker: the container's memory limit (its whole cgroup).
     memory_limit_mb: int = 0
-    docker: DockerConfig = field(default_factory=DockerConfig)
+    docker: DockerConfig = keyed(factory=DockerConfig, used=Uses("launcher.name", ("docker",)))
 
 
 @dataclass
@@ -146,7 +200,7 @@ class TrackingConfig:
 class TelemetryConfig:
     # Sample GPU (NVML) and host (psutil, RAPL) readings in background threads.
     enabled: bool = True
-    interval_s: float = 0.1
+    interval_s: float = keyed(0.1, used=Uses("telemetry.enabled", ("false",), unless=True))
 
 
 def distributed_config(value: str | dict[str, Any]) -> DistributedConfig:
@@ -167,16 +221,18 @@ class TuningConfig:
     """``tuning=default|best`` (a config group, conf/tuning/): ``best`` searches the
     framework's speed settings in short child processes before the trial (bench.tuning)."""
 
-    name: str = "default"
+    name: str = keyed("default", new=True)
+    # The search's own settings say how it runs, not what the trial measures (its pick is
+    # logged as the run's tuned.* params): only the name is part of the identity.
     # Search again even where the cache holds a search for this configuration on this host.
-    refresh: bool = False
+    refresh: bool = keyed(False, measured=False, used=_SEARCHING)
     # Stop trying candidates once the search has run this long (the best so far wins).
-    budget_s: float = 600.0
+    budget_s: float = keyed(600.0, measured=False, used=_SEARCHING)
     # Each candidate's timed probe windows last at least this long (3 windows).
-    probe_s: float = 1.0
+    probe_s: float = keyed(1.0, measured=False, used=_SEARCHING)
     # Search only these settings (bench.frameworks.spaces.DEFAULTS' keys); empty: all of the
     # framework's.
-    keys: list[str] = field(default_factory=list)
+    keys: list[str] = keyed(factory=list, measured=False, used=_SEARCHING)
 
 
 @dataclass
@@ -186,7 +242,7 @@ class BenchConfig:
     data: DataConfig = field(default_factory=DataConfig)
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
-    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    tracking: TrackingConfig = keyed(factory=TrackingConfig, measured=False)
     mode: str = "train"
     device: str = "auto"
     batch_size: int = 32
@@ -198,8 +254,8 @@ class BenchConfig:
     # AUTO_MIN_STEPS steps, at most max_steps_per_epoch); 0 means one full pass over a
     # labelled training set.
     steps_per_epoch: int = AUTO
-    min_window_s: float = DEFAULT_MIN_WINDOW_S
-    max_steps_per_epoch: int = 10_000
+    min_window_s: float = keyed(DEFAULT_MIN_WINDOW_S, auto_only=True)
+    max_steps_per_epoch: int = keyed(10_000, auto_only=True)
     warmup_steps: int = 2
     seed: int = 0
     # Intra-op and inter-op threads for both frameworks; 0 means one per usable CPU core.
@@ -213,22 +269,27 @@ class BenchConfig:
     # Inter-op threads (torch's inter-op pool, TensorFlow's inter-op pool, MXNet's CPU engine
     # workers); 0: each framework as before this key existed (torch and tf: ``threads``,
     # MXNet: 1).
-    inter_threads: int = 0
+    inter_threads: int = keyed(0, new=True)
     # torch only: the model and its input batches in channels-last (NHWC) memory format.
-    channels_last: bool = False
+    channels_last: bool = keyed(False, new=True)
     # oneDNN kernels on the CPU: auto (the framework's default) | on | off.
-    onednn: str = "auto"
+    onednn: str = keyed("auto", new=True)
     # torch on CUDA only: cuDNN autotuning (torch.backends.cudnn.benchmark), which times
     # several convolution algorithms in the first steps and keeps the fastest.
-    cudnn_benchmark: bool = False
+    cudnn_benchmark: bool = keyed(False, new=True)
     # tuning=default | best (the group conf/tuning/): best runs the fastest of the
     # framework's speed settings (bench.tuning; docs/tuning.md).
-    tuning: TuningConfig = field(default_factory=TuningConfig)
+    tuning: TuningConfig = keyed(factory=TuningConfig, as_name=True)
     # How step times are taken in a timed window: auto | step | events (TIMINGS above).
-    # Every window starts and ends with the device synchronized, whichever it is.
-    timing: str = "auto"
-    timeout_s: float = 600.0
-    force: bool = False
+    # Every window starts and ends with the device synchronized, whichever it is.  The
+    # method a run used is its timing tag; auto is hashed as before there was a choice.
+    timing: str = keyed("auto", new=True, quiet_default=True)
+    # Keys keyed(measured=False) say where or how a result is recorded, not what is
+    # measured: not part of the identity, not hashed.  (``telemetry``, ``breakdown`` and
+    # ``profile`` are: they decide which figures a run holds, so an ok run without them must
+    # not satisfy, and skip, a request for them.)
+    timeout_s: float = keyed(600.0, measured=False)
+    force: bool = keyed(False, measured=False)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     # Extra passes after the timed epochs (never during them): split a step into data,
     # forward, backward and optimizer time; run steps under the framework's profiler.
@@ -238,78 +299,44 @@ class BenchConfig:
     # rounds until every comparison of the sweep is settled (bench.analysis.sequential), at
     # most max_repeats, within repeats_budget_s (0: no budget); ``repeat`` is the index of
     # one run among them, set by the sweeper.
-    repeats: Any = 1
+    repeats: Any = keyed(1, measured=False)
     repeat: int = 0
-    max_repeats: int = 10
-    repeats_budget_s: float = 0.0
+    max_repeats: int = keyed(10, measured=False)
+    repeats_budget_s: float = keyed(0.0, measured=False)
     # Two sides whose whole interval of the time ratio lies within ±this are "equivalent".
-    equivalence_margin: float = 0.02
+    equivalence_margin: float = keyed(0.02, measured=False)
     # At the end of a sweep, write the comparison report (bench.report) to its parent run.
-    report: bool = False
+    report: bool = keyed(False, measured=False)
     # Before the first trial, check training parity (python -m bench.parity) for every
     # group of trials that would be compared; failed groups are "not comparable".
-    parity: bool = False
+    parity: bool = keyed(False, measured=False)
     # Claims about the sweep's runs (a study's findings, or expectations), checked in its
     # report (bench.report.claims; docs/report.md, "Claims"); a non-empty list writes the
     # report.  Not part of any configuration: not hashed, not logged as a param.
-    claims: list[Any] = field(default_factory=list)
+    claims: list[Any] = keyed(factory=list, measured=False, logged=False)
     # Let a sweep run where frameworks compared under one ``device`` setting would train on
     # different kinds of device (bench.device_preflight refuses it otherwise).
-    allow_mixed_devices: bool = False
+    allow_mixed_devices: bool = keyed(False, measured=False)
     # Skip (and list) the cells of a sweep this machine cannot run, a GPU trial on a host
     # without one or a multi-node trial outside an allocation, instead of refusing the
     # sweep; the study presets set it (bench.sweep.availability.not_here).
-    skip_unavailable: bool = False
+    skip_unavailable: bool = keyed(False, measured=False, logged=False)
     # The size of a study preset (conf/experiment/seed*.yaml): paper | machine | smoke; set
     # by the preset's ``scale`` group, "" elsewhere.  Its settings are the run's params.
-    scale: str = ""
+    scale: str = keyed("", measured=False, logged=False)
     # Distributed training (bench.distributed): the strategy (a config group, with its own
     # settings), worker processes (or devices) per node, nodes, and parameter servers
     # (ps_async, kvstore_sync/async).  batch_size is per worker, so a step of the whole job
     # trains workers x nodes x batch_size samples; ``threads`` is the CPU thread budget of a
     # node, divided among its workers.
-    distributed: DistributedConfig = field(default_factory=DistributedConfig)
+    distributed: DistributedConfig = keyed(factory=DistributedConfig, as_name=True)
     workers: int = 1
     nodes: int = 1
     ps: int = 0
 
 
-# Fields hashed only where they change what is measured: the auto window's settings with
-# steps_per_epoch=-1 (a run with a fixed step count keeps the hash it had before they
-# existed).
-_AUTO_ONLY = ("min_window_s", "max_steps_per_epoch")
-
-# Fields that say where or how a result is recorded, not what is measured.
-# (``telemetry``, ``breakdown`` and ``profile`` are hashed: they decide which figures a run
-# holds, so an ok run without them must not satisfy, and skip, a request for them.)
-_NOT_HASHED = (
-    "tracking", "force", "timeout_s", "repeats", "report", "parity", "allow_mixed_devices",
-    "claims", "skip_unavailable", "scale", "max_repeats", "repeats_budget_s",
-    "equivalence_margin",
-)  # fmt: skip
-
-
-# Keys added after runs were logged without them: hashed (and grouped by) only away from
-# their default, so every configuration that leaves them alone keeps its hash.
-_NEW_AT_DEFAULT: dict[str, Any] = {
-    **{k: getattr(BenchConfig(), k) for k in ("inter_threads", "channels_last", "onednn",
-                                               "cudnn_benchmark")},
-    "tuning": TuningConfig().name,
-}  # fmt: skip
-# tuning's own settings say how a search runs, not what the trial measures (its pick is
-# logged as the run's tuned.* params): only tuning.name is part of the identity.
-_TUNING_SETTINGS = ("tuning.refresh", "tuning.budget_s", "tuning.probe_s", "tuning.keys")
 # What tuning.keys may name: the settings a search can set (bench.frameworks.spaces).
 TUNABLE = ("compile", "channels_last", "onednn", "threads", "inter_threads", "cudnn_benchmark")
-
-
-# Keys that decide nothing about what is measured, but were hashed before that was
-# noticed: hashed at their canonical value, so a run with another value keeps the hash (and
-# the report's grouping) of the run it measures the same as, and every pinned hash stays.
-_CANONICAL = {
-    ("launcher", "kill_grace_s"): LauncherConfig().kill_grace_s,
-    ("launcher", "docker", "heartbeat_timeout_s"): DockerConfig().heartbeat_timeout_s,
-}
 
 
 class ConfigError(ValueError):
@@ -544,75 +571,3 @@ def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             out[name] = value
     return out
-
-
-def _decides(key: str, auto: bool) -> bool:
-    """Whether a (flat) config key decides what a trial measures; ``auto``: the config uses
-    steps_per_epoch=auto, whose window settings then count."""
-    top = key.split(".", 1)[0]
-    return top not in _NOT_HASHED and (auto or top not in _AUTO_ONLY)
-
-
-def measured(flat: dict[str, Any]) -> dict[str, Any]:
-    """The part of a flat config (``flatten(to_dict(cfg))``, or a run's logged params) that
-    decides what a trial measures: the one definition of a configuration's identity, which
-    :func:`config_hash` hashes and the report groups runs by (logged params are strings,
-    hence the comparison as text)."""
-    auto = str(flat.get("steps_per_epoch")) == str(AUTO)
-    pinned = not str(flat.get("framework.version") or "")
-    as_pinned = not str(flat.get("framework.installed") or "")
-    defaults = STRATEGY_CONFIGS.get(str(flat.get("distributed")), DistributedConfig)()
-    default_settings = {f"distributed.{k}": str(v) for k, v in defaults.settings().items()}
-    return {
-        k: v
-        for k, v in flat.items()
-        if _decides(k, auto)
-        and not (pinned and k == "framework.version")
-        and not (as_pinned and k == "framework.installed")
-        and not (k == "timing" and str(v) == "auto")  # as before the field existed
-        and tuple(k.split(".")) not in _CANONICAL  # decides nothing (see _CANONICAL)
-        and default_settings.get(k) != str(v)  # a default setting: as a run without it
-        and not _new_at_default(k, v)
-        and k not in _TUNING_SETTINGS
-    }
-
-
-def _new_at_default(key: str, value: Any) -> bool:
-    """Whether a flat key is one of :data:`_NEW_AT_DEFAULT` at its default."""
-    top = "tuning" if key == "tuning.name" else key
-    if top not in _NEW_AT_DEFAULT:
-        return False
-    return str(value).lower() == str(_NEW_AT_DEFAULT[top]).lower()
-
-
-def config_hash(cfg: BenchConfig) -> str:
-    """A stable hash of everything that decides what a trial measures (:func:`measured`)."""
-    auto = cfg.steps_per_epoch == AUTO
-    data = {k: v for k, v in to_dict(cfg).items() if _decides(k, auto)}
-    if cfg.timing == "auto":  # bench's default timing hashes as before there was a choice
-        data.pop("timing", None)
-    for key, default in _NEW_AT_DEFAULT.items():  # hashed only away from their defaults
-        value = cfg.tuning.name if key == "tuning" else data.get(key)
-        if value == default:
-            data.pop(key, None)
-        elif key == "tuning":
-            data[key] = value  # the search's own settings are not the trial's identity
-    for path, value in _CANONICAL.items():
-        node = data
-        for key in path[:-1]:
-            node = node.get(key, {})
-        if path[-1] in node:
-            node[path[-1]] = value
-    # The pinned version hashes as before versions existed, and a run on the pinned version
-    # as installed (framework.installed "") as before that field existed.
-    dropped = {"version"} if not cfg.framework.version else set()
-    dropped |= {"installed"} if not cfg.framework.installed else set()
-    data["framework"] = {k: v for k, v in data["framework"].items() if k not in dropped}
-    # The strategy hashes as its name, as before it had settings, with only the settings
-    # that differ from that strategy's defaults beside it.
-    strategy = cfg.distributed
-    defaults = type(strategy)().settings()
-    changed = {k: v for k, v in strategy.settings().items() if v != defaults.get(k)}
-    data["distributed"] = {"name": strategy.name, **changed} if changed else strategy.name
-    blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -22,6 +22,7 @@ PACKAGE = Path(__file__).resolve().parent
 # equal and check that every bench module a trial's entry points import is in here.
 TRIAL_SIDE = (
     "bench.config",
+    "bench.identity",
     "bench.strategy_configs",
     "bench.result",
     "bench.runtime",

@@ -8,18 +8,15 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from bench.config import measured
+from bench.identity import identity
 from bench.tracking import RunRecord
-from bench.tracking.params import relevant
 
-# Beyond what does not decide a measurement (bench.config.measured, the one definition the
-# config hash uses too): which run of a configuration it was, the framework (the axis the
-# report compares along), a figure logged as a param, Hydra's own keys, and the grace
-# period a stopped trial gets (it changes no measurement; hashed for old runs' sake).
-_NOT_CONFIG = ("repeat", "num_parameters")
-# A tuning=best run's pick (tuned.*) is its side's own settings, not the configuration the
-# sides share: torch's best and tf's best are compared as one configuration.
-_NOT_CONFIG_PREFIXES = ("framework.", "hydra.", "launcher.kill_grace_s", "tuned.")
+# A trial's configuration is its run's identity (bench.identity, the one definition the
+# config hash uses too) less the axes the report compares along: the framework (name,
+# version, build) and which repeat of the configuration the run was.  (A tuning=best run's
+# pick, tuned.*, is no part of an identity: torch's best and tf's best are one configuration.)
+_COMPARED = ("repeat",)
+_COMPARED_PREFIXES = ("framework.",)
 # Shown in their own columns or words; any other param that varies joins the label.
 _STANDARD = ("model.name", "mode", "batch_size", "image_size", "device")
 # Tags (without "bench.") that describe what a run ran on.
@@ -61,7 +58,7 @@ class Trial:
     device: str
     batch_size: int
     image_size: int
-    config: Config  # every param that decides what was measured, except the framework
+    config: Config  # its identity less the framework and the repeat index
     environment: dict[str, str]
 
     @property
@@ -114,15 +111,15 @@ class Trial:
 
 
 def _in_config(key: str) -> bool:
-    return key not in _NOT_CONFIG and not key.startswith(_NOT_CONFIG_PREFIXES)
+    return key not in _COMPARED and not key.startswith(_COMPARED_PREFIXES)
 
 
 def to_trial(record: RunRecord) -> Trial:
     params, tags = record.params, record.tags
     device = tags.get("bench.device") or params.get("device", "?")
-    # What decides the measurement, among the keys that can matter for this run (older runs
-    # logged every key; tracking.params decides which a run logs now).
-    config = {k: v for k, v in measured(relevant(params)).items() if _in_config(k)}
+    # What decides the measurement (older runs logged every key, newer ones those that can
+    # matter for them: both have the same identity).
+    config = {k: v for k, v in identity(params).items() if _in_config(k)}
     config["device"] = device  # the device it ran on, not "auto"
     environment = {k: tags[f"bench.{k}"] for k in ENVIRONMENT_TAGS if f"bench.{k}" in tags}
     if DOCKER_IMAGE_TAG in tags:

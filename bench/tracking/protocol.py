@@ -8,7 +8,8 @@ import logging
 from pathlib import Path
 from typing import Any, Protocol
 
-from bench.config import BenchConfig, config_hash
+from bench.config import BenchConfig
+from bench.identity import config_hash
 from bench.result import EpochRecord, TrialResult
 
 # host/pid/start time of the bench process that opened a run (bench.runtime.processes).

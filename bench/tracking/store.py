@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.analysis.scaling import scaling_efficiency
-from bench.config import BenchConfig, config_hash, flatten, to_dict
+from bench.config import BenchConfig, flatten, to_dict
+from bench.identity import config_hash, logged_params
 from bench.paths import locked
 from bench.result import KILLED, OK, EpochRecord, TrialResult
 from bench.runtime.processes import owner_alive, owner_label
 from bench.tracking.native import dataset_input, native_tags
-from bench.tracking.params import relevant
 from bench.tracking.protocol import (
     OWNER_TAG,
     REUSED_RUN_TAG,
@@ -357,7 +357,7 @@ class MlflowStore:
         run_id = run.info.run_id
         params = [
             Param(k, str(v)[:_MAX_PARAM_LEN])
-            for k, v in relevant(flatten(to_dict(cfg))).items()  # the keys that can matter
+            for k, v in logged_params(flatten(to_dict(cfg))).items()  # those that can matter
         ]
         self.client.log_batch(run_id, params=params)  # the client splits it as MLflow needs
         self.client.log_inputs(run_id, datasets=[dataset_input(cfg)])

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import paths, sysinfo
-from bench.config import AUTO, BenchConfig, TelemetryConfig, TuningConfig, config_hash, usable_cpus
+from bench.config import AUTO, BenchConfig, TelemetryConfig, TuningConfig, usable_cpus
 from bench.frameworks.spaces import DEFAULTS, SPACE_VERSION
+from bench.identity import config_hash
 
 _MAX_BYTES = 1 << 20
 

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.config import BenchConfig, ConfigError, TrackingConfig, config_hash, from_dict, to_dict
+from bench.config import BenchConfig, ConfigError, TrackingConfig, from_dict, to_dict
+from bench.identity import config_hash
 from bench.preflight import validate
 
 

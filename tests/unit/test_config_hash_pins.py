@@ -15,9 +15,12 @@ from bench.config import (
     LauncherConfig,
     ModelConfig,
     OptimizerConfig,
-    config_hash,
+    TelemetryConfig,
+    TuningConfig,
     distributed_config,
 )
+from bench.identity import config_hash, identity
+from bench.strategy_configs import DDPConfig, MirroredConfig
 
 
 def B() -> BenchConfig:  # noqa: N802 - reads as the class it stands for
@@ -64,6 +67,35 @@ PINNED = [
 ]
 
 
+# Pinned when the identity's rules moved into the fields' metadata (issue 30, bench.identity):
+# the hashes bench.config.config_hash gave before, one per kind of rule.
+PINNED += [
+    ("auto steps (today's default)", BenchConfig(), "2551d893289f1ba2"),
+    ("auto window, repeat 1", BenchConfig(min_window_s=0.5, max_steps_per_epoch=50, repeat=1),
+     "bcf94d3223ec2e49"),
+    ("tuning best", dataclasses.replace(B(), tuning=TuningConfig("best", budget_s=60.0)),
+     "63749b96c71bb99a"),
+    ("timing events", dataclasses.replace(B(), timing="events"), "0cfcc971e63962d9"),
+    ("inter_threads channels_last onednn",
+     dataclasses.replace(B(), inter_threads=2, channels_last=True, onednn="on"),
+     "8ea738de8fd4b50d"),
+    ("tf version", dataclasses.replace(B(), framework=FrameworkConfig("tf", "2.20.0")),
+     "67c08e6681022a5c"),
+    ("installed", dataclasses.replace(
+        B(), framework=FrameworkConfig("torch", "installed", "2.11.0+cu130 cuda=13.0")),
+     "46b4b12f7de6e228"),
+    ("ddp gloo", dataclasses.replace(B(), distributed=DDPConfig(backend="gloo"), workers=2),
+     "719c652e0caba1aa"),
+    ("mirrored default setting", dataclasses.replace(
+        B(), framework=FrameworkConfig("tf"), distributed=MirroredConfig(), workers=2),
+     "a3e17d83086c744c"),
+    ("lstm sizes", dataclasses.replace(B(), model=ModelConfig("lstm", seq_len=64, hidden=256)),
+     "3f3172ae18ea7e24"),
+    ("no telemetry", dataclasses.replace(B(), telemetry=TelemetryConfig(enabled=False)),
+     "888516053d75f4dc"),
+]  # fmt: skip
+
+
 @pytest.mark.parametrize(("name", "cfg", "pinned"), PINNED, ids=[p[0] for p in PINNED])
 def test_an_unchanged_configuration_keeps_its_hash(
     name: str, cfg: BenchConfig, pinned: str
@@ -90,10 +122,10 @@ def test_the_auto_windows_settings_are_hashed_only_with_auto_steps() -> None:
 
 
 def test_the_report_groups_runs_by_the_identity_the_hash_uses() -> None:
-    """One definition (bench.config.measured): runs that differ only in keys the hash leaves
+    """One definition (bench.identity.identity): runs that differ only in keys the hash leaves
     out (parity, allow_mixed_devices, the auto window's settings under a fixed step count)
     are one configuration in the report; the window settings count under auto."""
-    from bench.config import BenchConfig, config_hash, flatten, measured, to_dict
+    from bench.config import BenchConfig, flatten, to_dict
     from bench.report.trials import to_trial
     from bench.tracking import RunRecord
 
@@ -109,18 +141,18 @@ def test_the_report_groups_runs_by_the_identity_the_hash_uses() -> None:
     auto = to_trial(run(steps_per_epoch=-1)).config
     assert to_trial(run(steps_per_epoch=-1, min_window_s=9.0)).config != auto
     flat = flatten(to_dict(BenchConfig()))
-    assert "parity" not in measured(flat) and "tracking.uri" not in measured(flat)
-    assert "min_window_s" in measured(flat)  # the default is auto
+    assert "parity" not in identity(flat) and "tracking.uri" not in identity(flat)
+    assert "min_window_s" in identity(flat)  # the default is auto
 
 
 def test_keys_that_decide_nothing_leave_the_hash_alone() -> None:
-    from bench.config import flatten, measured, to_dict
+    from bench.config import flatten, to_dict
 
     base = B()
     patient = dataclasses.replace(base, launcher=LauncherConfig(kill_grace_s=30.0))
     patient.launcher.docker.heartbeat_timeout_s = 60.0
     assert config_hash(patient) == config_hash(base) == "41fbcc5ea59ecce3"
-    flat = measured(flatten(to_dict(patient)))
+    flat = identity(flatten(to_dict(patient)))
     assert "launcher.kill_grace_s" not in flat
     assert "launcher.docker.heartbeat_timeout_s" not in flat
-    assert measured(flatten(to_dict(base))) == flat  # one configuration in the report
+    assert identity(flatten(to_dict(base))) == flat  # one configuration in the report

@@ -7,14 +7,13 @@ import pytest
 from bench.config import (
     BenchConfig,
     ConfigError,
-    config_hash,
     distributed_config,
     flatten,
     from_dict,
-    measured,
     to_dict,
 )
 from bench.distributed.registry import scaling_baselines
+from bench.identity import config_hash, identity
 from bench.preflight import validate
 from bench.strategy_configs import (
     STRATEGY_CONFIGS,
@@ -243,9 +242,9 @@ def test_a_strategy_hashes_and_logs_as_its_name_until_a_setting_changes() -> Non
     old = {**flatten(to_dict(BenchConfig())), "distributed": "ddp", "workers": 2}
     new = flatten(to_dict(BenchConfig(distributed=DDPConfig(), workers=2)))
     assert new["distributed"] == "ddp" and new["distributed.backend"] == "auto"
-    assert measured(old) == measured(new)  # the default setting: as a run without it
+    assert identity(old) == identity(new)  # the default setting: as a run without it
     gloo = BenchConfig(distributed=DDPConfig(backend="gloo"), workers=2)
-    assert measured(flatten(to_dict(gloo))) != measured(new)
+    assert identity(flatten(to_dict(gloo))) != identity(new)
     assert config_hash(gloo) != config_hash(BenchConfig(distributed=DDPConfig(), workers=2))
     # config.json of a run logged before: the bare name is read as the strategy's config
     data = {**to_dict(BenchConfig()), "distributed": "multiworker"}

@@ -20,13 +20,11 @@ from bench.config import (
     BenchConfig,
     ConfigError,
     FrameworkConfig,
-    config_hash,
     flatten,
-    measured,
     to_dict,
 )
+from bench.identity import config_hash, identity, logged_params
 from bench.sweep import compose as composing
-from bench.tracking.params import relevant
 
 TORCH_VERSION_PY = """
 __version__ = '2.11.0+cu130'
@@ -109,9 +107,9 @@ def test_installed_resolves_at_composition_and_is_part_of_the_identity(
         "model=lenet5",
     )  # fmt: skip
     assert config_hash(cfg) != config_hash(other)  # never one configuration
-    params = relevant(flatten(to_dict(cfg)))
+    params = logged_params(flatten(to_dict(cfg)))
     assert params["framework.installed"] == cfg.framework.installed
-    assert measured(params)["framework.installed"] == cfg.framework.installed
+    assert identity(params)["framework.installed"] == cfg.framework.installed
 
 
 def test_installed_is_refused_where_the_framework_is_not_importable(

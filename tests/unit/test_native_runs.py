@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 
 from bench.config import BenchConfig, flatten, to_dict
+from bench.identity import logged_params
 from bench.result import OK, TrialResult
-from bench.tracking.params import relevant
 from bench.tracking.store import MlflowStore
 
 
@@ -38,7 +38,7 @@ def test_a_trial_run_has_a_user_a_source_a_dataset_and_system_metrics(tmp_path: 
     history = store.client.get_metric_history(run.run_id, "system/process_memory_rss_megabytes")
     assert [(m.value, m.step, m.timestamp) for m in history] == [
         (300.0, 0, 1_700_000_000_000), (310.0, 1, 1_700_000_001_000)]  # fmt: skip
-    logged = set(relevant(flatten(to_dict(cfg))))
+    logged = set(logged_params(flatten(to_dict(cfg))))
     assert set(got.data.params) == logged | {"num_parameters"}
     # resnet50 under the process launcher with SGD on synthetic data:
     assert not any(k.startswith(("launcher.docker.", "model.seq_len")) for k in logged)
@@ -58,9 +58,9 @@ def test_the_report_groups_runs_logged_with_every_key_and_with_the_relevant_ones
     )
     every = {k: str(v) for k, v in flatten(to_dict(cfg)).items()}
     old = RunRecord("1" * 32, "old", 0, every, {"bench.status": "ok"}, {})
-    new = RunRecord("2" * 32, "new", 0, relevant(every), {"bench.status": "ok"}, {})
+    new = RunRecord("2" * 32, "new", 0, logged_params(every), {"bench.status": "ok"}, {})
     assert to_trial(old).config == to_trial(new).config
-    adam = relevant({**every, "optimizer.name": "adam", "launcher.name": "docker"})
+    adam = logged_params({**every, "optimizer.name": "adam", "launcher.name": "docker"})
     assert "optimizer.momentum" not in adam and "launcher.docker.image" in adam
 
 

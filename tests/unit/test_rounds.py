@@ -9,6 +9,7 @@ import random
 import pytest
 
 from bench.config import BenchConfig
+from bench.identity import config_hash
 from bench.sweep import driver, rounds
 from bench.sweep.jobs import expand
 from bench.sweep.session import Row
@@ -111,8 +112,6 @@ def test_bad_repeats_input_names_its_key(changes: dict[str, object], field: str)
 
 def test_the_new_keys_change_no_hash() -> None:
     import dataclasses
-
-    from bench.config import config_hash
 
     plain = BenchConfig()
     for changes in ({"repeats": "auto"}, {"max_repeats": 3}, {"equivalence_margin": 0.05},

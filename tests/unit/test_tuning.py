@@ -20,12 +20,11 @@ from bench.config import (
     ModelConfig,
     TuningConfig,
     check,
-    config_hash,
     flatten,
-    measured,
     to_dict,
 )
 from bench.frameworks import spaces
+from bench.identity import config_hash, identity
 from bench.parity import at_best
 from bench.parity import side as sides
 from bench.result import OK, EpochRecord, TrialResult
@@ -89,9 +88,9 @@ def test_the_new_keys_keep_every_hash_at_their_defaults() -> None:
         assert config_hash(dataclasses.replace(plain, **{key: value})) != config_hash(plain)
     # the report's identity agrees: at their defaults the keys are as absent
     flat = flatten(to_dict(plain))
-    assert not {"inter_threads", "onednn", "channels_last", "tuning.name"} & set(measured(flat))
-    assert "tuning.name" in measured(flatten(to_dict(best)))
-    assert "tuning.budget_s" not in measured(flatten(to_dict(best)))
+    assert not {"inter_threads", "onednn", "channels_last", "tuning.name"} & set(identity(flat))
+    assert "tuning.name" in identity(flatten(to_dict(best)))
+    assert "tuning.budget_s" not in identity(flatten(to_dict(best)))
 
 
 @pytest.mark.parametrize(

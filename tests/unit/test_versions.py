@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from bench import environments, versions
-from bench.config import BenchConfig, ConfigError, FrameworkConfig, config_hash, distributed_config
+from bench.config import BenchConfig, ConfigError, FrameworkConfig, distributed_config
+from bench.identity import config_hash
 from bench.report import baseline, build
 from bench.report.trials import to_trial
 from tests.report_data import record, runset
