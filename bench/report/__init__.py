@@ -23,6 +23,7 @@ from bench.report.sections.drift import section as drift_section
 from bench.report.trials import REPORT_TAGS, Trial, group, to_trial
 from bench.result import DIVERGED
 from bench.tracking import RunSet
+from bench.tracking.protocol import HOOKS_TAG
 
 __all__ = ["HISTORY_KEYS", "build", "write", "report_sweep"]
 
@@ -149,7 +150,9 @@ def build(
     """The report of ``runs``: every section the runs hold data for, the ``claims`` checked
     against them first.  ``references``: the sweep's drift-check times by round
     (:func:`bench.tracking.sweep_references`); rounds that moved get a section of their own."""
-    trials: list[Trial] = [to_trial(r) for r in runs.records]
+    # A run a check harness changed (bench.hooks: the parity check's) is no measurement.
+    hooked = [r for r in runs.records if r.tags.get(HOOKS_TAG)]
+    trials: list[Trial] = [to_trial(r) for r in runs.records if not r.tags.get(HOOKS_TAG)]
     ctx = Context(trials)
     where = f"sweep {runs.sweep_name or runs.sweep_id}" if runs.sweep_id else "all runs"
     report = Report(
@@ -163,8 +166,19 @@ def build(
     summary = _verdicts(ctx)
     moved = drift_section(ctx, references or [], _verdicts_of)
     checked = claims_section(ctx, claims or [])
+    overview = _overview(ctx, runs)
+    if hooked:
+        overview.blocks.insert(
+            1,
+            f"{len(hooked)} run{'s' if len(hooked) != 1 else ''} of a check harness (tag "
+            f"{HOOKS_TAG}: the data, weights or probes of the trial were changed) "
+            f"{'are' if len(hooked) != 1 else 'is'} left out: "
+            + ", ".join(r.name or r.run_id for r in hooked[:10])
+            + ("..." if len(hooked) > 10 else "")
+            + ".",
+        )
     report.sections = (
-        [_overview(ctx, runs)]
+        [overview]
         + ([checked] if checked else [])
         + ([summary] if summary else [])
         + ([moved] if moved else [])

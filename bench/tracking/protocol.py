@@ -11,6 +11,7 @@ from typing import Any, Protocol
 from bench.config import BenchConfig
 from bench.identity import config_hash
 from bench.result import EpochRecord, TrialResult
+from bench.runtime import hooks
 
 # host/pid/start time of the bench process that opened a run (bench.runtime.processes).
 OWNER_TAG = "bench.owner"
@@ -19,6 +20,9 @@ REUSED_RUN_TAG = "bench.reused."
 # The metric on a sweep's run with the time of its drift check's reference step, one point
 # per round (step = the round), read back by the report (bench.analysis.drift).
 REFERENCE_METRIC = "reference_step_s"
+# The tag of a trial run that a check harness changed (bench.runtime.hooks): never reused,
+# never reported as a measurement of its configuration.
+HOOKS_TAG = f"bench.{hooks.TAG}"
 
 
 def quiet_mlflow() -> None:

@@ -222,3 +222,33 @@ def test_the_worker_tags_a_distributed_trial_whose_ranks_all_failed(
     result = worker.execute(cfg, None, tmp_path, TrialHooks(parity=tmp_path / "p"))
     assert result.environment == {"hooks": "parity"}
     assert TrialHooks.read(tmp_path).parity == tmp_path / "p"
+
+
+def test_a_run_a_check_harness_changed_is_never_reused_nor_reported(tmp_path: Path) -> None:
+    """An ok run tagged bench.hooks measured something else than its configuration says:
+    a later sweep runs the configuration again, and the report leaves the run out."""
+    from bench.report import build
+    from bench.tracking.records import RunRecord, RunSet
+
+    store = tracking.MlflowStore(f"sqlite:///{tmp_path / 'mlflow.db'}", "bench")
+    cfg = tiny()
+    sweep = store.start_sweep("sweep", {})
+    run = store.start_trial(sweep, cfg, "hooked", {})
+    result = TrialResult(OK, cfg.framework.name, cfg.model.name, cfg.mode)
+    result.summary["trial_samples_per_s"] = 100.0
+    TrialHooks(parity=tmp_path).mark(result)
+    run.finish(result, [])
+    assert store.client.get_run(run.run_id).data.tags["bench.hooks"] == "parity"  # type: ignore[attr-defined]
+    assert store.find_ok_run(cfg) is None
+    plain = store.start_trial(sweep, cfg, "plain", {})
+    plain.finish(dataclasses.replace(result, environment={}), [])
+    assert store.find_ok_run(cfg)["run_id"] == plain.run_id  # type: ignore[attr-defined,index]
+
+    def record(name: str, tags: dict[str, str]) -> RunRecord:
+        params = {"framework.name": "torch", "model.name": "lenet5", "mode": "train"}
+        return RunRecord(name, name, 0, params, {"bench.status": "ok", **tags}, {})
+
+    report = build(RunSet([record("a", {"bench.hooks": "parity"}), record("b", {})], "u", "e"))
+    overview = report.sections[0].blocks
+    assert overview[0].startswith("1 runs (1 ok)")  # type: ignore[union-attr]
+    assert "1 run of a check harness (tag bench.hooks" in overview[1] and ": a." in overview[1]  # type: ignore[operator]
