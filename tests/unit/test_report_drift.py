@@ -75,8 +75,7 @@ def test_reference_points_become_one_time_per_round() -> None:
 def test_the_references_read_back_alike_in_bulk_and_through_the_client(tmp_path: Path) -> None:
     from mlflow.tracking import MlflowClient
 
-    from bench.tracking import sweep_references
-    from bench.tracking import bulk
+    from bench.tracking import bulk, sweep_references
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     client = MlflowClient(tracking_uri=uri)
