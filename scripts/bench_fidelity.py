@@ -5,6 +5,8 @@ Runs, in interleaved rounds (every framework once per round), (a) bench's own tr
 default) and (b) a bare loop written out below, each in a fresh process (MXNet's in its own
 environment), on the same model, batch and data.  Prints both throughputs and their ratio
 per round and the median (target at ``tuning=default``: bench >= 0.98 of the bare loop).
+Each process times ``--windows`` windows of ``--steps`` steps (bench: that many epochs) and
+reports its median window, so a stray pause inside one process moves no figure.
 
 ``--threads 0`` (the default): bench as a user runs it (``threads=0``) against the bare
 loop with the framework's own default threading (no thread call at all); ``--threads N``
@@ -46,11 +48,13 @@ def step(i):
     opt.step()
 for i in range(cfg.warmup_steps):
     step(i)
-start = time.perf_counter()
-for i in range(cfg.steps_per_epoch):
-    step(i)
-elapsed = time.perf_counter() - start
-print(json.dumps({"samples_per_s": cfg.steps_per_epoch * cfg.batch_size / elapsed}))
+rates = []
+for _ in range(cfg.epochs):  # windows: the median one is the figure
+    start = time.perf_counter()
+    for i in range(cfg.steps_per_epoch):
+        step(i)
+    rates.append(cfg.steps_per_epoch * cfg.batch_size / (time.perf_counter() - start))
+print(json.dumps({"samples_per_s": sorted(rates)[len(rates) // 2]}))
 """
 
 BARE_TF = """
@@ -80,11 +84,13 @@ def train_step(x, y):
     return loss
 for i in range(cfg.warmup_steps):
     train_step(*batches[i % len(batches)])
-start = time.perf_counter()
-for i in range(cfg.steps_per_epoch):
-    train_step(*batches[i % len(batches)])
-elapsed = time.perf_counter() - start
-print(json.dumps({"samples_per_s": cfg.steps_per_epoch * cfg.batch_size / elapsed}))
+rates = []
+for _ in range(cfg.epochs):  # windows: the median one is the figure
+    start = time.perf_counter()
+    for i in range(cfg.steps_per_epoch):
+        train_step(*batches[i % len(batches)])
+    rates.append(cfg.steps_per_epoch * cfg.batch_size / (time.perf_counter() - start))
+print(json.dumps({"samples_per_s": sorted(rates)[len(rates) // 2]}))
 """
 
 BARE_MXNET = """
@@ -115,12 +121,14 @@ def step(i):
 for i in range(cfg.warmup_steps):
     step(i)
 mx.nd.waitall()
-start = time.perf_counter()
-for i in range(cfg.steps_per_epoch):
-    step(i)
-mx.nd.waitall()
-elapsed = time.perf_counter() - start
-print(json.dumps({"samples_per_s": cfg.steps_per_epoch * cfg.batch_size / elapsed}))
+rates = []
+for _ in range(cfg.epochs):  # windows: the median one is the figure
+    start = time.perf_counter()
+    for i in range(cfg.steps_per_epoch):
+        step(i)
+    mx.nd.waitall()
+    rates.append(cfg.steps_per_epoch * cfg.batch_size / (time.perf_counter() - start))
+print(json.dumps({"samples_per_s": sorted(rates)[len(rates) // 2]}))
 """
 
 BENCH = """
@@ -129,7 +137,8 @@ from bench.config import BenchConfig, from_dict
 from bench.trial import run_trial
 result = run_trial(from_dict(BenchConfig, json.loads(sys.argv[1])))
 assert result.status == "ok", result.error
-print(json.dumps({"samples_per_s": result.summary["trial_samples_per_s"]}))
+rates = sorted(e.samples_per_s for e in result.epochs)  # its timed windows: the median one
+print(json.dumps({"samples_per_s": rates[len(rates) // 2]}))
 """
 
 
@@ -152,6 +161,10 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--windows", type=int, default=5,
+        help="timed windows of --steps steps in each process; its median window is its figure",
+    )  # fmt: skip
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--frameworks", default="torch,tf,mxnet")
     parser.add_argument(
@@ -168,7 +181,7 @@ def main() -> None:
     for framework in frameworks:
         cfg = BenchConfig(
             batch_size=args.batch_size,
-            epochs=1,
+            epochs=args.windows,
             steps_per_epoch=args.steps,
             warmup_steps=3,
             threads=args.threads,
@@ -194,7 +207,8 @@ def main() -> None:
         else "threads=0 (bench) / framework defaults (bare)"
     )
     print(
-        f"model={args.model} batch={args.batch_size} {threads} steps={args.steps} (3 warm-up) "
+        f"model={args.model} batch={args.batch_size} {threads} {args.windows} windows of "
+        f"{args.steps} steps each process (3 warm-up; its median window counts) "
         f"rounds={args.rounds}, interleaved"
         + (f"; bench side: {' '.join(args.set)}" if args.set else "")
     )
