@@ -3,11 +3,40 @@
 from __future__ import annotations
 
 import time
+import types
 
 import pytest
 
+from bench import trial
 from bench.config import BenchConfig
 from bench.trial import _timed_epochs, _warm_up, auto_steps
+
+
+class FakeClock:
+    """The trial loop's clock (``time.perf_counter`` in :mod:`bench.trial`), moved only by
+    the scripted sessions: a step's time is its script's, whatever the machine's load (the
+    loop's timing under a loaded or throttled CPU failed these tests with real sleeps)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        self.now += TICK  # every reading takes a little time, as a real clock's does
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+TICK = 1e-6
+CLOCK = FakeClock()
+
+
+@pytest.fixture(autouse=True)
+def _scripted_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench.trial's own ``time`` only: the real module stays as it is for everyone else."""
+    shim = types.SimpleNamespace(perf_counter=CLOCK, time=time.time, sleep=time.sleep)
+    monkeypatch.setattr(trial, "time", shim)
 
 
 class ScriptedSession:
@@ -26,7 +55,7 @@ class ScriptedSession:
         self.calls.append("batch")
 
     def step(self, batch: None) -> None:
-        time.sleep(next(self.durations))
+        CLOCK.advance(next(self.durations))
         self.calls.append("step")
         self.losses.append(1.0)
 
@@ -50,12 +79,12 @@ def test_warm_up_times_the_first_step_apart_and_keeps_it_out_of_epochs() -> None
     session = ScriptedSession([0.30, 0.01] + [0.02] * 6)
     compile_s, warmup_s = _warm_up(session, cfg.warmup_steps)
     epochs, steps = _timed_epochs(session, cfg, None)
-    assert compile_s == pytest.approx(0.30, abs=0.05)
-    assert warmup_s == pytest.approx(0.01, abs=0.02)
+    assert compile_s == pytest.approx(0.30, abs=1e-4)
+    assert warmup_s == pytest.approx(0.01, abs=1e-4)
     assert len(epochs) == 2 and len(steps) == 6
     for record in epochs:
-        assert record.epoch_time_s == pytest.approx(0.06, abs=0.03)
-        assert record.step_time_p50_ms == pytest.approx(20, abs=10)
+        assert record.epoch_time_s == pytest.approx(0.06, abs=1e-4)
+        assert record.step_time_p50_ms == pytest.approx(20, abs=0.1)
         assert record.samples == 30
         assert record.samples_per_s == pytest.approx(30 / record.epoch_time_s)
         assert record.loss == 1.0  # warm-up losses were discarded
@@ -78,7 +107,7 @@ class RankSession(ScriptedSession):
         self.wait_s = wait_s
 
     def barrier(self) -> None:
-        time.sleep(self.wait_s)
+        CLOCK.advance(self.wait_s)
         self.calls.append("barrier")
 
 
@@ -88,7 +117,7 @@ def test_a_rank_starts_each_window_after_a_barrier_that_the_window_does_not_hold
     epochs, _ = _timed_epochs(session, cfg, None)
     window = ["sync", "barrier", "batch", "step", "sync"]
     assert session.calls == window * 2
-    assert all(r.epoch_time_s < 0.1 for r in epochs)  # the wait for peers is outside
+    assert all(r.epoch_time_s == pytest.approx(0.01, abs=1e-4) for r in epochs)  # wait: outside
 
 
 @pytest.mark.parametrize(
@@ -107,11 +136,15 @@ def test_auto_steps_make_a_window_of_at_least_min_window_s(
     assert auto_steps(cfg, [step_s * 3, step_s, step_s * 2]) == expected  # the fastest step
 
 
-def test_an_auto_trial_times_windows_of_at_least_min_window_s() -> None:
+def test_an_auto_trial_times_windows_of_at_least_min_window_s(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """steps_per_epoch=-1 in a real trial: the warm-up decides the count, logged as
     steps_per_epoch_used, and every timed window lasts at least min_window_s."""
     from bench.config import ModelConfig, TelemetryConfig
     from bench.trial import run_trial
+
+    monkeypatch.setattr(trial, "time", time)  # a real trial keeps the real clock
 
     cfg = BenchConfig(
         model=ModelConfig(name="lenet5"), batch_size=8, epochs=2, warmup_steps=3,
