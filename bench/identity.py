@@ -133,10 +133,9 @@ def _used(conditions: tuple[Uses, ...], facts: Mapping[str, Any]) -> bool:
     )
 
 
-def _role(key: str, value: Any, facts: Mapping[str, Any]) -> str:
-    """How a key of a flat config takes part in its identity: kept, hashed at its default
-    (canonical) or left out."""
-    spec = _key(key, facts)
+def _role(key: str, spec: _Key | None, value: Any, facts: Mapping[str, Any]) -> str:
+    """How a key of a flat config (``spec``: its :func:`_key`) takes part in its identity:
+    kept, hashed at its default (canonical) or left out."""
     if spec is None:  # not a config key: a param of the run's own, or of an older schema
         return _DROP if key in RUN_PARAMS or key.startswith(RUN_PARAM_PREFIXES) else _KEEP
     rules = spec.rules
@@ -161,7 +160,7 @@ def identity(source: BenchConfig | Mapping[str, Any]) -> dict[str, str]:
     framework are part of it; the report leaves out the axes it compares along."""
     flat = _flat(source)
     facts = _facts(flat)
-    return {k: str(v) for k, v in flat.items() if _role(k, v, facts) == _KEEP}
+    return {k: str(v) for k, v in flat.items() if _role(k, _key(k, facts), v, facts) == _KEEP}
 
 
 def config_hash(cfg: BenchConfig) -> str:
@@ -170,7 +169,8 @@ def config_hash(cfg: BenchConfig) -> str:
     facts = _facts(flat)
     data: dict[str, Any] = {}
     for key, value in flat.items():
-        role, spec = _role(key, value, facts), _key(key, facts)
+        spec = _key(key, facts)
+        role = _role(key, spec, value, facts)
         if role == _DROP or spec is None:
             continue
         *parents, last = spec.path

@@ -15,11 +15,12 @@ fakes of both.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, TextIO
@@ -151,6 +152,16 @@ class Progress:
         self.stream.flush()
 
 
+@contextlib.contextmanager
+def _store_failure_exits(uri: str) -> Iterator[None]:
+    """A failure of the store at ``uri`` inside: one line saying why, and exit 1."""
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - one line: the store, not bench, is at fault
+        print(f"bench: {tracking.why_unavailable(uri, exc)}; no trial was started", file=sys.stderr)
+        raise BenchExit(1) from None
+
+
 def _before_epochs(cfg: BenchConfig) -> str:
     """What may keep a trial from its first epoch for long, said when it starts."""
     if cfg.tuning.name == "best":
@@ -255,37 +266,20 @@ class Sweep:
         context: SweepContext,
     ) -> Sweep:
         """Start the parent run of a sweep of ``total`` trials in ``context``'s store."""
-        try:
-            return cls._open(cfg, total, name, overrides, context)
-        except Exception as exc:  # noqa: BLE001 - one line: the store, not bench, is at fault
-            print(
-                f"bench: {tracking.why_unavailable(cfg.tracking.uri, exc)}; no trial was started",
-                file=sys.stderr,
-            )
-            raise BenchExit(1) from None
-
-    @classmethod
-    def _open(
-        cls,
-        cfg: BenchConfig,
-        total: int | None,
-        name: str,
-        overrides: list[str],
-        context: SweepContext,
-    ) -> Sweep:
-        store = context.store_of(cfg)
-        reaped = store.reap_orphans()
-        if reaped:
-            print(
-                f"bench: {reaped} run(s) left RUNNING by a bench process that is gone are now "
-                "marked KILLED (their trials run again)",
-                file=sys.stderr,
-            )
-        tags = tracking.environment_tags(host_environment())
-        tags["bench.overrides"] = tracking.redact(" ".join(overrides))[:4000]
-        if total is not None:
-            tags["bench.total_trials"] = str(total)
-        sweep_id = store.start_sweep(name, tags)
+        with _store_failure_exits(cfg.tracking.uri):
+            store = context.store_of(cfg)
+            reaped = store.reap_orphans()
+            if reaped:
+                print(
+                    f"bench: {reaped} run(s) left RUNNING by a bench process that is gone are "
+                    "now marked KILLED (their trials run again)",
+                    file=sys.stderr,
+                )
+            tags = tracking.environment_tags(host_environment())
+            tags["bench.overrides"] = tracking.redact(" ".join(overrides))[:4000]
+            if total is not None:
+                tags["bench.total_trials"] = str(total)
+            sweep_id = store.start_sweep(name, tags)
         if store.spooled_to() is not None:
             print(f"bench: results are kept in {store.where}", file=sys.stderr)
         return cls(store, sweep_id, total, cfg.report, cfg.claims, context.launcher)
