@@ -1,7 +1,7 @@
 """Packaging beyond pyproject.toml: a built wheel carries bench's Hydra configs (conf/), image
 definitions (docker/), the Horovod patch (patches/) and the two set-up scripts that
 `bench setup` runs inside the package, as bench/_data/, so that an installed
-``bench`` runs outside the checkout (bench/paths.py finds them).  An editable install reads
+``bench`` runs outside the checkout (bench/core/paths.py finds them).  An editable install reads
 them from the checkout instead."""
 
 import shutil

@@ -65,4 +65,4 @@ COPY bench/ /opt/bench/bench/
 RUN python -m compileall -q /opt/bench
 USER bench
 WORKDIR /trial
-CMD ["python", "-m", "bench.worker", "/trial"]
+CMD ["python", "-m", "bench.trial.worker", "/trial"]

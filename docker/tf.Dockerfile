@@ -9,7 +9,7 @@
 #                the pin); cpu: `tensorflow-cpu`.
 #   BENCH_UID    uid of the image's `bench` user (the launcher runs trials as a non-root uid).
 # Optional files in docker/: version.lock (a framework version other than the pinned one:
-# bench.environments.image_lock's hashed lock, installed instead of the pins) and
+# bench.envs.environments.image_lock's hashed lock, installed instead of the pins) and
 # wheelhouse/*.whl (wheels pip may install).
 # Needs BuildKit (bench builds with it; compose: see compose.yaml): pip's downloads are kept
 # in a cache mount between builds, and a CA bundle for pip comes in as the build secret
@@ -53,4 +53,4 @@ COPY bench/ /opt/bench/bench/
 RUN python -m compileall -q /opt/bench
 USER bench
 WORKDIR /trial
-CMD ["python", "-m", "bench.worker", "/trial"]
+CMD ["python", "-m", "bench.trial.worker", "/trial"]

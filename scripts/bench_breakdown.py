@@ -23,8 +23,8 @@ PHASES = ("data", "forward", "backward", "optimizer")
 
 TRIAL = """
 import json, sys
-from bench.config import BenchConfig, from_dict
-from bench.trial import run_trial
+from bench.core.config import BenchConfig, from_dict
+from bench.trial.loop import run_trial
 result = run_trial(from_dict(BenchConfig, json.loads(sys.argv[1])))
 assert result.status == "ok", result.error
 print(json.dumps(result.summary))
@@ -40,8 +40,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
 
-    from bench import interpreters
-    from bench.config import BenchConfig, TelemetryConfig, to_dict
+    from bench.core.config import BenchConfig, TelemetryConfig, to_dict
+    from bench.envs import interpreters
 
     print(f"model={args.model} batch={args.batch_size} threads={args.threads}, "
           f"{args.trials} fresh trials a framework, 20 split and 20 whole steps each")  # fmt: skip

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from bench import images, launchers
-from bench.config import BenchConfig
+from bench.core.config import BenchConfig
 
 PARTS = (
     "launch_to_bench_code_s",

@@ -1,7 +1,7 @@
 """Harness fidelity: bench's samples/s against a bare training loop, side by side.
 
 Runs, in interleaved rounds (every framework once per round), (a) bench's own trial
-(``bench.trial.run_trial``, as the process launcher's worker does, telemetry on as by
+(``bench.trial.loop.run_trial``, as the process launcher's worker does, telemetry on as by
 default) and (b) a bare loop written out below, each in a fresh process (MXNet's in its own
 environment), on the same model, batch and data.  Prints both throughputs and their ratio
 per round and the median (target at ``tuning=default``: bench >= 0.98 of the bare loop).
@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 BARE_TORCH = """
 import json, sys, time, torch
 from bench import models
-from bench.config import BenchConfig, from_dict
+from bench.core.config import BenchConfig, from_dict
 from bench.data import synthetic
 cfg = from_dict(BenchConfig, json.loads(sys.argv[1]))
 if cfg.threads:
@@ -62,7 +62,7 @@ import json, os, sys, time
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
 import keras, numpy as np, tensorflow as tf
 from bench import models
-from bench.config import BenchConfig, from_dict
+from bench.core.config import BenchConfig, from_dict
 from bench.data import synthetic
 cfg = from_dict(BenchConfig, json.loads(sys.argv[1]))
 if cfg.threads:
@@ -101,7 +101,7 @@ if cfg_data["threads"]:
 import mxnet as mx
 from mxnet import autograd, gluon
 from bench import models
-from bench.config import BenchConfig, from_dict
+from bench.core.config import BenchConfig, from_dict
 from bench.data import synthetic
 cfg = from_dict(BenchConfig, cfg_data)
 mx.random.seed(cfg.seed)
@@ -133,8 +133,8 @@ print(json.dumps({"samples_per_s": sorted(rates)[len(rates) // 2]}))
 
 BENCH = """
 import json, sys
-from bench.config import BenchConfig, from_dict
-from bench.trial import run_trial
+from bench.core.config import BenchConfig, from_dict
+from bench.trial.loop import run_trial
 result = run_trial(from_dict(BenchConfig, json.loads(sys.argv[1])))
 assert result.status == "ok", result.error
 rates = sorted(e.samples_per_s for e in result.epochs)  # its timed windows: the median one
@@ -143,7 +143,7 @@ print(json.dumps({"samples_per_s": rates[len(rates) // 2]}))
 
 
 def run(code: str, cfg: dict) -> float:
-    from bench import interpreters
+    from bench.envs import interpreters
 
     out = subprocess.run(
         [interpreters.python_for(cfg["framework"]["name"]), "-c", code, json.dumps(cfg)],
@@ -173,7 +173,7 @@ def main() -> None:
     )  # fmt: skip
     args = parser.parse_args()
 
-    from bench.config import BenchConfig, flatten, to_dict
+    from bench.core.config import BenchConfig, flatten, to_dict
 
     frameworks = args.frameworks.split(",")
     codes = {"torch": BARE_TORCH, "tf": BARE_TF, "mxnet": BARE_MXNET}

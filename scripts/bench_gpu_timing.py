@@ -40,7 +40,7 @@ CPU_CASES = [("lenet5", 32, 32), ("resnet18", 32, 8)]
 
 def _session(model: str, size: int, batch: int, device: str) -> tuple[Any, Any]:
     from bench import data, frameworks
-    from bench.config import BenchConfig, ModelConfig, resolved_threads
+    from bench.core.config import BenchConfig, ModelConfig, resolved_threads
 
     cfg = BenchConfig(
         model=ModelConfig(name=model), image_size=size, batch_size=batch, device=device,
@@ -61,7 +61,7 @@ def _bare(session: Any, steps: int, batch: int) -> float:
 
 
 def time_case(model: str, size: int, batch: int, device: str, rounds: int, window_s: float):
-    from bench.trial import _timed_epochs, _warm_up
+    from bench.trial.loop import _timed_epochs, _warm_up
 
     cfg, session = _session(model, size, batch, device)
     _warm_up(session, 10)
@@ -81,7 +81,7 @@ def time_case(model: str, size: int, batch: int, device: str, rounds: int, windo
                 rates["bare"].append(_bare(session, steps, batch))
                 continue
             timed = dataclasses.replace(cfg, timing=method, steps_per_epoch=steps)
-            from bench.trial import timing_method
+            from bench.trial.loop import timing_method
 
             used[method] = timing_method(session, timed)
             (record,), _ = _timed_epochs(session, timed, None)

@@ -1,6 +1,6 @@
 """Image build time: Docker's legacy builder (how bench built images before it used
 BuildKit: docker-py's ``api.build``, pip with ``--no-cache-dir``) against BuildKit through
-the Docker CLI (``bench.buildkit``: pip's downloads in a cache mount).
+the Docker CLI (``bench.images.buildkit``: pip's downloads in a cache mount).
 
 For one framework's cpu image on a local base, it times:
 

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from bench import launchers, tracking
-from bench.config import BenchConfig
+from bench.core.config import BenchConfig
 
 
 def measure(framework: str, root: Path, store: tracking.Store, sweep_id: str) -> dict[str, float]:

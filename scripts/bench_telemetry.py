@@ -1,7 +1,7 @@
 """Cost of telemetry: samples/s with the samplers running against without, same trial.
 
 For each framework, one process builds the trial's session once (as ``run_trial`` does),
-warms it up, then runs timed epochs with bench's own loop (``bench.trial._timed_epochs``)
+warms it up, then runs timed epochs with bench's own loop (``bench.trial.loop._timed_epochs``)
 alternately with telemetry on (``bench.monitors.Telemetry`` started, its samplers running
 in their background threads, per-epoch aggregation after each window: exactly what a trial
 does) and off, switching which goes first on each repeat.  Adjacent epochs share the
@@ -29,9 +29,9 @@ REPO = Path(__file__).resolve().parent.parent
 WORKER = """
 import json, sys, time
 from bench import data, frameworks
-from bench.config import BenchConfig, from_dict
+from bench.core.config import BenchConfig, from_dict
 from bench.monitors import Telemetry
-from bench.trial import _timed_epochs, _warm_up
+from bench.trial.loop import _timed_epochs, _warm_up
 
 cfg = from_dict(BenchConfig, json.loads(sys.argv[1]))
 repeats = int(sys.argv[2])
@@ -86,7 +86,7 @@ def main() -> None:
     parser.add_argument("--frameworks", default="torch,tf")
     args = parser.parse_args()
 
-    from bench.config import BenchConfig, to_dict
+    from bench.core.config import BenchConfig, to_dict
 
     print(
         f"model={args.model} batch={args.batch_size} threads={args.threads} "

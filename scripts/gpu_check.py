@@ -125,7 +125,7 @@ class Check:
 
     def bench(self, experiment: str, overrides: list[str], sweep: bool = False) -> list[Run]:
         """Run ``python -m bench`` (``-m``: a sweep) into the store's experiment; its runs."""
-        from bench.interpreters import child_env
+        from bench.envs.interpreters import child_env
 
         work = self.store / "hydra" / experiment
         command = [
@@ -324,7 +324,7 @@ def row_timing(check: Check, matrix: list[Run]) -> None:
         f"--rounds={check.timing_rounds}", f"--window-s={check.timing_window_s}", "--json",
     ]  # fmt: skip
     target = (check.out or check.store) / "gpu_timing.json"
-    from bench.interpreters import child_env
+    from bench.envs.interpreters import child_env
 
     try:
         done = subprocess.run(
@@ -444,7 +444,7 @@ class Other:
 def _installed(module: str) -> Callable[[], str]:
     def why() -> str:
         if module == "mxnet":
-            from bench import interpreters
+            from bench.envs import interpreters
 
             return interpreters.problem("mxnet")
         return "" if importlib.util.find_spec(module) else f"{module} is not installed"
@@ -608,7 +608,7 @@ REFUSED = [
 
 
 def _refused(overrides: list[str], where: Path, timeout: float) -> subprocess.CompletedProcess[str]:
-    from bench.interpreters import child_env
+    from bench.envs.interpreters import child_env
 
     command = [
         sys.executable, "-m", "bench", *overrides,
@@ -637,7 +637,7 @@ def check_cpu_host(timeout: float) -> list[list[str]]:
 
 
 def table(rows: list[list[str]], head: list[str]) -> str:
-    from bench.tables import text_table
+    from bench.core.tables import text_table
 
     return text_table(head, rows)
 
@@ -658,7 +658,7 @@ def main(argv: list[str] | None = None) -> int:
     if importlib.util.find_spec("mlflow") is None or importlib.util.find_spec("hydra") is None:
         print("gpu_check: bench's own environment is missing (run bash scripts/setup.sh)")
         return 1
-    from bench.device_preflight import host_gpus
+    from bench.checks.device import host_gpus
 
     gpus, driver = host_gpus()
     if gpus == 0 and not args.rehearse:

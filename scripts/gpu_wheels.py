@@ -68,7 +68,7 @@ def wheel_name(path: Path) -> str:
 def constraints(target: Path) -> Path:
     """requirements.lock's pins of the wanted packages and their needs, as a constraints
     file (hashes dropped: another Python's wheels have other hashes)."""
-    from bench.environments import lock_pins
+    from bench.envs.environments import lock_pins
 
     pins = lock_pins(REPO / "requirements.lock")
     drop = {"torch", "tensorflow", "numpy"}  # the target's own

@@ -26,7 +26,7 @@ differently.
   under the host lock as a constraint).  MXNet's file is resolved on its own: it needs
   numpy 1.23 (MXNet 1.9.1 uses aliases numpy 1.24 removed), the host numpy 2.
 - A framework version other than these pins has its own hashed lock, made on first use
-  (:mod:`bench.environments`).
+  (:mod:`bench.envs.environments`).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.environments import TRIAL_SIDE, lock_pins, run_uv  # noqa: E402
+from bench.envs.environments import TRIAL_SIDE, lock_pins, run_uv  # noqa: E402
 
 PYTHON, PLATFORM = "3.11", "x86_64-manylinux_2_28"
 TORCH, TENSORFLOW, MXNET = "2.13.0", "2.21.0", "1.9.1"

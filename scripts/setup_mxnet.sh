@@ -5,8 +5,8 @@
 # on its path, else this checkout).
 #
 # MXNet 1.9.1 needs numpy 1.23.x and so cannot share .venv (numpy 2.x for torch and
-# TensorFlow).  Trials with framework=mxnet run `python -m bench.worker` with this
-# environment's interpreter (bench/interpreters.py); the host process never imports mxnet.
+# TensorFlow).  Trials with framework=mxnet run `python -m bench.trial.worker` with this
+# environment's interpreter (bench/envs/interpreters.py); the host process never imports mxnet.
 # bench's sources are put on this environment's path by a .pth file (no copy: edits apply).
 # Safe to re-run: it reinstalls only when the constraints or this script changed.
 set -euo pipefail
@@ -66,7 +66,7 @@ if [ ! -f "$stamp" ]; then
   site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   echo "$root" > "$site/bench-source.pth"
   # The worker side of bench must import here without torch, TensorFlow, Hydra or MLflow.
-  "$venv/bin/python" -c 'import mxnet, bench.worker, bench.frameworks.mxnet_adapter; print("mxnet", mxnet.__version__)' >&2
+  "$venv/bin/python" -c 'import mxnet, bench.trial.worker, bench.frameworks.mxnet_adapter; print("mxnet", mxnet.__version__)' >&2
   rm -f "$venv"/.bench-*
   touch "$stamp"
 fi

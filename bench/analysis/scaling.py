@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bench.config import BenchConfig
+from bench.core.config import BenchConfig
+from bench.core.result import OK, TrialResult
 from bench.distributed.registry import scaling_baselines, scaling_divisor
-from bench.result import OK, TrialResult
 
 # The newest ok run of a config in the experiment: {"run_id", "metrics"}, or None.
 FindOkRun = Callable[[BenchConfig], dict[str, Any] | None]

@@ -5,9 +5,9 @@ With ``nodes > 1`` the trial must run inside a Slurm allocation of that many nod
 submitit launcher sizes each job so); :mod:`.nodes` starts one agent per node.
 Every strategy runs the trial in worker processes started by the trial's own process (the
 coordinator, :mod:`.coordinator`): each rank runs the same timing loop as a single-process
-trial (:func:`bench.trial.run_trial`) on a session whose ``step`` is the strategy's
+trial (:func:`bench.trial.loop.run_trial`) on a session whose ``step`` is the strategy's
 distributed step, writes its own result, and the coordinator assembles ONE
-:class:`~bench.result.TrialResult` from them: global samples/s, per-worker samples/s
+:class:`~bench.core.result.TrialResult` from them: global samples/s, per-worker samples/s
 (``worker{i}_samples_per_s``), exposed communication time and, for parameter servers, push
 and pull times.
 

@@ -9,7 +9,7 @@ A strategy has two sides:
 - a rank's (``python -m bench.distributed.rank WORKDIR``): :meth:`Strategy.rank` says who
   this process is, from its environment, and :meth:`Strategy.prepare` builds the
   :class:`~bench.frameworks.base.Session` whose ``step`` is one distributed training step.
-  The timing loop is the single-process one (:func:`bench.trial.run_trial`).
+  The timing loop is the single-process one (:func:`bench.trial.loop.run_trial`).
 
 A session may also have ``breakdown(cfg) -> dict`` (used by ``breakdown=true`` instead of the
 framework profiler): ``time_comm_ms``, the exposed communication per step, and for
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from bench.config import BenchConfig
+from bench.core.config import BenchConfig
 from bench.frameworks.base import Framework, Session
 
 # What a rank process is told by the coordinator (set in every Proc's environment).

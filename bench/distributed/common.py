@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.config import BenchConfig
+from bench.core.config import BenchConfig
 from bench.data import LabelledData
 
 

@@ -2,7 +2,7 @@
 
 It starts the strategy's processes (:mod:`.launch`), streams one assembled epoch record as
 soon as every timed rank has finished that epoch, and assembles ONE
-:class:`~bench.result.TrialResult` from the ranks' own results (``WORKDIR/rank{i}/``):
+:class:`~bench.core.result.TrialResult` from the ranks' own results (``WORKDIR/rank{i}/``):
 
 - data-parallel strategies (each worker trains on its own samples): the global epoch's
   samples are the sum over workers and its time the slowest worker's window, so
@@ -29,14 +29,14 @@ import traceback
 from pathlib import Path
 from types import FrameType
 
-from bench.config import BenchConfig, to_dict
+from bench.core.config import BenchConfig, to_dict
+from bench.core.result import DIST_FAILURE, ERROR, OK, TIMEOUT, EpochRecord, TrialResult
 from bench.distributed import launch, nodes
 from bench.distributed.base import CONFIG, Proc, Strategy, deadline_s, rank_command
 from bench.distributed.registry import load
-from bench.result import DIST_FAILURE, ERROR, OK, TIMEOUT, EpochRecord, TrialResult
 from bench.runtime.hooks import NO_HOOKS, TrialHooks
 from bench.runtime.protocol import EVENTS, RESULT, STOPPED, EventReader, read_result, write_config
-from bench.trial import EpochCallback
+from bench.trial.loop import EpochCallback
 
 
 class _Stop(BaseException):

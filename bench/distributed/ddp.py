@@ -15,10 +15,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.config import BenchConfig
+from bench.core.config import BenchConfig
+from bench.core.strategy_configs import DDPConfig
 from bench.distributed import common
 from bench.distributed.base import Proc, Rank
-from bench.strategy_configs import DDPConfig
 
 if TYPE_CHECKING:
     from bench.distributed.base import Cluster

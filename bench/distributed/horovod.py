@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.config import BenchConfig
+from bench.core.config import BenchConfig
 from bench.distributed import common
 from bench.distributed.base import Proc, Rank
 

@@ -1,11 +1,11 @@
 """MXNet's parameter server on this machine: ``distributed=kvstore_sync`` / ``kvstore_async``.
 
-The trial's process (``python -m bench.worker`` in MXNet's environment) becomes the job's
+The trial's process (``python -m bench.trial.worker`` in MXNet's environment) becomes the job's
 launcher, as MXNet's ``tools/launch.py`` is: it starts a scheduler, ``ps`` servers and
 ``workers`` workers, each ``python -m bench.distributed.kvstore ROLE`` with MXNet's rendezvous
 variables (``DMLC_ROLE``, ``DMLC_PS_ROOT_URI=127.0.0.1``, ``DMLC_PS_ROOT_PORT``: a free port,
 ``DMLC_NUM_SERVER``, ``DMLC_NUM_WORKER``).  A scheduler or server process only imports mxnet,
-which serves its role and exits.  A worker runs :func:`bench.trial.run_trial` with
+which serves its role and exits.  A worker runs :func:`bench.trial.loop.run_trial` with
 ``kvstore=dist_sync`` (the servers update once every worker has pushed: all-worker
 synchronous SGD) or ``dist_async`` (the servers apply each worker's push on arrival), on
 its shard of a labelled data set, and writes its records into ``kvstore/worker{i}/``.
@@ -38,10 +38,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.config import BenchConfig, to_dict, usable_cpus
+from bench.core.config import BenchConfig, to_dict, usable_cpus
+from bench.core.result import ERROR, OK, EpochRecord, TrialResult
 from bench.distributed import launch
 from bench.distributed.base import Proc
-from bench.result import ERROR, OK, EpochRecord, TrialResult
 from bench.runtime import child, processes
 from bench.runtime.hooks import NO_HOOKS, TrialHooks
 from bench.runtime.protocol import (
@@ -55,7 +55,7 @@ from bench.runtime.protocol import (
     tail,
     write_config,
 )
-from bench.trial import EpochCallback
+from bench.trial.loop import EpochCallback
 
 ROOT = "kvstore"  # under the trial's working directory
 POLL_S = 0.2
@@ -267,7 +267,7 @@ def _run(
 def _worker(workdir: Path) -> int:
     from bench.distributed.base import collective_timeout_s
     from bench.runtime.agree import agree_max
-    from bench.trial import run_trial
+    from bench.trial.loop import run_trial
 
     cfg = read_config(workdir.parent / CONFIG)
     hooks = TrialHooks.read(workdir.parent)  # what the job's launcher wrote beside it

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.config import BenchConfig
+from bench.core.config import BenchConfig
+from bench.core.strategy_configs import MirroredConfig
 from bench.distributed.base import OneProcess, Rank
 from bench.distributed.common import tf_checks
-from bench.strategy_configs import MirroredConfig
 
 
 class Mirrored(OneProcess):

@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from bench.config import BenchConfig
+from bench.core.config import BenchConfig
 from bench.distributed import common
 from bench.distributed.base import OneProcess, Rank
 

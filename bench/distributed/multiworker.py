@@ -12,11 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.config import BenchConfig
+from bench.core.config import BenchConfig
+from bench.core.strategy_configs import MultiWorkerConfig
 from bench.distributed.base import ENV_RANK, Proc, Rank, env_rank, local_rank, node_ranks, per_rank
 from bench.distributed.common import tf_config
 from bench.runtime.processes import free_port
-from bench.strategy_configs import MultiWorkerConfig
 
 if TYPE_CHECKING:
     from bench.distributed.base import Cluster

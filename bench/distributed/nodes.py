@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.config import BenchConfig
+from bench.core.config import BenchConfig
 from bench.distributed.base import Cluster, Node, Proc, rank_command
 
 NODES_DIR = "nodes"
@@ -163,7 +163,7 @@ def gather(workdir: Path, count: int, timeout_s: float, poll_s: float = 0.1) -> 
 
 
 def _agent(workdir: Path) -> int:
-    from bench.config import from_dict
+    from bench.core.config import from_dict
     from bench.distributed import launch
     from bench.distributed.base import CONFIG, collective_timeout_s, deadline_s
     from bench.distributed.registry import load

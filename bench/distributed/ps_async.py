@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.config import BenchConfig, resolved_threads
+from bench.core.config import BenchConfig, resolved_threads
 from bench.distributed.base import ENV_RANK, ENV_WORLD, Proc, Rank, env_rank
 from bench.distributed.common import tf_config
 from bench.runtime.processes import free_port

@@ -2,7 +2,7 @@
 
 Reads ``WORKDIR/dist_config.json`` (and ``WORKDIR/hooks.json``, the hooks the coordinator
 passes on: :mod:`bench.runtime.hooks`), asks the strategy who it is, runs the single-process
-timing loop (:func:`bench.trial.run_trial`) on the strategy's session with its share of the
+timing loop (:func:`bench.trial.loop.run_trial`) on the strategy's session with its share of the
 node's threads, and writes ``WORKDIR/rank{i}/events.jsonl`` (one line per epoch) and
 ``WORKDIR/rank{i}/result.json``.  It exits 1 if its trial failed, so the coordinator stops
 the others at once; on SIGTERM it notes ``stopped`` and exits.
@@ -19,10 +19,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from bench.config import BenchConfig, resolved_threads
+from bench.core.config import BenchConfig, resolved_threads
+from bench.core.result import OK
 from bench.distributed.base import CONFIG, collective_timeout_s
 from bench.distributed.registry import load
-from bench.result import OK
 from bench.runtime import child
 from bench.runtime.agree import agree_max
 from bench.runtime.hooks import TrialHooks
@@ -44,7 +44,7 @@ def rank_config(cfg: BenchConfig, index: int, processes: int, batches: int) -> B
 
 def main(workdir: Path) -> int:
     child.start()
-    from bench.trial import run_trial  # after the parent check: imports take a while
+    from bench.trial.loop import run_trial  # after the parent check: imports take a while
 
     cfg = read_config(workdir / CONFIG)
     hooks = TrialHooks.read(workdir)

@@ -7,8 +7,8 @@ import dataclasses
 import importlib
 from dataclasses import dataclass
 
-from bench.config import BenchConfig
-from bench.strategy_configs import DistributedConfig
+from bench.core.config import BenchConfig
+from bench.core.strategy_configs import DistributedConfig
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ def strategies_for(framework: str) -> tuple[str, ...]:
 
 
 def _gpus() -> int:
-    from bench.sysinfo import gpu_environment
+    from bench.core.sysinfo import gpu_environment
 
     return int(gpu_environment().get("gpu_count", "0"))
 

@@ -28,7 +28,7 @@ import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from bench import models  # noqa: E402
-from bench.config import BenchConfig  # noqa: E402
+from bench.core.config import BenchConfig  # noqa: E402
 from bench.data import HostBatches, LabelledData  # noqa: E402
 from bench.distributed import common  # noqa: E402
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 
-from bench.config import BenchConfig
+from bench.core.config import BenchConfig
 from bench.frameworks.base import Framework
 
 _MODULES = {

@@ -3,14 +3,14 @@
 An adapter turns a validated config and host-side data into a :class:`Session`: a model,
 an optimizer and an input source (device-resident batches or the framework's own input
 pipeline), ready to step.  The timing loop in
-:mod:`bench.trial` drives the session and is the same for every framework.
+:mod:`bench.trial.loop` drives the session and is the same for every framework.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-from bench.config import BenchConfig
+from bench.core.config import BenchConfig
 from bench.data import HostBatches, LabelledData, SequenceBatches
 
 

@@ -1,6 +1,6 @@
 """MXNet: a hybridized Gluon ``HybridBlock`` trained with ``autograd`` and a ``gluon.Trainer``.
 
-MXNet 1.9.1 lives in its own environment (``.venv-mxnet``, see :mod:`bench.interpreters`);
+MXNet 1.9.1 lives in its own environment (``.venv-mxnet``, see :mod:`bench.envs.interpreters`);
 this module is imported only there.  MXNet's engine is asynchronous on the CPU too: calls
 return at once and the work runs on engine threads, so :meth:`MXNetSession.sync` is
 ``mx.nd.waitall()`` on every device.
@@ -45,7 +45,7 @@ import numpy as np
 from mxnet import autograd, gluon
 
 from bench import models
-from bench.config import BenchConfig
+from bench.core.config import BenchConfig
 from bench.data import HostBatches, LabelledData, SequenceBatches
 from bench.models import common
 

@@ -7,7 +7,7 @@ the hook nothing here runs; a run with it carries the tag ``bench.hooks=parity``
 
 The folder holds ``init.npz`` (weights in the canonical form of :mod:`.weights`) and
 ``batches.npz`` (the global batch of every step); a process that steps on ``s`` samples
-(:func:`bench.config.samples_per_step`) and whose place among the data-parallel processes
+(:func:`bench.core.config.samples_per_step`) and whose place among the data-parallel processes
 is ``index`` takes samples ``[index * s, (index + 1) * s)`` of each, so that W processes at
 batch B/W see exactly the samples one process sees at batch B.  A process that steps on
 several devices at once (``kvstore_device``: one host batch per device) gets its share cut
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.config import BenchConfig, samples_per_step
+from bench.core.config import BenchConfig, samples_per_step
 from bench.data import HostBatches
 from bench.frameworks import weights
 

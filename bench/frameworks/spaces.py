@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bench.config import TUNABLE, BenchConfig
+from bench.core.config import TUNABLE, BenchConfig
 
-# The keys a search may set (bench.config.TUNABLE), with bench's default for each: a key
+# The keys a search may set (bench.core.config.TUNABLE), with bench's default for each: a key
 # away from its default was set by the user, and is fixed rather than searched.
 DEFAULTS: dict[str, Any] = {key: getattr(BenchConfig(), key) for key in TUNABLE}
 # Bumped whenever a space below changes, so that cached searches of an older space are not

@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from bench import models  # noqa: E402
-from bench.config import BenchConfig  # noqa: E402
+from bench.core.config import BenchConfig  # noqa: E402
 from bench.data import IGNORE_INDEX, HostBatches, LabelledData, SequenceBatches  # noqa: E402
 
 # (inputs, targets): targets are a label tensor, or a tuple of tensors for sequence models.

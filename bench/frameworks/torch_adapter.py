@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from bench import models
-from bench.config import BenchConfig
+from bench.core.config import BenchConfig
 from bench.data import IGNORE_INDEX, HostBatches, LabelledData, SequenceBatches
 
 # (inputs, targets): targets are a label tensor, or a tuple of tensors for sequence models.

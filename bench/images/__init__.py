@@ -2,7 +2,7 @@
 
 An image is ``bench/<framework>:<variant>-<hash>``, where the hash covers everything that
 goes into it: the framework's Dockerfile and constraints file (docker/), the wheels it may
-take from the wheelhouse, bench's trial side (:data:`bench.paths.TRIAL_SIDE`, baked in, so
+take from the wheelhouse, bench's trial side (:data:`bench.core.paths.TRIAL_SIDE`, baked in, so
 that the image alone reruns a trial; the host side, such as the CLI, the sweep or the
 report, is neither in the image nor in its hash), the build arguments, the base image's
 digest and the image's labels.  An unchanged image is never rebuilt and a changed one
@@ -11,7 +11,7 @@ always is.
 The base is pinned by digest: a base named by tag is resolved to ``repo@sha256:...`` (pulled
 first if it is missing) or, for a base built here that no registry knows
 (scripts/build_base_image.sh), to a tag named after its image id.  Images are built with
-BuildKit through the Docker CLI (:mod:`bench.buildkit`); a CA bundle for pip goes in as a
+BuildKit through the Docker CLI (:mod:`bench.images.buildkit`); a CA bundle for pip goes in as a
 build secret: it is neither in a layer, nor in the build context, nor in the hash.
 
     bench images build torch --variant cpu --base-image bench-base:bookworm
@@ -31,13 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from bench import paths
-from bench.versions import own_release
+from bench.core import paths
+from bench.core.versions import own_release
 
 if TYPE_CHECKING:
     from docker import DockerClient
 
-    from bench.config import BenchConfig, DockerConfig
+    from bench.core.config import BenchConfig, DockerConfig
 
 DOCKER = paths.data("docker")  # the Dockerfiles and constraints
 VARIANTS = ("cpu", "cuda")
@@ -73,7 +73,7 @@ class BuildSpec:
     ca_bundle: str = ""
     wheelhouse: str = ""
     # A framework version other than the pinned one (framework.version): the image installs
-    # it from its generated, hashed lock (bench.environments.image_lock) instead.
+    # it from its generated, hashed lock (bench.envs.environments.image_lock) instead.
     version: str = ""
 
     @classmethod
@@ -199,7 +199,7 @@ def context_files(spec: BuildSpec) -> dict[str, Path]:
     if spec.wheelhouse:
         from packaging.utils import canonicalize_name
 
-        from bench.environments import lock_pins
+        from bench.envs.environments import lock_pins
 
         pinned = set(lock_pins(DOCKER / f"constraints-{fw}.txt"))
         for wheel in sorted(Path(spec.wheelhouse).glob("*.whl")):
@@ -209,7 +209,7 @@ def context_files(spec: BuildSpec) -> dict[str, Path]:
             if canonicalize_name(name) in pinned and not cpu_for_cuda:
                 files[f"docker/wheelhouse/{wheel.name}"] = wheel
     if spec.version:
-        from bench.environments import image_lock
+        from bench.envs.environments import image_lock
 
         files["docker/version.lock"] = image_lock(fw, spec.version, spec.variant)
     if fw != "mlflow":
@@ -218,7 +218,7 @@ def context_files(spec: BuildSpec) -> dict[str, Path]:
 
 
 def trial_sources() -> dict[str, Path]:
-    """bench's trial side (:data:`bench.paths.TRIAL_SIDE`) and the package's ``__init__``, by
+    """bench's trial side (:data:`bench.core.paths.TRIAL_SIDE`) and the package's ``__init__``, by
     path inside the build context: all the image runs of bench, and all its hash covers."""
     package = paths.PACKAGE
     found = [package / "__init__.py"]
@@ -390,9 +390,9 @@ def _stage(p: Plan, where: Path) -> None:
 
 
 def _build(p: Plan) -> None:
-    """Build with BuildKit (:mod:`bench.buildkit`); the CA bundle goes in as a build secret,
+    """Build with BuildKit (:mod:`bench.images.buildkit`); the CA bundle goes in as a build secret,
     never into the context or a layer."""
-    from bench import buildkit
+    from bench.images import buildkit
 
     with tempfile.TemporaryDirectory(prefix="bench-build-") as tmp:
         _stage(p, Path(tmp))

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from bench.tables import text_table
+from bench.core.tables import text_table
 
 if TYPE_CHECKING:
     from docker import DockerClient

@@ -17,12 +17,12 @@ import time
 from abc import ABC, abstractmethod
 from pathlib import Path
 
-from bench.config import BenchConfig, trial_timeout_s
-from bench.result import ERROR, KILLED, TIMEOUT, EpochRecord, TrialResult
+from bench.core.config import BenchConfig, trial_timeout_s
+from bench.core.result import ERROR, KILLED, TIMEOUT, EpochRecord, TrialResult
 from bench.runtime.hooks import TrialHooks
 from bench.runtime.processes import shielded
 from bench.runtime.protocol import EVENTS, LOG, RESULT, EventReader, clear, read_result
-from bench.trial import EpochCallback
+from bench.trial.loop import EpochCallback
 
 POLL_S = 0.2
 

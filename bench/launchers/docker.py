@@ -1,6 +1,6 @@
 """Run each trial in its own fresh container of the framework's pinned image (``launcher=docker``).
 
-The container runs ``python -m bench.worker /trial`` with the trial's working directory
+The container runs ``python -m bench.trial.worker /trial`` with the trial's working directory
 bind-mounted at ``/trial``: the worker appends its per-epoch records there and the host
 streams them into MLflow as they come, exactly as with ``launcher=process`` (the container
 needs no route to the tracking server).  The container has no network, runs as a non-root
@@ -28,12 +28,13 @@ from typing import Any
 
 import docker
 
-from bench import images, paths
-from bench.config import BenchConfig, to_dict
+from bench import images
+from bench.core import paths
+from bench.core.config import BenchConfig, to_dict
+from bench.core.result import ERROR, HOST_OOM
 from bench.data import ENV_EXTRA_MD5
 from bench.launchers.base import Child, LaunchError, WatchedLauncher
 from bench.launchers.docker_host import device_requests, ulimits
-from bench.result import ERROR, HOST_OOM
 from bench.runtime import heartbeat
 from bench.runtime.processes import owner_alive, owner_label
 from bench.runtime.protocol import CONFIG, LOG, tail, write_config
@@ -42,7 +43,7 @@ MOUNT = "/trial"
 DATA_MOUNT = "/data"
 CACHE_MOUNT = "/bench-cache"
 HEARTBEAT_FILE = ".heartbeat"
-LABEL_TRIAL = "bench.trial"  # the trial's working directory on the host
+LABEL_TRIAL = "bench.trial.loop"  # the trial's working directory on the host
 LABEL_OWNER = "bench.owner"  # host/pid/start time of the bench process that started it
 
 
@@ -98,7 +99,7 @@ def container_options(cfg: BenchConfig, workdir: Path, owner: str) -> dict[str, 
     if cache is not None:
         volumes[str(cache)] = {"bind": CACHE_MOUNT, "mode": "rw"}
     opts: dict[str, Any] = {
-        "command": ["sh", "-c", f"exec python3 -m bench.worker {MOUNT} >{MOUNT}/{LOG} 2>&1"],
+        "command": ["sh", "-c", f"exec python3 -m bench.trial.worker {MOUNT} >{MOUNT}/{LOG} 2>&1"],
         "name": f"bench-trial-{uuid.uuid4().hex[:12]}",
         "user": f"{uid}:{gid}",
         "working_dir": MOUNT,

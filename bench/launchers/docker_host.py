@@ -1,7 +1,7 @@
 """What the Docker launcher asks of the host and its engine, checked before a sweep: GPUs
 as device requests (and the NVIDIA container runtime they need), the ulimits NVIDIA
 recommends (as far as this host lets them be raised), and the launcher's settings
-(:func:`check`, called by :func:`bench.preflight.validate`)."""
+(:func:`check`, called by :func:`bench.checks.preflight.validate`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 from docker.types import DeviceRequest, Ulimit
 
 from bench import images
-from bench.config import BenchConfig
+from bench.core.config import BenchConfig
 from bench.runtime import heartbeat
 
 # NVIDIA's recommendation for deep-learning containers (with --ipc=host): unlimited locked
@@ -125,7 +125,7 @@ def ulimits() -> list[Ulimit]:
     return out
 
 
-# --- validation (called by bench.config.validate) -------------------------------------------
+# --- validation (called by bench.core.config.validate) -------------------------------------------
 
 
 def check(cfg: BenchConfig) -> list[str]:

@@ -10,12 +10,12 @@ import signal
 from pathlib import Path
 from types import FrameType
 
-from bench.config import BenchConfig
+from bench.core.config import BenchConfig
+from bench.core.result import ERROR, TIMEOUT, EpochRecord, TrialResult
 from bench.launchers import base
-from bench.result import ERROR, TIMEOUT, EpochRecord, TrialResult
 from bench.runtime.hooks import TrialHooks
-from bench.trial import EpochCallback
-from bench.worker import execute
+from bench.trial.loop import EpochCallback
+from bench.trial.worker import execute
 
 
 class _TrialTimeout(BaseException):

@@ -1,7 +1,7 @@
 """Run each trial in a fresh Python process (the default).
 
-The child runs :mod:`bench.worker` with the framework's interpreter
-(:func:`bench.interpreters.python_for`: MXNet has an environment of its own) in its own
+The child runs :mod:`bench.trial.worker` with the framework's interpreter
+(:func:`bench.envs.interpreters.python_for`: MXNet has an environment of its own) in its own
 session, so Ctrl-C reaches only the host, which then stops the child's whole process group;
 the child also dies if the host does.
 Its output (framework log noise included) goes to ``WORKDIR/worker.log``.
@@ -17,10 +17,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.config import BenchConfig, to_dict
-from bench.interpreters import python_for
+from bench.core.config import BenchConfig, to_dict
+from bench.core.result import ERROR, KILLED, OOM
+from bench.envs.interpreters import python_for
 from bench.launchers.base import Child, WatchedLauncher
-from bench.result import ERROR, KILLED, OOM
 from bench.runtime.processes import ENV_PARENT_PID, stop_group
 from bench.runtime.protocol import CONFIG, LOG, tail, write_config
 
@@ -84,7 +84,7 @@ class _Process(Child):
                 [
                     python_for(cfg.framework.name, cfg.framework.version),
                     "-m",
-                    "bench.worker",
+                    "bench.trial.worker",
                     str(workdir),
                 ],
                 stdout=log,

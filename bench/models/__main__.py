@@ -27,7 +27,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from bench import interpreters
+from bench.envs import interpreters
 from bench.models import MODELS, SOURCES, ModelSpec, build, common, flops, stock
 
 FRAMEWORKS = ("torch", "tf", "mxnet")

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import keras
     import torch
 
-    from bench.config import ModelConfig
+    from bench.core.config import ModelConfig
 
 
 def check(model: ModelConfig) -> list[str]:

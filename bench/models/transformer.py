@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     import keras
     import torch
 
-    from bench.config import ModelConfig
+    from bench.core.config import ModelConfig
 
 BERT_BASE = {
     "layers": 12,

@@ -2,7 +2,7 @@
 
 One module per monitor (:mod:`~bench.monitors.gpu`, :mod:`~bench.monitors.host`) behind
 the small :class:`~bench.monitors.base.Monitor` protocol.  :class:`Telemetry` is what
-:func:`bench.trial.run_trial` drives, at these points only:
+:func:`bench.trial.loop.run_trial` drives, at these points only:
 
 1. created when the trial starts: with a GPU requested or possible, NVML is opened and
    the GPUs' idle power is sampled in the background while the framework is imported;
@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.config import BenchConfig
+from bench.core.config import BenchConfig
 from bench.monitors.base import Findings, Monitor
 from bench.monitors.gpu import GpuMonitor
 from bench.monitors.host import HostMonitor

@@ -89,7 +89,7 @@ def _frameworks(args: argparse.Namespace) -> list[str]:
 
 
 def problems(args: argparse.Namespace) -> list[str]:
-    from bench import interpreters
+    from bench.envs import interpreters
     from bench.models import MODELS, mxnet_models
 
     found: list[str] = []
@@ -168,7 +168,7 @@ def problems(args: argparse.Namespace) -> list[str]:
 def _make_environment(framework: str) -> str:
     """Make ``framework``'s own environment on first use, as a sweep does (``bench setup``,
     run as a command: the set-up lives above the parity check); '' once it is made."""
-    done = subprocess.run([sys.executable, "-m", "bench.setup_envs", framework], check=False)
+    done = subprocess.run([sys.executable, "-m", "bench.envs.setup", framework], check=False)
     return "" if done.returncode == 0 else f"{framework}: `bench setup {framework}` failed"
 
 

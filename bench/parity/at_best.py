@@ -8,7 +8,7 @@ kernels).  A side that fails refuses its setting for that framework and model
 from __future__ import annotations
 
 from bench import models
-from bench.config import usable_cpus
+from bench.core.config import usable_cpus
 from bench.frameworks import spaces
 from bench.parity import check
 from bench.parity import side as sides

@@ -37,10 +37,11 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import data, interpreters
+from bench import data
+from bench.core.tables import text_table
+from bench.envs import interpreters
 from bench.frameworks.weights import BUFFER, PARAM, Tensor
 from bench.parity import side as sides
-from bench.tables import text_table
 
 # float32 arithmetic done in another order (oneDNN, Eigen and MXNet's kernels reduce
 # differently) drifts by about 1e-6 relative per step in the loss and stays below 1e-4 in

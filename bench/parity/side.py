@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.config import (
+from bench.core.config import (
     BenchConfig,
     DataConfig,
     FrameworkConfig,

@@ -15,8 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import data, interpreters
+from bench import data
+from bench.core.strategy_configs import STRATEGY_CONFIGS, DistributedConfig
 from bench.distributed import registry
+from bench.envs import interpreters
 from bench.frameworks.weights import BUFFER, PARAM, Tensor
 from bench.parity import side as sides
 from bench.parity.check import (
@@ -27,7 +29,6 @@ from bench.parity.check import (
     layer_deviation,
     settle,
 )
-from bench.strategy_configs import STRATEGY_CONFIGS, DistributedConfig
 
 # Synchronous strategies the check runs through a real trial on the CPU, by framework
 # (dp and torch's model_parallel need GPUs): the registry's ``parity`` frameworks.

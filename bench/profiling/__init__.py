@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.config import BenchConfig
+from bench.core.config import BenchConfig
 from bench.monitors.base import Findings
 from bench.profiling import operators
 from bench.profiling.base import Profiler

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from bench.config import BenchConfig
+from bench.core.config import BenchConfig
 from bench.profiling.operators import OpTime
 
 

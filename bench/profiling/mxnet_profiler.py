@@ -28,7 +28,7 @@ from pathlib import Path
 import mxnet as mx
 from mxnet import autograd
 
-from bench.config import BenchConfig
+from bench.core.config import BenchConfig
 from bench.frameworks.mxnet_adapter import MXNetSession
 from bench.profiling.base import Profile
 from bench.profiling.operators import OpTime

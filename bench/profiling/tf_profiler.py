@@ -31,7 +31,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from bench.config import BenchConfig
+from bench.core.config import BenchConfig
 from bench.frameworks.tf_adapter import TFSession
 from bench.profiling.base import Profile
 from bench.profiling.operators import OpTime

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from torch.autograd import DeviceType
 
-from bench.config import BenchConfig
+from bench.core.config import BenchConfig
 from bench.frameworks.torch_adapter import TorchSession
 from bench.profiling.base import Profile
 from bench.profiling.operators import OpTime

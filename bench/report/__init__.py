@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.analysis import stats
+from bench.core.result import DIVERGED
 from bench.report import claims as claims_mod
 from bench.report import render, sections
 from bench.report.document import Cell, Report, Section, Table, num
@@ -21,7 +22,6 @@ from bench.report.sections import HISTORY_KEYS, Context
 from bench.report.sections.claims import claims as claims_section
 from bench.report.sections.drift import section as drift_section
 from bench.report.trials import REPORT_TAGS, Trial, group, to_trial
-from bench.result import DIVERGED
 from bench.tracking import RunSet
 from bench.tracking.protocol import HOOKS_TAG
 

@@ -8,10 +8,10 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from bench.identity import identity
+from bench.core.identity import identity
 from bench.tracking import RunRecord
 
-# A trial's configuration is its run's identity (bench.identity, the one definition the
+# A trial's configuration is its run's identity (bench.core.identity, the one definition the
 # config hash uses too) less the axes the report compares along: the framework (name,
 # version, build) and which repeat of the configuration the run was.  (A tuning=best run's
 # pick, tuned.*, is no part of an identity: torch's best and tf's best are one configuration.)

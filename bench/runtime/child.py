@@ -1,6 +1,6 @@
 """The one way a child process serves a trial directory.
 
-What ``python -m bench.worker``, a distributed rank and an MXNet kvstore worker each do:
+What ``python -m bench.trial.worker``, a distributed rank and an MXNet kvstore worker each do:
 :func:`start` first (die with the parent; watch the host's heartbeat where one is kept),
 then :func:`serve`: run the trial with an epoch writer on ``events.jsonl`` and write
 ``result.json`` atomically, then :func:`exit_now`.  What "run the trial" means is the
@@ -15,8 +15,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.config import BenchConfig
-from bench.result import EpochRecord, TrialResult
+from bench.core.config import BenchConfig
+from bench.core.result import EpochRecord, TrialResult
 from bench.runtime import heartbeat, processes
 from bench.runtime.protocol import EVENTS, RESULT, epoch_writer, write_json_atomic
 

@@ -67,7 +67,7 @@ def watch_from_env() -> None:
             age = stale_for(path)
             if age > timeout_s:
                 print(
-                    f"bench.worker: no heartbeat from the host for {age:.0f} s "
+                    f"bench.trial.worker: no heartbeat from the host for {age:.0f} s "
                     f"(> {timeout_s:g} s); the host is gone, stopping",
                     file=sys.stderr,
                     flush=True,

@@ -1,11 +1,11 @@
 """Trial hooks: what a check harness changes in a real trial, handed to
-:func:`bench.trial.run_trial` as its ``hooks`` argument; the trial never looks for one.
+:func:`bench.trial.loop.run_trial` as its ``hooks`` argument; the trial never looks for one.
 
 There is one hook today, the parity check's (``parity``: train from given weights on given
 batches and write back the losses and final weights; see
 :mod:`bench.frameworks.parity_hook`).  The check (:mod:`bench.parity.strategy`) writes
 ``hooks.json`` into the trial's folder before it starts the trial; the entry points that
-run a trial (``python -m bench.worker``, the inline launcher, a distributed rank, an MXNet
+run a trial (``python -m bench.trial.worker``, the inline launcher, a distributed rank, an MXNet
 kvstore worker) build :class:`TrialHooks` from that file with :meth:`TrialHooks.read`, and
 the runners that start processes of their own (the distributed coordinator, the kvstore
 job) write it again where their processes read it.  No environment variable switches a
@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.result import TrialResult
+from bench.core.result import TrialResult
 from bench.runtime.protocol import read_regular, write_json_atomic
 
 # The file in a trial's folder that names its hooks: {"parity": "<folder>"}, the folder

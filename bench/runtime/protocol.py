@@ -1,6 +1,6 @@
 """The trial-directory protocol between a host process and a child that runs a trial.
 
-The host writes ``config.json`` (the trial's :class:`~bench.config.BenchConfig` as a dict);
+The host writes ``config.json`` (the trial's :class:`~bench.core.config.BenchConfig` as a dict);
 the child appends one JSON line per finished epoch to ``events.jsonl`` (so the host streams
 them as they come) and writes ``result.json`` once, atomically, when the trial is done.
 Its output goes to ``worker.log``.  A child stopped by its coordinator leaves ``stopped``.
@@ -26,8 +26,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench.config import BenchConfig, from_dict
-from bench.result import EpochRecord, TrialResult
+from bench.core.config import BenchConfig, from_dict
+from bench.core.result import EpochRecord, TrialResult
 
 CONFIG, EVENTS, RESULT, LOG, STOPPED = (
     "config.json",

@@ -1,7 +1,7 @@
 """Sweeps: from Hydra's jobs to trial runs, and from trial runs to a summary.
 
 - :mod:`.jobs`: a sweep's jobs (the cartesian product, with interleaved repeats), each
-  composed into a typed :class:`~bench.config.BenchConfig` and validated before any trial;
+  composed into a typed :class:`~bench.core.config.BenchConfig` and validated before any trial;
 - :mod:`.session`: the parent run, one trial run per job, the summary table;
 - :mod:`.driver`: what bench's sweeper (``hydra_plugins/bench_sweeper``) and the task function
   (:mod:`bench.cli`) each do with them.

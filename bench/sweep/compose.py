@@ -1,4 +1,4 @@
-"""A sweep's jobs composed into typed configs (:class:`~bench.config.BenchConfig`): Hydra
+"""A sweep's jobs composed into typed configs (:class:`~bench.core.config.BenchConfig`): Hydra
 composes, :func:`to_bench_config` types and checks the keys, :func:`compose_all` does every
 job of a sweep, naming each one that cannot be composed.  Validation is
 :func:`bench.sweep.jobs.check_all`'s.
@@ -15,7 +15,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from bench.config import FRAMEWORKS, BenchConfig, ConfigError
+from bench.core.config import FRAMEWORKS, BenchConfig, ConfigError
 from bench.sweep.jobs import pairs, trial_label, varying
 
 
@@ -88,7 +88,7 @@ def to_bench_config(
     obj.tracking.uri = take_credentials(obj.tracking.uri)
 
     if obj.framework.name in FRAMEWORKS:
-        from bench.versions import normalize
+        from bench.core.versions import normalize
 
         obj.framework.version = normalize(obj.framework.name, obj.framework.version)
         obj.framework.installed = installed_build(obj)
@@ -101,7 +101,8 @@ def installed_build(cfg: BenchConfig) -> str:
     none; for the pinned version, the same where the interpreter has another version than
     the pin (a bench installed beside a site's torch), so that its runs never pass for the
     pin's; '' otherwise.  A container runs its image's build: ''."""
-    from bench import interpreters, versions
+    from bench.core import versions
+    from bench.envs import interpreters
 
     fw = cfg.framework
     if cfg.launcher.name == "docker" or versions.own_release(fw.version):
@@ -165,7 +166,7 @@ def config_groups() -> frozenset[str]:
     Hydra's ConfigStore: ``distributed``, ``hydra``): an override of one picks an option."""
     from hydra.core.config_store import ConfigStore
 
-    from bench.paths import data
+    from bench.core.paths import data
 
     folders = {p.name for p in data("conf").iterdir() if p.is_dir()}
     stored = {k for k, v in ConfigStore.instance().repo.items() if isinstance(v, dict)}

@@ -32,17 +32,17 @@ from typing import Any, ParamSpec
 from omegaconf import DictConfig
 
 from bench.analysis import drift
-from bench.config import BenchConfig, ConfigError, auto_repeats
+from bench.checks.availability import split_unavailable
+from bench.checks.preflight import validate
+from bench.core.config import BenchConfig, ConfigError, auto_repeats
+from bench.core.result import ERROR
+from bench.core.tables import text_table
 from bench.launchers.base import on_time_limit_warning
-from bench.preflight import validate
-from bench.result import ERROR
 from bench.runtime.processes import shielded
 from bench.sweep import parity, rounds
-from bench.sweep.availability import split_unavailable
 from bench.sweep.compose import compose_all, to_bench_config
 from bench.sweep.jobs import BenchExit, SweepRef, check_all, expand, fail, trial_label, varying
 from bench.sweep.session import Counting, Row, Sweep, SweepContext, TrialStopped
-from bench.tables import text_table
 
 P = ParamSpec("P")
 

@@ -3,8 +3,8 @@
 :func:`expand` turns the parsed overrides into every job's overrides in launch order (the
 cartesian product, first key varying slowest, as Hydra's basic sweeper orders it; with
 ``repeats`` > 1, rounds of it, alternately reversed).  :func:`bench.sweep.compose.compose_all`
-composes each job into a typed :class:`~bench.config.BenchConfig` and :func:`check_all`
-validates every one of them (:func:`bench.preflight.validate`): a problem anywhere stops the
+composes each job into a typed :class:`~bench.core.config.BenchConfig` and :func:`check_all`
+validates every one of them (:func:`bench.checks.preflight.validate`): a problem anywhere stops the
 sweep before its first trial, with exit status 2 and a message naming the field
 (:func:`fail`).
 """
@@ -20,9 +20,9 @@ from typing import Any, NoReturn
 
 from omegaconf import DictConfig, OmegaConf
 
-from bench import interpreters
-from bench.config import BenchConfig, ConfigError
-from bench.preflight import validate
+from bench.checks.preflight import validate
+from bench.core.config import BenchConfig, ConfigError
+from bench.envs import interpreters
 
 # The job's environment (hydra.job.env_set) that ties it to its sweep's parent run.
 ENV_SWEEP, ENV_TOTAL, ENV_VARYING = "BENCH_SWEEP_RUN", "BENCH_SWEEP_TOTAL", "BENCH_SWEEP_VARYING"
@@ -226,10 +226,10 @@ def _claim_problems(configs: Sequence[BenchConfig]) -> list[str]:
 
 def _make_environments(configs: Sequence[BenchConfig]) -> list[str]:
     """Make (or find cached) the environment of every non-pinned framework version the sweep
-    runs (bench.environments), or, under launcher=docker, the lock its image installs (the
+    runs (bench.envs.environments), or, under launcher=docker, the lock its image installs (the
     image itself is built on first use); a version that cannot get one is a problem."""
+    from bench.core.versions import own_release
     from bench.images import image_variant
-    from bench.versions import own_release
 
     wanted = dict.fromkeys(
         (c.framework.name, own_release(c.framework.version), image_variant(c))
@@ -238,8 +238,8 @@ def _make_environments(configs: Sequence[BenchConfig]) -> list[str]:
     )
     if not wanted:
         return []
-    from bench import environments
-    from bench.preflight import gpu_visible
+    from bench.checks.preflight import gpu_visible
+    from bench.envs import environments
 
     problems = []
     for framework, version, variant in wanted:
@@ -255,13 +255,13 @@ def _make_environments(configs: Sequence[BenchConfig]) -> list[str]:
 
 def _make_own_environments(configs: Sequence[BenchConfig]) -> list[str]:
     """MXNet's own environment, made on the first sweep whose trials run in it here
-    (bench.setup_envs); a problem if it cannot be made."""
+    (bench.envs.setup); a problem if it cannot be made."""
     if any(
         interpreters.own_environment(c.framework.name, c.framework.version)
         and c.launcher.name == "process"
         for c in configs
     ):
-        from bench.setup_envs import ensure_mxnet
+        from bench.envs.setup import ensure_mxnet
 
         problem = ensure_mxnet()
         return [problem] if problem else []
@@ -295,7 +295,7 @@ def check_all(
     if not problems:  # a valid sweep's framework versions get their environments now
         problems += _make_environments([cfg for _, cfg in configs])
     if not slurm:  # a Slurm sweep's trials run on other hosts, which answer for themselves
-        from bench import device_preflight
+        from bench.checks import device as device_preflight
 
         problems += device_preflight.check(configs)
     if configs:

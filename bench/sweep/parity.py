@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench import tracking
-from bench.config import BenchConfig
+from bench.core.config import BenchConfig
 from bench.distributed.registry import distributes
 from bench.parity import at_best as tuned
 from bench.parity import check, side, strategy

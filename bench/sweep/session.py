@@ -25,15 +25,17 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, TextIO
 
-from bench import environments, sysinfo, tracking
-from bench.config import BenchConfig
+from bench import tracking
+from bench.core import sysinfo
+from bench.core.config import BenchConfig
+from bench.core.result import DIVERGED, ERROR, OK, TIMEOUT, EpochRecord, TrialResult
+from bench.core.tables import text_table
+from bench.envs import environments
 from bench.launchers import Launcher, TrialInterrupted
 from bench.launchers import get as get_launcher
 from bench.launchers.collect import collect
-from bench.result import DIVERGED, ERROR, OK, TIMEOUT, EpochRecord, TrialResult
 from bench.runtime.processes import shielded
 from bench.sweep.jobs import BenchExit
-from bench.tables import text_table
 
 SKIPPED = "skipped"
 
@@ -231,8 +233,8 @@ def trial_lock(cfg: BenchConfig) -> Path | None:
     ``bench reproduce`` must not take the host's lock for it."""
     if cfg.framework.installed:
         return None
+    from bench.core.versions import own_release
     from bench.images import image_variant
-    from bench.versions import own_release
 
     release = own_release(cfg.framework.version)
     return environments.lock_of(cfg.framework.name, release, image_variant(cfg))
@@ -432,7 +434,7 @@ class Sweep:
             return self.store.where
         return (
             f"{spool} (a spool: the tracking store {self.store.uri} could not be "
-            "reached or written); once it is back: python -m bench.sync"
+            "reached or written); once it is back: python -m bench.cli.sync"
         )
 
     def _write_report(self) -> bool:
@@ -441,7 +443,7 @@ class Sweep:
         if store.spooled_to() is not None:
             print(
                 "bench: report=true: no report, some results are in the spool; after "
-                "python -m bench.sync, run python -m bench.report",
+                "python -m bench.cli.sync, run python -m bench.report",
                 file=sys.stderr,
             )
             return False

@@ -6,7 +6,7 @@
   reached and written;
 - :mod:`.spool`: complete trial records kept on local disk while the server is out of
   reach; :mod:`.sync`: logging them later;
-- :mod:`.query`: runs read back as plain records (the report, ``bench.reproduce``).
+- :mod:`.query`: runs read back as plain records (the report, ``bench.cli.reproduce``).
 
 The names most callers use are re-exported here.
 """

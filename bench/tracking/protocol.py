@@ -8,9 +8,9 @@ import logging
 from pathlib import Path
 from typing import Any, Protocol
 
-from bench.config import BenchConfig
-from bench.identity import config_hash
-from bench.result import EpochRecord, TrialResult
+from bench.core.config import BenchConfig
+from bench.core.identity import config_hash
+from bench.core.result import EpochRecord, TrialResult
 from bench.runtime import hooks
 
 # host/pid/start time of the bench process that opened a run (bench.runtime.processes).

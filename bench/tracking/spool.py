@@ -18,9 +18,9 @@ import uuid
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from bench.config import BenchConfig, to_dict
-from bench.paths import private_dir, write_private
-from bench.result import EpochRecord, TrialResult
+from bench.core.config import BenchConfig, to_dict
+from bench.core.paths import private_dir, write_private
+from bench.core.result import EpochRecord, TrialResult
 from bench.runtime.protocol import read_regular
 
 SWEEP_END = ".sweep-end"  # a spooled sweep's end; trial records end in ``.json``

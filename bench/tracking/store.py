@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.analysis.scaling import scaling_efficiency
-from bench.config import BenchConfig, flatten, to_dict
-from bench.identity import config_hash, logged_params
-from bench.paths import locked
-from bench.result import KILLED, OK, EpochRecord, TrialResult
+from bench.core.config import BenchConfig, flatten, to_dict
+from bench.core.identity import config_hash, logged_params
+from bench.core.paths import locked
+from bench.core.result import KILLED, OK, EpochRecord, TrialResult
 from bench.runtime.processes import owner_alive, owner_label
 from bench.tracking.native import dataset_input, native_tags
 from bench.tracking.protocol import (
@@ -230,7 +230,7 @@ class MlflowStore:
     def end_sweep(self, sweep_id: str, ok: bool, killed: bool, summary: str) -> None:
         """Close the sweep's run with its status and summary table; when the store fails
         (or failed earlier in the sweep, so some trials are in the spool), the end goes to
-        the spool and ``bench.sync`` closes the run once the trials are logged."""
+        the spool and ``bench.cli.sync`` closes the run once the trials are logged."""
         failure: BaseException = RuntimeError("some trials are in the spool")
         if self.spool is None:
             try:

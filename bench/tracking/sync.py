@@ -14,8 +14,8 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from bench.config import BenchConfig
-from bench.result import OK, TrialResult
+from bench.core.config import BenchConfig
+from bench.core.result import OK, TrialResult
 from bench.tracking.reach import reachable
 from bench.tracking.spool import (
     SWEEP_END,
@@ -51,7 +51,7 @@ def sync_spool(
     ``refused``) and stays; the
     store's errors propagate and leave the remaining records in the spool.
     """
-    from bench.config import from_dict
+    from bench.core.config import from_dict
 
     synced = 0
     stores: dict[tuple[str, str], MlflowStore] = {}
@@ -91,7 +91,7 @@ def sync_spool(
             record["trial"] = TrialResult.from_dict(record["result"])
         except (BadRecord, KeyError, TypeError, ValueError) as exc:
             why = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-            print(f"bench.sync: {path}: refused, left in place: {why}", file=sys.stderr)
+            print(f"bench.cli.sync: {path}: refused, left in place: {why}", file=sys.stderr)
             if refused is not None:
                 refused.append(path)
             return None

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import models
-from bench.config import BenchConfig, resolved_threads, usable_cpus
+from bench.core.config import BenchConfig, resolved_threads, usable_cpus
 from bench.frameworks import spaces
 from bench.tuning import cache
 from bench.tuning.search import Probe, Row, SearchFailed, run_probe, search

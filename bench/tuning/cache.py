@@ -14,10 +14,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench import paths, sysinfo
-from bench.config import AUTO, BenchConfig, TelemetryConfig, TuningConfig, usable_cpus
+from bench.core import paths, sysinfo
+from bench.core.config import AUTO, BenchConfig, TelemetryConfig, TuningConfig, usable_cpus
+from bench.core.identity import config_hash
 from bench.frameworks.spaces import DEFAULTS, SPACE_VERSION
-from bench.identity import config_hash
 
 _MAX_BYTES = 1 << 20
 

@@ -5,11 +5,11 @@ configuration as given; each setting in turn is tried at its alternatives with t
 at the incumbent's, and a candidate replaces the incumbent only by the rule of
 :func:`beats`, checked twice: against the incumbent's first probe, then against both it and
 a second probe of the incumbent run right after the candidate (so drift between two probes
-cannot pass as a win).  Every candidate is a short trial of its own (``python -m bench.worker``, the
-same code that runs every trial): its own process, since threads and oneDNN are fixed when
-a framework is imported; its own warm-up, so compilation stays out of its timing; three
-auto-sized probe windows.  A candidate that fails (compile error, out of memory, timeout)
-is a row of the table with its error.
+cannot pass as a win).  Every candidate is a short trial of its own (``python -m
+bench.trial.worker``, the same code that runs every trial): its own process, since threads
+and oneDNN are fixed when a framework is imported; its own warm-up, so compilation stays
+out of its timing; three auto-sized probe windows.  A candidate that fails (compile error,
+out of memory, timeout) is a row of the table with its error.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.config import (
+from bench.core.config import (
     AUTO,
     TUNING_GRACE_S,
     BenchConfig,
@@ -34,8 +34,8 @@ from bench.config import (
     TuningConfig,
     to_dict,
 )
+from bench.core.result import OK, TrialResult
 from bench.frameworks.spaces import Knob
-from bench.result import OK, TrialResult
 from bench.runtime import processes
 from bench.runtime.protocol import CONFIG, RESULT, read_result, write_config
 from bench.tuning.cache import refusal_key
@@ -107,7 +107,7 @@ def run_probe(cfg: BenchConfig, timeout_s: float) -> TrialResult | str:
         env = {**os.environ, processes.ENV_PARENT_PID: str(os.getpid())}
         log = open(workdir / "log", "wb")  # noqa: SIM115 - closed below
         proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.worker", str(workdir)],
+            [sys.executable, "-m", "bench.trial.worker", str(workdir)],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,

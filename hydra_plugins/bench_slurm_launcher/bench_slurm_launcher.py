@@ -1,9 +1,9 @@
 """bench's Slurm launcher: Hydra's submitit Slurm launcher that survives jobs Slurm ends.
 
-Selected by ``hydra/launcher=submitit_slurm`` (see :mod:`bench.slurm`, which holds the
+Selected by ``hydra/launcher=submitit_slurm`` (see :mod:`bench.launchers.slurm`, which holds the
 configuration and the Slurm-side helpers).  It submits through its own submitit executor:
 each job is sized by its own trial's ``nodes`` (one array per node count), a job that can
-never start is cancelled (:class:`bench.slurm.PendingWatch`), and a job that Slurm ends
+never start is cancelled (:class:`bench.launchers.slurm.PendingWatch`), and a job that Slurm ends
 without a result (time limit, preemption, node failure, refused by sbatch) is recorded in
 the sweep's store with the status its Slurm state means, and returned as that trial's row,
 so the sweep goes on.
@@ -23,7 +23,7 @@ from hydra_plugins.hydra_submitit_launcher.submitit_launcher import (
 from omegaconf import OmegaConf
 
 from bench.launchers.base import TimeLimitReached, on_time_limit_warning
-from bench.slurm import (
+from bench.launchers.slurm import (
     NOT_SUBMITTED,
     UNSATISFIABLE,
     BenchSlurmConf,

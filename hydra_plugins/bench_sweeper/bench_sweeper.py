@@ -79,8 +79,8 @@ class BenchSweeper(Sweeper):
         )
 
     def sweep(self, arguments: list[str]) -> Any:
-        from bench.config import ConfigError
-        from bench.slurm import partition_nodes
+        from bench.core.config import ConfigError
+        from bench.launchers.slurm import partition_nodes
         from bench.sweep.driver import run_sweep
         from bench.sweep.jobs import BenchExit, fail, grid_blocks
 

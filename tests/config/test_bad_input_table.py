@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bench import cli
-from bench.config import BenchConfig, flatten, to_dict
+from bench.core.config import BenchConfig, flatten, to_dict
 
 FIELDS = flatten(to_dict(BenchConfig()))
 # String fields whose value is one of a list (a group's option, or a choice bench checks).
@@ -101,7 +101,7 @@ def cases() -> list[tuple[list[str], str]]:
         (["claims=[{kind: rumour}]"], "claims"),
         (["claims=[{kind: comparison, faster: torch}]"], "slower"),
     ]
-    from bench.device_preflight import host_gpus
+    from bench.checks.device import host_gpus
 
     if host_gpus()[0] == 0:  # the device preflight, for real, on a host without a GPU
         out += [

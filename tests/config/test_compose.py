@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from hydra import compose, initialize_config_dir
 
+from bench.checks.preflight import validate
 from bench.cli import CONF_DIR
-from bench.config import BenchConfig, ConfigError
+from bench.core.config import BenchConfig, ConfigError
 from bench.data import CIFAR
-from bench.preflight import validate
 from bench.sweep.compose import to_bench_config
 from tests.cifar_fixture import write_cifar_archive
 from tests.config.test_bad_input_table import run_cli

@@ -11,10 +11,10 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
+from bench.checks.availability import split_unavailable
 from bench.cli import CONF_DIR
-from bench.config import ConfigError
+from bench.core.config import ConfigError
 from bench.report import claims
-from bench.sweep.availability import split_unavailable
 from bench.sweep.compose import compose_all
 from bench.sweep.jobs import check_all, expand, grid_blocks, jobs_of, pairs
 from tests.cifar_fixture import write_cifar_archive
@@ -119,7 +119,7 @@ def test_seed003_matrix_is_the_studys(tmp_path: Path) -> None:
 
 
 def test_seed001_lists_its_gpu_cells_on_a_cpu_machine(tmp_path: Path) -> None:
-    from bench.device_preflight import host_gpus
+    from bench.checks.device import host_gpus
 
     if host_gpus()[0]:
         pytest.skip("this host has a GPU: nothing is skipped")
@@ -200,7 +200,7 @@ def test_smaller_scales_take_the_cifar_archives_where_they_are(preset: str, tmp_
 
 
 def test_a_cell_that_cannot_run_is_named_once_whatever_its_repeats() -> None:
-    from bench.config import BenchConfig
+    from bench.core.config import BenchConfig
 
     cfg = BenchConfig(device="cuda", skip_unavailable=True)
     composed = [(f"framework=torch model=resnet18 repeat={i} device=cuda", [], cfg)

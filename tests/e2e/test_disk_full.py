@@ -3,7 +3,7 @@ namespace (``unshare -m``: nothing outside the test sees it, and it goes when th
 
 Full before the sweep: one line naming the store and the free space, exit 1, no trial.
 Full in the middle: the trials' records and the sweep's end go to the spool, the sweep's
-last line says so; once space is freed, ``bench.sync`` logs them, the parent run gets its
+last line says so; once space is freed, ``bench.cli.sync`` logs them, the parent run gets its
 summary, no run is left RUNNING, and the same command again skips both trials.
 """
 
@@ -34,7 +34,7 @@ bench $ARGS >"$ROOT/b.out" 2>"$ROOT/b.err"; echo $? >"$ROOT/b.rc"
 wait
 ls "$STATE"/spool/*/ >"$ROOT/spooled"
 rm "$STORE/filler"
-"$PY" -m bench.sync >"$ROOT/sync.out" 2>&1; echo $? >"$ROOT/sync.rc"
+"$PY" -m bench.cli.sync >"$ROOT/sync.out" 2>&1; echo $? >"$ROOT/sync.rc"
 bench $ARGS >"$ROOT/c.out" 2>"$ROOT/c.err"; echo $? >"$ROOT/c.rc"
 cp -a "$STORE/mlflow.db" "$ROOT/kept.db"
 """

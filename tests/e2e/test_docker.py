@@ -56,8 +56,8 @@ def framework_images(built: dict[str, images.Image]) -> dict[str, images.Image]:
 
 def trial_containers(engine: Any, root: Path) -> list[Any]:
     """Containers (running or not) of trials whose working directory is under ``root``."""
-    found = engine.containers.list(all=True, filters={"label": "bench.trial"})
-    return [c for c in found if c.labels["bench.trial"].startswith(str(root))]
+    found = engine.containers.list(all=True, filters={"label": "bench.trial.loop"})
+    return [c for c in found if c.labels["bench.trial.loop"].startswith(str(root))]
 
 
 def wait_for_container(engine: Any, root: Path, timeout_s: float = 120) -> Any:
@@ -232,7 +232,7 @@ def test_reproduce_reruns_a_logged_trial_in_the_same_image(sweep: Any, engine: A
         [
             sys.executable,
             "-m",
-            "bench.reproduce",
+            "bench.cli.reproduce",
             original.info.run_id,
             "--tracking-uri",
             bench.uri,
@@ -376,8 +376,7 @@ def test_two_tensorflow_versions_each_in_its_own_image(bench: Bench, built: Any)
 def test_images_lists_benchs_images_and_prunes_only_a_superseded_one(
     engine: Any, built: dict[str, images.Image], tmp_path: Path
 ) -> None:
-    from bench import buildkit
-    from bench.images import inventory
+    from bench.images import buildkit, inventory
 
     # The images built for this suite, as the real engine reports them.
     listed = subprocess.run(

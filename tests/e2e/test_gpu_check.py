@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.device_preflight import host_gpus
+from bench.checks.device import host_gpus
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]

@@ -52,7 +52,7 @@ def test_a_built_wheel_runs_from_another_directory(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 trials: 1 ok" in done.stdout
     where = subprocess.run(
-        [sys.executable, "-c", "import bench.paths as p; print(p.data('conf'))"],
+        [sys.executable, "-c", "import bench.core.paths as p; print(p.data('conf'))"],
         capture_output=True, text=True, env=env, cwd=elsewhere,
     )  # fmt: skip
     assert where.stdout.strip() == str(site / "bench" / "_data" / "conf")

@@ -147,7 +147,7 @@ def test_a_job_that_dies_silently_is_closed_from_slurm_accounting(bench) -> None
     assert not [
         p
         for p in psutil.process_iter(["cmdline"])
-        if "bench.worker" in " ".join(p.info["cmdline"] or [])
+        if "bench.trial.worker" in " ".join(p.info["cmdline"] or [])
         and str(bench.root) in " ".join(p.info["cmdline"] or [])
     ]
 

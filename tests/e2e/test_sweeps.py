@@ -20,7 +20,7 @@ def workers_under(root) -> list[psutil.Process]:  # noqa: ANN001
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmd = " ".join(proc.info["cmdline"] or [])
-        if "bench.worker" in cmd and str(root) in cmd:
+        if "bench.trial.worker" in cmd and str(root) in cmd:
             found.append(proc)
     return found
 
@@ -170,7 +170,7 @@ def test_unreachable_server_spools_results_and_sync_logs_them(bench) -> None:  #
     elsewhere = bench.root / "elsewhere"
     elsewhere.mkdir()
     down = subprocess.run(  # the server is still down: one line, the record stays
-        [sys.executable, "-m", "bench.sync"],
+        [sys.executable, "-m", "bench.cli.sync"],
         cwd=elsewhere,
         capture_output=True,
         text=True,
@@ -180,7 +180,7 @@ def test_unreachable_server_spools_results_and_sync_logs_them(bench) -> None:  #
     assert down.returncode == 1 and len(down.stderr.strip().splitlines()) == 1, down.stderr
     assert "1 record(s) stay in" in down.stderr and len(bench.spooled()) == 1
     sync = subprocess.run(  # from another directory: the spool is found all the same
-        [sys.executable, "-m", "bench.sync", "--uri", bench.uri],
+        [sys.executable, "-m", "bench.cli.sync", "--uri", bench.uri],
         cwd=elsewhere,
         capture_output=True,
         text=True,

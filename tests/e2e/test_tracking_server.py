@@ -90,7 +90,7 @@ def test_server_lost_mid_sweep_then_synced(bench) -> None:  # noqa: ANN001
         assert len(bench.spooled()) == 1
         server = start_server(bench.root, port)
         sync = subprocess.run(
-            [sys.executable, "-m", "bench.sync"],
+            [sys.executable, "-m", "bench.cli.sync"],
             cwd=bench.root,
             capture_output=True,
             text=True,
@@ -193,7 +193,7 @@ def test_credentials_in_the_tracking_uri_reach_the_server_and_nowhere_else(bench
         plain = f"http://127.0.0.1:{front}"
         done = bench.run(f"tracking.uri={plain}", "model=lenet5", "framework=torch", *TINY)
         assert "asks for credentials (HTTP 401)" in done.stderr and bench.spooled()
-        sync = [sys.executable, "-m", "bench.sync"]
+        sync = [sys.executable, "-m", "bench.cli.sync"]
         refused = subprocess.run(sync, env=bench.env, capture_output=True, text=True)
         assert refused.returncode == 1 and "none were given" in refused.stderr
         env = {**bench.env, "MLFLOW_TRACKING_USERNAME": "bench-user",

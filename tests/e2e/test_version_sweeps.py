@@ -53,7 +53,7 @@ def test_two_tensorflow_versions_in_one_sweep(bench) -> None:  # noqa: ANN001
 
     # a run of a non-pinned version reproduces in its environment, with the original's hash
     original = next(r for r in children if r.data.params.get("framework.version") == "2.20.0")
-    command = ["-m", "bench.reproduce", original.info.run_id, "--tracking-uri", bench.uri]
+    command = ["-m", "bench.cli.reproduce", original.info.run_id, "--tracking-uri", bench.uri]
     again = subprocess.run(
         [sys.executable, *command],
         capture_output=True, text=True, cwd=bench.root, env=bench.env, timeout=900,

@@ -1,4 +1,4 @@
-"""Which Docker CLI bench builds with (bench.buildkit): stand-in ``docker`` commands on PATH
+"""Which Docker CLI bench builds with (bench.images.buildkit): stand-in ``docker`` commands on PATH
 that answer as a CLI with the buildx plugin, a CLI of 23+ without it (which cannot build
 with BuildKit) and Debian's 20.10 (BuildKit built in) would."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import buildkit
+from bench.images import buildkit
 
 
 def fake_docker(folder: Path, version: str, buildx: bool) -> Path:

@@ -139,7 +139,7 @@ def test_the_report_puts_the_claims_first_and_the_cli_refuses_a_bad_file(
 def test_a_sweeps_claims_are_checked_before_any_trial_and_imply_its_report() -> None:
     import dataclasses
 
-    from bench.config import BenchConfig, ConfigError
+    from bench.core.config import BenchConfig, ConfigError
     from bench.sweep.jobs import check_all
     from bench.sweep.session import Sweep
 
@@ -397,7 +397,7 @@ def test_the_claims_section_shows_each_claims_caveat_and_requirements() -> None:
 
 
 def test_a_sweep_with_an_unknown_requirement_is_refused_before_any_trial() -> None:
-    from bench.config import BenchConfig, ConfigError
+    from bench.core.config import BenchConfig, ConfigError
     from bench.sweep.jobs import check_all
 
     bad = {**FASTER, "claim": "loopback is a network", "requires": {"network": "10GbE"}}

@@ -43,7 +43,7 @@ def test_a_word_that_is_no_command_is_refused_before_hydra(
 def test_data_download_fetches_checks_and_keeps_an_archive(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
-    from bench import download
+    from bench.cli import download
 
     site = tmp_path / "site"
     site.mkdir()
@@ -69,7 +69,7 @@ def test_data_download_fetches_checks_and_keeps_an_archive(
 def test_data_download_without_network_prints_the_manual_steps(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
-    from bench import download
+    from bench.cli import download
 
     monkeypatch.setattr(download, "BASE_URL", "http://127.0.0.1:9/")  # nothing listens there
     assert bench(monkeypatch, "data", "download", "cifar100", "--root", str(tmp_path)) == 1

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.config import BenchConfig, ConfigError, TrackingConfig, from_dict, to_dict
-from bench.identity import config_hash
-from bench.preflight import validate
+from bench.checks.preflight import validate
+from bench.core.config import BenchConfig, ConfigError, TrackingConfig, from_dict, to_dict
+from bench.core.identity import config_hash
 
 
 def test_validate_reports_every_problem_with_its_field() -> None:
@@ -48,7 +48,7 @@ def test_hash_covers_what_is_measured_only() -> None:
 def test_a_file_store_is_refused_unless_mlflow_is_told_to_write_one(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from bench.preflight import _check_tracking
+    from bench.checks.preflight import _check_tracking
 
     monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
     for uri in (str(tmp_path / "store"), (tmp_path / "store").as_uri()):

@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from bench.config import (
+from bench.core.config import (
     BenchConfig,
     DataConfig,
     FrameworkConfig,
@@ -19,8 +19,8 @@ from bench.config import (
     TuningConfig,
     distributed_config,
 )
-from bench.identity import config_hash, identity
-from bench.strategy_configs import DDPConfig, MirroredConfig
+from bench.core.identity import config_hash, identity
+from bench.core.strategy_configs import DDPConfig, MirroredConfig
 
 
 def B() -> BenchConfig:  # noqa: N802 - reads as the class it stands for
@@ -67,8 +67,8 @@ PINNED = [
 ]
 
 
-# Pinned when the identity's rules moved into the fields' metadata (issue 30, bench.identity):
-# the hashes bench.config.config_hash gave before, one per kind of rule.
+# Pinned when the identity's rules moved into the fields' metadata (issue 30, bench.core.identity):
+# the hashes bench.core.config.config_hash gave before, one per kind of rule.
 PINNED += [
     ("auto steps (today's default)", BenchConfig(), "2551d893289f1ba2"),
     ("auto window, repeat 1", BenchConfig(min_window_s=0.5, max_steps_per_epoch=50, repeat=1),
@@ -122,10 +122,10 @@ def test_the_auto_windows_settings_are_hashed_only_with_auto_steps() -> None:
 
 
 def test_the_report_groups_runs_by_the_identity_the_hash_uses() -> None:
-    """One definition (bench.identity.identity): runs that differ only in keys the hash leaves
+    """One definition (bench.core.identity.identity): runs that differ only in keys the hash leaves
     out (parity, allow_mixed_devices, the auto window's settings under a fixed step count)
     are one configuration in the report; the window settings count under auto."""
-    from bench.config import BenchConfig, flatten, to_dict
+    from bench.core.config import BenchConfig, flatten, to_dict
     from bench.report.trials import to_trial
     from bench.tracking import RunRecord
 
@@ -146,7 +146,7 @@ def test_the_report_groups_runs_by_the_identity_the_hash_uses() -> None:
 
 
 def test_keys_that_decide_nothing_leave_the_hash_alone() -> None:
-    from bench.config import flatten, to_dict
+    from bench.core.config import flatten, to_dict
 
     base = B()
     patient = dataclasses.replace(base, launcher=LauncherConfig(kill_grace_s=30.0))

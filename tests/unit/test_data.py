@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from bench import data
-from bench.config import BenchConfig, ConfigError
-from bench.preflight import validate
+from bench.checks.preflight import validate
+from bench.core.config import BenchConfig, ConfigError
 from tests.cifar_fixture import write_cifar_archive
 
 

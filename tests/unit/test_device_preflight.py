@@ -1,4 +1,4 @@
-"""The device preflight (bench.device_preflight): its decisions from scripted answers of
+"""The device preflight (bench.checks.device): its decisions from scripted answers of
 each framework (a GPU host cannot exist here), and the real probes on this host."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from bench import device_preflight
-from bench.config import BenchConfig, ConfigError, FrameworkConfig
-from bench.device_preflight import Seen
+from bench.checks import device as device_preflight
+from bench.checks.device import Seen
+from bench.core.config import BenchConfig, ConfigError, FrameworkConfig
 from bench.sweep.jobs import check_all
 
 # A GPU host where torch's wheel brings its CUDA libraries and TensorFlow's are missing.
@@ -84,7 +84,7 @@ def test_a_slurm_sweep_is_not_probed_here(asked: list[str]) -> None:
 
 
 def test_the_docker_launcher_answers_from_the_image_variant() -> None:
-    from bench.config import DockerConfig, LauncherConfig
+    from bench.core.config import DockerConfig, LauncherConfig
 
     def docker(gpus: str) -> BenchConfig:
         return cfg("tf", launcher=LauncherConfig(name="docker", docker=DockerConfig(gpus=gpus)))

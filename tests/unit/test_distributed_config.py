@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.config import (
+from bench.checks.preflight import validate
+from bench.core.config import (
     BenchConfig,
     ConfigError,
     distributed_config,
@@ -12,16 +13,15 @@ from bench.config import (
     from_dict,
     to_dict,
 )
-from bench.distributed.registry import scaling_baselines
-from bench.identity import config_hash, identity
-from bench.preflight import validate
-from bench.strategy_configs import (
+from bench.core.identity import config_hash, identity
+from bench.core.strategy_configs import (
     STRATEGY_CONFIGS,
     DDPConfig,
     DistributedConfig,
     MirroredConfig,
     MultiWorkerConfig,
 )
+from bench.distributed.registry import scaling_baselines
 
 
 def problems(**fields: object) -> list[str]:

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from bench import frameworks, tracking
-from bench.config import BenchConfig, ModelConfig, OptimizerConfig
+from bench.core.config import BenchConfig, ModelConfig, OptimizerConfig
+from bench.core.result import DIVERGED, TrialResult
 from bench.launchers.base import Launcher
 from bench.report import build, render
-from bench.result import DIVERGED, TrialResult
 from bench.sweep import session as session_mod
-from bench.trial import EpochCallback, run_trial
+from bench.trial.loop import EpochCallback, run_trial
 from tests.report_data import record, runset
 from tests.unit.test_timing_loop import ScriptedSession
 

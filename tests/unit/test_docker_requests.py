@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench import environments, images
-from bench.config import BenchConfig, ConfigError
+from bench import images
+from bench.checks.preflight import validate
+from bench.core.config import BenchConfig, ConfigError
+from bench.envs import environments
 from bench.launchers import docker as launcher
 from bench.launchers import docker_host as host
-from bench.preflight import validate
 from bench.runtime import heartbeat
 from bench.runtime.processes import owner_alive, owner_label
 
@@ -122,7 +123,7 @@ def test_container_options_isolate_the_trial(tmp_path: Path) -> None:
         (u["Name"], u["Soft"], u["Hard"]) for u in host.ulimits()
     }
     assert opts["mem_limit"] == opts["memswap_limit"] == "2048m"
-    assert opts["labels"] == {"bench.trial": str(tmp_path), "bench.owner": "host/1/2.00"}
+    assert opts["labels"] == {"bench.trial.loop": str(tmp_path), "bench.owner": "host/1/2.00"}
     assert opts["device_requests"][0]["Count"] == -1
     assert opts["environment"]["BENCH_HEARTBEAT"] == "/trial/.heartbeat"
 
@@ -193,7 +194,7 @@ def test_context_takes_the_framework_wheels_only(tmp_path: Path) -> None:
     cpu = images.context_files(images.BuildSpec("torch", "cpu", wheelhouse=str(tmp_path)))
     wheels = sorted(k for k in cpu if k.startswith("docker/wheelhouse/"))
     assert wheels == ["docker/wheelhouse/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"]
-    assert "bench/worker.py" in cpu and "docker/torch.Dockerfile" in cpu
+    assert "bench/trial/worker.py" in cpu and "docker/torch.Dockerfile" in cpu
     assert not any("__pycache__" in k for k in cpu)
     cuda = images.context_files(images.BuildSpec("torch", "cuda", wheelhouse=str(tmp_path)))
     assert not any(k.startswith("docker/wheelhouse/") for k in cuda)
@@ -271,8 +272,8 @@ def test_a_kept_heartbeat_keeps_the_worker(tmp_path: Path) -> None:
 
 
 def test_reproduce_pins_the_logged_config_to_its_image() -> None:
-    from bench.config import to_dict
-    from bench.reproduce import pinned_config
+    from bench.cli.reproduce import pinned_config
+    from bench.core.config import to_dict
 
     logged = docker_cfg(base_image="bench-base:bookworm", ca_bundle="/x.pem", wheelhouse="/w")
     logged.batch_size, logged.seed = 7, 3
@@ -284,7 +285,7 @@ def test_reproduce_pins_the_logged_config_to_its_image() -> None:
 
 
 def test_reproduce_prints_both_results_side_by_side() -> None:
-    from bench.reproduce import side_by_side
+    from bench.cli.reproduce import side_by_side
     from bench.tracking import RunRecord
 
     tags = {"bench.status": "ok", "mlflow.docker.image.id": "sha256:" + "b" * 64}

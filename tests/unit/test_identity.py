@@ -1,4 +1,4 @@
-"""One definition of a configuration's identity (bench.identity), checked as properties over
+"""One definition of a configuration's identity (bench.core.identity), checked as properties over
 many seeded random configurations: two configurations have one config hash exactly when
 their identities are equal, and two runs are one configuration in the report exactly when
 their identities less the compared axes (the framework, the repeat index) are equal, whether
@@ -10,10 +10,10 @@ import dataclasses
 import random
 from typing import Any
 
-from bench.config import BenchConfig, Identity, flatten, to_dict
-from bench.identity import config_hash, identity, logged_params
+from bench.core.config import BenchConfig, Identity, flatten, to_dict
+from bench.core.identity import config_hash, identity, logged_params
+from bench.core.strategy_configs import STRATEGY_CONFIGS
 from bench.report.trials import to_trial
-from bench.strategy_configs import STRATEGY_CONFIGS
 from bench.tracking import RunRecord
 
 # Two or three values a key may take (its default among them, so that configurations often

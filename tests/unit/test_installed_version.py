@@ -14,16 +14,17 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from bench import interpreters, versions
 from bench.cli import CONF_DIR
-from bench.config import (
+from bench.core import versions
+from bench.core.config import (
     BenchConfig,
     ConfigError,
     FrameworkConfig,
     flatten,
     to_dict,
 )
-from bench.identity import config_hash, identity, logged_params
+from bench.core.identity import config_hash, identity, logged_params
+from bench.envs import interpreters
 from bench.sweep import compose as composing
 
 TORCH_VERSION_PY = """
@@ -152,7 +153,7 @@ def test_a_hash_from_before_the_field_is_kept() -> None:
 
 
 def test_installed_is_refused_in_a_container(monkeypatch: pytest.MonkeyPatch) -> None:
-    from bench.preflight import _check_version
+    from bench.checks.preflight import _check_version
 
     cfg = BenchConfig(framework=FrameworkConfig("torch", "installed"))
     cfg.launcher.name = "docker"
@@ -175,7 +176,7 @@ def test_installed_needs_no_environment_of_its_own() -> None:
 def test_the_trial_refuses_a_framework_other_than_the_composed_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from bench.trial import _check_version
+    from bench.trial.loop import _check_version
 
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(__version__="2.11.0+cu130"))
     cfg = BenchConfig(framework=FrameworkConfig("torch", "installed", "2.11.0+cu130 cuda 13.0"))

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from bench.config import BenchConfig
+from bench.core.config import BenchConfig
+from bench.core.result import ERROR, KILLED, OK, OOM, TIMEOUT, EpochRecord, TrialResult
 from bench.launchers import base, docker, inline, process
-from bench.result import ERROR, KILLED, OK, OOM, TIMEOUT, EpochRecord, TrialResult
 from bench.runtime.protocol import EVENTS, RESULT, write_json_atomic
 
 

@@ -76,7 +76,7 @@ def test_keras_split_places_the_second_stage_on_the_second_device() -> None:
         """
         import tensorflow as tf
         from bench.distributed.model_parallel import _tf_devices, keras_cuts, split_keras
-        from bench.config import BenchConfig
+        from bench.core.config import BenchConfig
         import keras
         from bench import models
 

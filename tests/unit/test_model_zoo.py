@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bench.config import BenchConfig, ConfigError
+from bench.checks.preflight import validate
+from bench.core.config import BenchConfig, ConfigError
 from bench.frameworks.weights import keras_order
 from bench.models import MODELS, build, common, flops, stock
 from bench.models import __main__ as inventory
-from bench.preflight import validate
 
 torch = pytest.importorskip("torch")
 keras = pytest.importorskip("keras")

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from bench.config import BenchConfig, ConfigError
+from bench.checks.preflight import validate
+from bench.core.config import BenchConfig, ConfigError
 from bench.monitors import Telemetry
 from bench.monitors.base import Sampler, integrate, interpolate
 from bench.monitors.gpu import GpuMonitor, gpu_window
 from bench.monitors.host import HostMonitor, ProcessTree, Rapl
 from bench.monitors.nvml import GpuReading, GpuUnavailable, NvmlReader
-from bench.preflight import validate
 
 POWER_W = 250.0
 
@@ -378,8 +378,8 @@ def test_interval_is_validated_with_its_field() -> None:
 
 
 def test_a_failing_trial_stops_its_samplers(tmp_path: Path) -> None:
-    from bench.result import EpochRecord
-    from bench.trial import run_trial
+    from bench.core.result import EpochRecord
+    from bench.trial.loop import run_trial
 
     cfg = BenchConfig(batch_size=2, epochs=3, steps_per_epoch=20, warmup_steps=1, threads=1)
     cfg.model.name = "lenet5"

@@ -15,12 +15,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bench import images, interpreters
-from bench.config import BenchConfig, ConfigError, distributed_config
+from bench import images
+from bench.checks.preflight import validate
+from bench.core.config import BenchConfig, ConfigError, distributed_config
+from bench.core.result import EpochRecord
 from bench.distributed import kvstore
+from bench.envs import interpreters
 from bench.models import MODELS, build, flops, mxnet_models
-from bench.preflight import validate
-from bench.result import EpochRecord
 
 REPO = Path(__file__).resolve().parents[2]
 PARITY_MODELS = ["lenet5", "alexnet", "resnet18", "resnet50"]
@@ -124,7 +125,7 @@ def test_every_gluon_model_has_the_reference_count(gluon_report: dict) -> None:
 
 def test_worker_side_imports_no_host_framework_in_mxnet_env() -> None:
     code = (
-        "import sys, bench.worker, bench.trial, bench.data, bench.monitors\n"
+        "import sys, bench.trial.worker, bench.trial.loop, bench.data, bench.monitors\n"
         "import bench.distributed.kvstore, bench.frameworks.mxnet_adapter\n"
         "import bench.profiling.mxnet_profiler\n"
         "heavy = ('torch', 'tensorflow', 'keras', 'hydra', 'omegaconf', 'mlflow')\n"
@@ -142,8 +143,8 @@ def test_worker_side_imports_no_host_framework_in_mxnet_env() -> None:
 def test_the_host_never_imports_mxnet() -> None:
     code = (
         "import sys, bench.cli, bench.launchers.process, bench.models.__main__\n"
-        "from bench.config import BenchConfig\n"
-        "from bench.preflight import validate\n"
+        "from bench.core.config import BenchConfig\n"
+        "from bench.checks.preflight import validate\n"
         "cfg = BenchConfig(); cfg.framework.name = 'mxnet'; cfg.model.name = 'lenet5'\n"
         "validate(cfg); print('mxnet' in sys.modules)"
     )
@@ -234,7 +235,7 @@ def test_workers_records_merge_into_a_global_one() -> None:
 
 
 def test_a_failed_worker_fails_the_trial() -> None:
-    from bench.result import OK, OOM, TrialResult
+    from bench.core.result import OK, OOM, TrialResult
 
     cfg = mx_cfg(distributed="kvstore_sync", workers=2, ps=1)
     ok = TrialResult(OK, "mxnet", "lenet5", "train", epochs=[record(1, 10.0, 1.0)])
@@ -274,7 +275,7 @@ def test_mxnet_pins_are_one_file_for_venv_and_image() -> None:
 _ONE_STEP = r"""
 import json, sys
 import numpy as np
-from bench.config import BenchConfig, OptimizerConfig, DataConfig
+from bench.core.config import BenchConfig, OptimizerConfig, DataConfig
 from bench import data as data_mod
 from bench.frameworks import mxnet_adapter as m
 

@@ -8,9 +8,9 @@ import getpass
 import json
 from pathlib import Path
 
-from bench.config import BenchConfig, flatten, to_dict
-from bench.identity import logged_params
-from bench.result import OK, TrialResult
+from bench.core.config import BenchConfig, flatten, to_dict
+from bench.core.identity import logged_params
+from bench.core.result import OK, TrialResult
 from bench.tracking.store import MlflowStore
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.config import BenchConfig, ModelConfig
+from bench.core.config import BenchConfig, ModelConfig
 from bench.distributed import nodes
 from bench.distributed.nodes import Cluster, Node
 from bench.distributed.registry import load

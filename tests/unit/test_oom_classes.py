@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from bench import frameworks
-from bench.config import BenchConfig
+from bench.core.config import BenchConfig
+from bench.core.result import OOM
 from bench.launchers import process
-from bench.result import OOM
 from tests.unit.test_mxnet import run_in_mxnet_env
 
 
@@ -67,7 +67,7 @@ def test_a_framework_that_cannot_map_its_libraries_under_a_cap_is_an_oom_result(
 ) -> None:
     """Seen on Python 3.12 with torch's CUDA build under a 300 MB cap: the import fails
     with the loader's mmap error, before any adapter exists."""
-    from bench import trial
+    from bench.trial import loop as trial
 
     def load(name: str) -> None:
         raise ImportError("/x/torch/_C.so: failed to map segment from shared object")

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.config import BenchConfig
+from bench.core.config import BenchConfig
 from bench.runtime.processes import owner_label
 from bench.tracking import OWNER_TAG, MlflowStore
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench import interpreters
+from bench.envs import interpreters
 from bench.parity import __main__ as parity_cli
 
 
@@ -40,7 +40,7 @@ def test_ctrl_c_in_bench_sync_is_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Issue 29, finding 12: Ctrl-C in bench sync printed an 86-line traceback."""
-    from bench import sync
+    from bench.cli import sync
 
     def interrupted(*args: object) -> int:
         raise KeyboardInterrupt
@@ -48,4 +48,4 @@ def test_ctrl_c_in_bench_sync_is_one_line(
     monkeypatch.setattr(sync, "_main", interrupted)
     assert sync.main([]) == 130
     (line,) = capsys.readouterr().err.strip().splitlines()
-    assert line.startswith("bench.sync: interrupted; every record not yet synced stays")
+    assert line.startswith("bench.cli.sync: interrupted; every record not yet synced stays")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from bench.config import BenchConfig, ConfigError
-from bench.identity import config_hash
+from bench.core.config import BenchConfig, ConfigError
+from bench.core.identity import config_hash
 from bench.sweep.jobs import expand as expand_jobs
 
 

@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from bench.config import BenchConfig
-from bench.identity import config_hash
+from bench.core.config import BenchConfig
+from bench.core.identity import config_hash
 from bench.sweep import driver, rounds
 from bench.sweep.jobs import expand
 from bench.sweep.session import Row
@@ -104,7 +104,7 @@ def test_an_ab_sweep_rarely_finds_a_difference_between_identical_sides() -> None
 def test_bad_repeats_input_names_its_key(changes: dict[str, object], field: str) -> None:
     import dataclasses
 
-    from bench.config import check
+    from bench.core.config import check
 
     problems = check(dataclasses.replace(BenchConfig(), **changes))  # type: ignore[arg-type]
     assert any(p.startswith(f"{field}:") for p in problems), problems

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from bench import data
-from bench.config import BenchConfig, ConfigError, ModelConfig
+from bench.checks.preflight import validate
+from bench.core.config import BenchConfig, ConfigError, ModelConfig
 from bench.models import MODELS, deepspeech2, lstm, transformer
-from bench.preflight import validate
 
 torch = pytest.importorskip("torch")
 keras = pytest.importorskip("keras")

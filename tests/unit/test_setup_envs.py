@@ -1,4 +1,4 @@
-"""`bench setup` and the environments made on first use (bench.setup_envs), below the CLI:
+"""`bench setup` and the environments made on first use (bench.envs.setup), below the CLI:
 the set-up scripts are replaced by small fakes in a folder of their own, so what is checked
 is what bench hands them and how it reads their outcome.  The real scripts run in
 tests/e2e/test_installed.py (MXNet, from a wheel) and in scripts/test.sh (Horovod)."""
@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from bench import interpreters, paths, setup_envs
-from bench.config import BenchConfig
+from bench.core import paths
+from bench.core.config import BenchConfig
+from bench.envs import interpreters
+from bench.envs import setup as setup_envs
 from bench.sweep import jobs
 
 
@@ -117,9 +119,9 @@ def test_a_wheel_s_source_root_holds_only_bench(
 
 
 def test_a_version_of_mxnet_never_asks_for_mxnet_s_own_environment(scripts: Path) -> None:
-    """framework.version runs in that version's environment (bench.environments): the
+    """framework.version runs in that version's environment (bench.envs.environments): the
     pinned MXNet environment, missing here, is neither made nor asked for."""
-    from bench import preflight
+    from bench.checks import preflight
 
     cfg = mx(version="1.9.1")
     problems: list[str] = []

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from bench.slurm import JobTimeLimit, PendingWatch, ended_state, never_starts, status_for
+from bench.launchers.slurm import JobTimeLimit, PendingWatch, ended_state, never_starts, status_for
 
 
 def submitit_error(trace: str) -> str:
@@ -24,7 +24,8 @@ def submitit_error(trace: str) -> str:
 def test_a_job_stopped_by_the_time_limit_warning_as_it_started_is_a_timeout() -> None:
     trace = (
         'Traceback (most recent call last):\n  File "x.py", line 1, in f\n'
-        "bench.slurm.JobTimeLimit: Slurm's warning before the job's time limit came as the "
+        "bench.launchers.slurm.JobTimeLimit: Slurm's warning before the job's time limit came "
+        "as the "
         "job started"
     )
     state, why = ended_state("FAILED", submitit_error(trace))  # its exit code said FAILED

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from bench import sync as sync_cli
 from bench import tracking
-from bench.config import BenchConfig
-from bench.result import OK, TrialResult
+from bench.cli import sync as sync_cli
+from bench.core.config import BenchConfig
+from bench.core.result import OK, TrialResult
 
 URI = "http://127.0.0.1:9"
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bench.config import BenchConfig, TrackingConfig
+from bench.core.config import BenchConfig, TrackingConfig
 from bench.sweep.jobs import BenchExit
 from bench.sweep.session import Sweep, SweepContext
 from bench.tracking import MlflowStore

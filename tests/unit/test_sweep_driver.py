@@ -17,10 +17,10 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.utils import JobReturn, JobStatus
 
 from bench.cli import CONF_DIR
-from bench.config import BenchConfig
-from bench.identity import config_hash
+from bench.core.config import BenchConfig
+from bench.core.identity import config_hash
+from bench.core.result import KILLED, OK, OOM, EpochRecord, TrialResult
 from bench.launchers.base import TrialInterrupted
-from bench.result import KILLED, OK, OOM, EpochRecord, TrialResult
 from bench.sweep import driver, session
 from bench.sweep.jobs import SweepRef
 
@@ -319,7 +319,7 @@ def test_a_store_that_fails_is_exit_1_not_bad_input(
 def test_cells_this_machine_cannot_run_are_listed_not_refused(
     store: FakeStore, hydra_conf: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
-    from bench.device_preflight import host_gpus
+    from bench.checks.device import host_gpus
 
     if host_gpus()[0]:
         pytest.skip("this host has a GPU: the cuda cell runs")

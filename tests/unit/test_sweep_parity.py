@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bench.config import BenchConfig, FrameworkConfig, ModelConfig, distributed_config
+from bench.core.config import BenchConfig, FrameworkConfig, ModelConfig, distributed_config
 from bench.parity import check, strategy
 from bench.sweep import parity
 

@@ -7,13 +7,13 @@ import types
 
 import pytest
 
-from bench import trial
-from bench.config import BenchConfig
-from bench.trial import _timed_epochs, _warm_up, auto_steps
+from bench.core.config import BenchConfig
+from bench.trial.loop import _timed_epochs, _warm_up, auto_steps
+from bench.trial import loop as trial
 
 
 class FakeClock:
-    """The trial loop's clock (``time.perf_counter`` in :mod:`bench.trial`), moved only by
+    """The trial loop's clock (``time.perf_counter`` in :mod:`bench.trial.loop`), moved only by
     the scripted sessions: a step's time is its script's, whatever the machine's load (the
     loop's timing under a loaded or throttled CPU failed these tests with real sleeps)."""
 
@@ -34,7 +34,7 @@ CLOCK = FakeClock()
 
 @pytest.fixture(autouse=True)
 def _scripted_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    """bench.trial's own ``time`` only: the real module stays as it is for everyone else."""
+    """bench.trial.loop's own ``time`` only: the real module stays as it is for everyone else."""
     shim = types.SimpleNamespace(perf_counter=CLOCK, time=time.time, sleep=time.sleep)
     monkeypatch.setattr(trial, "time", shim)
 
@@ -141,8 +141,8 @@ def test_an_auto_trial_times_windows_of_at_least_min_window_s(
 ) -> None:
     """steps_per_epoch=-1 in a real trial: the warm-up decides the count, logged as
     steps_per_epoch_used, and every timed window lasts at least min_window_s."""
-    from bench.config import ModelConfig, TelemetryConfig
-    from bench.trial import run_trial
+    from bench.core.config import ModelConfig, TelemetryConfig
+    from bench.trial.loop import run_trial
 
     monkeypatch.setattr(trial, "time", time)  # a real trial keeps the real clock
 
@@ -218,7 +218,7 @@ def test_step_timing_and_the_default_sync_after_every_step(timing: str) -> None:
 
 
 def test_events_timing_falls_back_to_step_timing_without_device_events() -> None:
-    from bench.trial import timing_method
+    from bench.trial.loop import timing_method
 
     cfg = BenchConfig(timing="events")
     assert timing_method(ScriptedSession([]), cfg) == "step"  # no mark() at all

@@ -87,7 +87,7 @@ def test_the_config_boundary_takes_them_out(monkeypatch: pytest.MonkeyPatch) -> 
     from hydra import compose, initialize_config_dir
 
     from bench.cli import CONF_DIR
-    from bench.config import flatten, to_dict
+    from bench.core.config import flatten, to_dict
     from bench.sweep.compose import to_bench_config
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from bench import tracking
-from bench.config import BenchConfig
-from bench.result import OK, TrialResult
+from bench.core.config import BenchConfig
+from bench.core.result import OK, TrialResult
 
 FILES = {
     "telemetry_host.csv": b"time_s,epoch\n0.1000,1\n",

@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 
 from bench import tracking
-from bench.config import BenchConfig
+from bench.core.config import BenchConfig
+from bench.core.result import ERROR, OK, EpochRecord, TrialResult
 from bench.launchers import process
 from bench.launchers.base import Launcher
 from bench.launchers.collect import collect
-from bench.result import ERROR, OK, EpochRecord, TrialResult
 from bench.runtime.protocol import EventReader, read_result, tail
 from bench.sweep import session as session_mod
-from bench.trial import EpochCallback
+from bench.trial.loop import EpochCallback
 
 SECRET = "HOST SECRET 7f3a"
 

@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 
 from bench import tracking
-from bench.config import BenchConfig, DataConfig, ModelConfig, TelemetryConfig
+from bench.core.config import BenchConfig, DataConfig, ModelConfig, TelemetryConfig
+from bench.core.result import ERROR, OK, TrialResult
+from bench.core.strategy_configs import DDPConfig, KvstoreDeviceConfig
 from bench.data import HostBatches
 from bench.frameworks import parity_hook
 from bench.launchers import base, inline, process
-from bench.result import ERROR, OK, TrialResult
 from bench.runtime.hooks import HOOKS, NO_HOOKS, TrialHooks
-from bench.strategy_configs import DDPConfig, KvstoreDeviceConfig
-from bench.trial import run_trial
+from bench.trial.loop import run_trial
 
 # -- what slice of the parity batches each process gets ---------------------------------------
 
@@ -210,8 +210,8 @@ def test_the_worker_tags_a_distributed_trial_whose_ranks_all_failed(
 ) -> None:
     """execute marks the result itself, not only run_trial: a coordinator's result with no
     rank's environment in it still names the hook, and the ranks' folder has the file."""
-    from bench import worker
     from bench.distributed import coordinator
+    from bench.trial import worker
 
     def run(cfg: BenchConfig, on_epoch: Any, workdir: Path, hooks: TrialHooks) -> TrialResult:
         hooks.write(workdir)

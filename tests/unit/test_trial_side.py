@@ -1,4 +1,4 @@
-"""The trial side, one list (:data:`bench.paths.TRIAL_SIDE`): the import contract in
+"""The trial side, one list (:data:`bench.core.paths.TRIAL_SIDE`): the import contract in
 pyproject.toml names the same modules, every bench module that a trial's entry points reach
 is in it (a container carries nothing else of bench), and the images' content hash covers
 it and nothing of the host side."""
@@ -13,14 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from bench import images, paths
+from bench import images
+from bench.core import paths
 
 REPO = paths.PACKAGE.parent
 # What runs in a trial's interpreter (a container's command, a rank, a server task, a node
-# agent, a kvstore process): python -m bench.worker and the strategies' processes.
+# agent, a kvstore process): python -m bench.trial.worker and the strategies' processes.
 ENTRY_POINTS = (
-    "bench.worker",
-    "bench.trial",
+    "bench.trial.worker",
+    "bench.trial.loop",
     "bench.runtime.child",
     "bench.distributed.rank",
     "bench.distributed.tf_server",
@@ -95,16 +96,18 @@ def test_everything_a_trial_imports_is_on_the_trial_side() -> None:
         if name not in seen:
             seen.add(name)
             todo.extend(_reached(name) - seen)
-    assert {"bench.trial", "bench.frameworks", "bench.distributed.ddp"} <= seen  # it walks
+    assert {"bench.trial.loop", "bench.frameworks", "bench.distributed.ddp"} <= seen  # it walks
     outside = sorted(name for name in seen if not _inside(name))
-    assert outside == [], f"reached by a trial, missing from bench.paths.TRIAL_SIDE: {outside}"
+    assert outside == [], f"reached by a trial, missing from bench.core.paths.TRIAL_SIDE: {outside}"
 
 
 def test_the_image_carries_the_trial_side_only() -> None:
     files = images.context_files(images.BuildSpec("torch", "cpu"))
     sources = {rel for rel in files if rel.startswith("bench/")}
-    assert {"bench/__init__.py", "bench/worker.py", "bench/distributed/rank.py"} <= sources
-    assert "bench/cli.py" not in sources and not any(s.startswith("bench/report/") for s in sources)
+    assert {"bench/__init__.py", "bench/trial/worker.py", "bench/distributed/rank.py"} <= sources
+    assert "bench/cli/__init__.py" not in sources and not any(
+        s.startswith("bench/report/") for s in sources
+    )
     assert all(_inside(rel.removesuffix(".py").replace("/", ".")) or rel.endswith("__init__.py")
                for rel in sources)  # fmt: skip
     assert not any("__pycache__" in rel or rel.endswith(".pyc") for rel in sources)

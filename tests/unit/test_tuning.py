@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from bench import tuning
-from bench.config import (
+from bench.core.config import (
     BenchConfig,
     FrameworkConfig,
     ModelConfig,
@@ -23,11 +23,11 @@ from bench.config import (
     flatten,
     to_dict,
 )
+from bench.core.identity import config_hash, identity
+from bench.core.result import OK, EpochRecord, TrialResult
 from bench.frameworks import spaces
-from bench.identity import config_hash, identity
 from bench.parity import at_best
 from bench.parity import side as sides
-from bench.result import OK, EpochRecord, TrialResult
 from bench.tuning import cache
 from bench.tuning.search import Row, SearchFailed, beats, probe_config, search
 
@@ -111,13 +111,13 @@ def test_bad_tuning_input_names_its_field(changes: dict[str, object], field: str
 
 
 def test_best_is_refused_where_settings_cannot_apply() -> None:
-    from bench.config import LauncherConfig
-    from bench.strategy_configs import STRATEGY_CONFIGS
+    from bench.core.config import LauncherConfig
+    from bench.core.strategy_configs import STRATEGY_CONFIGS
 
     inline = dataclasses.replace(cfg_of(), launcher=LauncherConfig(name="inline"))
     assert any("launcher=inline" in p for p in check(inline))
-    from bench.config import ConfigError
-    from bench.preflight import validate
+    from bench.checks.preflight import validate
+    from bench.core.config import ConfigError
 
     ddp = dataclasses.replace(cfg_of(), distributed=STRATEGY_CONFIGS["ddp"](), workers=2)
     with pytest.raises(ConfigError) as refused:
@@ -145,7 +145,7 @@ def test_keys_the_user_set_are_fixed_and_tuning_keys_narrows() -> None:
     cfg = cfg_of(compile=True, threads=4)
     assert spaces.fixed(cfg) == {"compile": True, "threads": 4}
     assert "compile" not in [k.key for k in tuning.knobs(cfg)]
-    from bench.config import usable_cpus
+    from bench.core.config import usable_cpus
 
     narrow = cfg_of(tuning=TuningConfig(name="best", keys=["threads"]))
     expected = ["threads"] if usable_cpus() > 1 else []  # threads are searched on 2+ cores
@@ -409,7 +409,7 @@ def test_the_report_shows_each_framework_at_default_and_at_best() -> None:
 
 def test_a_search_gets_its_budget_on_top_of_the_trials_timeout() -> None:
     from bench.cli import _job_minutes
-    from bench.config import TUNING_GRACE_S, trial_timeout_s
+    from bench.core.config import TUNING_GRACE_S, trial_timeout_s
     from bench.launchers.base import timed_out
 
     plain = BenchConfig(timeout_s=300)

@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from bench import environments, versions
-from bench.config import BenchConfig, ConfigError, FrameworkConfig, distributed_config
-from bench.identity import config_hash
+from bench.core import versions
+from bench.core.config import BenchConfig, ConfigError, FrameworkConfig, distributed_config
+from bench.core.identity import config_hash
+from bench.envs import environments
 from bench.report import baseline, build
 from bench.report.trials import to_trial
 from tests.report_data import record, runset
@@ -106,7 +107,7 @@ def test_the_pinned_version_is_the_empty_one_and_hashes_as_before() -> None:
 def test_versions_do_not_run_inline_nor_with_horovod(
     index: Path, overrides: dict[str, str], message: str
 ) -> None:
-    from bench.preflight import validate
+    from bench.checks.preflight import validate
 
     cfg = BenchConfig(framework=FrameworkConfig("tf", "2.20.0"), model=_model("lenet5"))
     if "launcher" in overrides:
@@ -119,7 +120,7 @@ def test_versions_do_not_run_inline_nor_with_horovod(
 
 
 def _model(name: str) -> Any:
-    from bench.config import ModelConfig
+    from bench.core.config import ModelConfig
 
     return ModelConfig(name=name)
 
@@ -152,7 +153,7 @@ def test_uv_never_aims_at_benchs_own_environment(monkeypatch: pytest.MonkeyPatch
 
 
 def test_a_trial_on_the_wrong_version_does_not_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    from bench.trial import _check_version
+    from bench.trial.loop import _check_version
 
     monkeypatch.setitem(sys.modules, "tensorflow", types.SimpleNamespace(__version__="2.21.0"))
     _check_version(BenchConfig(framework=FrameworkConfig("tf", "")))  # the pinned one

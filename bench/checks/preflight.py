@@ -1,9 +1,9 @@
 """Every check a trial's config must pass before a sweep starts, in one place.
 
-:func:`validate` gathers the config's own rules (:func:`bench.config.check`), each family's
+:func:`validate` gathers the config's own rules (:func:`bench.core.config.check`), each family's
 (data sets, models, frameworks, strategies, the Docker launcher) and the probes of this
 machine (a visible GPU, the framework's environment, a writable tracking store, the Docker
-engine), and raises one :class:`~bench.config.ConfigError` listing every problem, each
+engine), and raises one :class:`~bench.core.config.ConfigError` listing every problem, each
 naming its field.  The CLI runs it for every job of a sweep before the first trial starts.
 """
 
@@ -14,7 +14,7 @@ import tempfile
 import urllib.parse
 from pathlib import Path
 
-from bench.config import (
+from bench.core.config import (
     DATASETS,
     FRAMEWORKS,
     BenchConfig,
@@ -43,7 +43,7 @@ def _check_precision(problems: list[str], cfg: BenchConfig) -> None:
 
 
 def gpu_visible() -> bool:
-    from bench.sysinfo import gpu_environment
+    from bench.core.sysinfo import gpu_environment
 
     return int(gpu_environment().get("gpu_count", "0")) > 0
 
@@ -92,7 +92,7 @@ def _check_framework(problems: list[str], cfg: BenchConfig) -> None:
             "compile: framework=mxnet always runs hybridized (a static graph, built in the "
             "warm-up); compile=true has no further meaning there, leave it false"
         )
-    from bench import interpreters
+    from bench.envs import interpreters
 
     if cfg.launcher.name == "inline":
         problems.append(
@@ -108,11 +108,12 @@ def _check_framework(problems: list[str], cfg: BenchConfig) -> None:
 
 def _check_version(problems: list[str], cfg: BenchConfig) -> None:
     """framework.version: a release in the supported range with a wheel here, run where an
-    environment of its own can be made for it (bench.versions)."""
+    environment of its own can be made for it (bench.core.versions)."""
     version = cfg.framework.version
     if not version or cfg.framework.name not in FRAMEWORKS:
         return
-    from bench import environments, versions
+    from bench.core import versions
+    from bench.envs import environments
 
     field = "framework.version"
     if version == versions.INSTALLED:  # resolved (or refused) at composition

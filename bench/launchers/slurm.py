@@ -29,7 +29,7 @@ from hydra.core.config_store import ConfigStore
 from hydra_plugins.hydra_submitit_launcher.config import SlurmQueueConf
 from omegaconf import II
 
-from bench.result import ERROR, KILLED, OOM, TIMEOUT
+from bench.core.result import ERROR, KILLED, OOM, TIMEOUT
 
 
 class JobTimeLimit(RuntimeError):

@@ -3,7 +3,7 @@ and why it refuses the others.  Imports no framework.
 
 The empty version is the pinned one (``requirements.lock``, the images' constraints): the
 host's own environment runs it.  Any other version runs in an environment of its own, made
-on first use from a generated, hashed lock (:mod:`bench.environments`).  A version must be
+on first use from a generated, hashed lock (:mod:`bench.envs.environments`).  A version must be
 a release on the package index with a wheel for this Python and platform, inside the
 supported range (:data:`SUPPORTED`): the last three minor series of torch and TensorFlow;
 MXNet has one release, 1.9.1.  The package index is asked once a day (its answer is
@@ -24,7 +24,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.paths import PACKAGE
+from bench.core.paths import PACKAGE
 
 REPO = PACKAGE.parent  # a source checkout: requirements.lock is here
 
@@ -107,7 +107,7 @@ class Release:
 
 
 def _cache_file(pkg: str) -> Path:
-    from bench.paths import cache_dir
+    from bench.core.paths import cache_dir
 
     return cache_dir() / "index" / f"{pkg}.json"
 
@@ -116,7 +116,7 @@ def releases(pkg: str) -> dict[str, Release]:
     """The package's final releases on the index, with whether each has a wheel for this
     Python and platform; the index is asked at most once a day.  Raises OSError (naming the
     index) where it cannot be reached and nothing is cached."""
-    from bench.paths import owned_private, private_dir, write_private
+    from bench.core.paths import owned_private, private_dir, write_private
 
     path = _cache_file(pkg)
     # Believed only from a file of this user that no one else can write (a shared cache

@@ -22,12 +22,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import versions
-from bench.paths import PACKAGE, locked, source_root
+from bench.core import versions
+from bench.core.paths import PACKAGE, locked, source_root
 
 REPO = PACKAGE.parent  # a source checkout: requirements.lock is here
 
-# What a trial needs beside its framework (bench.worker's imports), pinned at the host's
+# What a trial needs beside its framework (bench.trial.worker's imports), pinned at the host's
 # versions where the framework's own requirements allow.
 TRIAL_SIDE = ("numpy", "psutil", "nvidia-ml-py", "scikit-learn", "matplotlib", "packaging")
 # Kept at the host's pins whatever happens (they decide nothing a trial measures).
@@ -62,7 +62,7 @@ class Env:
 
 
 def cache_root() -> Path:
-    from bench.paths import cache_dir
+    from bench.core.paths import cache_dir
 
     return cache_dir() / "envs"
 
@@ -218,7 +218,11 @@ def ensure(framework: str, version: str, gpu: bool = False, say: bool = True) ->
         Path(site, "bench-source.pth").write_text(f"{source_root()}\n")
         module = versions.MODULES[framework]
         check = subprocess.run(
-            [str(env.python), "-c", f"import {module}, bench.worker; print({module}.__version__)"],
+            [
+                str(env.python),
+                "-c",
+                f"import {module}, bench.trial.worker; print({module}.__version__)",
+            ],
             capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
         )  # fmt: skip
         got = check.stdout.strip().splitlines()[-1:] if check.returncode == 0 else []

@@ -1,8 +1,8 @@
 """What a framework sees of this machine's GPUs, asked in a child process of the framework's
-own interpreter: ``python -m bench.device_probe FRAMEWORK`` prints one JSON line
+own interpreter: ``python -m bench.runtime.device_probe FRAMEWORK`` prints one JSON line
 ``{"gpus": N, "detail": "..."}``.  Imports only the framework asked about (so it runs in
 MXNet's environment, which has no torch, Hydra or MLflow).  The sweep's preflight
-(:mod:`bench.preflight`) reads it; a trial decides its device the same way.
+(:mod:`bench.checks.preflight`) reads it; a trial decides its device the same way.
 """
 
 from __future__ import annotations
@@ -60,7 +60,9 @@ PROBES = {"torch": _torch, "tf": _tf, "mxnet": _mxnet}
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1 or argv[0] not in PROBES:
-        print(f"usage: python -m bench.device_probe {{{','.join(PROBES)}}}", file=sys.stderr)
+        print(
+            f"usage: python -m bench.runtime.device_probe {{{','.join(PROBES)}}}", file=sys.stderr
+        )
         return 2
     print(json.dumps(PROBES[argv[0]]()), flush=True)
     return 0

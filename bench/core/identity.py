@@ -1,6 +1,6 @@
 """A configuration's identity: the one definition of which runs measure the same thing.
 
-The typed config says, field by field, how each key takes part (:class:`bench.config.Identity`
+The typed config says, field by field, how each key takes part (:class:`bench.core.config.Identity`
 in the field's metadata); this module reads those rules and nothing else decides it.  From
 the identity come:
 
@@ -27,9 +27,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bench.config import AUTO, BenchConfig, Identity, Uses, flatten, to_dict
-from bench.models import MODELS  # the registry only: imports no framework
-from bench.strategy_configs import STRATEGY_CONFIGS, DistributedConfig
+from bench.core.config import AUTO, BenchConfig, Identity, Uses, flatten, to_dict
+from bench.core.strategy_configs import STRATEGY_CONFIGS, DistributedConfig
+from bench.core.zoo import MODELS
 
 # Params a run logs beside its config, never part of a configuration: a figure
 # (num_parameters), a tuning=best search's pick (tuned.*), Hydra's own keys (older runs).

@@ -24,9 +24,9 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from bench import paths
-from bench.config import TUNING_GRACE_S, BenchConfig
-from bench.strategy_configs import STRATEGY_CONFIGS
+from bench.core import paths
+from bench.core.config import TUNING_GRACE_S, BenchConfig
+from bench.core.strategy_configs import STRATEGY_CONFIGS
 from bench.sweep.compose import register_resolvers
 from bench.sweep.jobs import BenchExit
 
@@ -51,8 +51,8 @@ def _job_minutes(timeout_s: float, tuning: str = "default", budget_s: float = 0.
 
 OmegaConf.register_new_resolver("bench_minutes", _job_minutes)
 register_resolvers()  # data.name: ${bench_cifar_if_present:}
-try:  # `hydra/launcher=submitit_slurm` gets bench's defaults (bench/slurm.py)
-    from bench.slurm import register_launcher_config
+try:  # `hydra/launcher=submitit_slurm` gets bench's defaults (bench/launchers/slurm.py)
+    from bench.launchers.slurm import register_launcher_config
 
     register_launcher_config()
 except ImportError:  # pragma: no cover - hydra-submitit-launcher is not installed
@@ -105,13 +105,13 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 # Hydra override (those are key=value), so the two cannot be confused.
 TOOLS = {
     "report": "bench.report.__main__",
-    "sync": "bench.sync",
+    "sync": "bench.cli.sync",
     "images": "bench.images.__main__",
-    "reproduce": "bench.reproduce",
+    "reproduce": "bench.cli.reproduce",
     "models": "bench.models.__main__",
     "parity": "bench.parity.__main__",
-    "data": "bench.download",
-    "setup": "bench.setup_envs",
+    "data": "bench.cli.download",
+    "setup": "bench.envs.setup",
 }
 
 

@@ -15,7 +15,7 @@ TensorFlow on the CPU, which the report would only call "not comparable" after t
   (then said on stderr; the setting is logged with every run).
 
 Each framework is asked in a short child process of its own interpreter
-(:mod:`bench.device_probe`), and the answer is cached per environment (its interpreter,
+(:mod:`bench.runtime.device_probe`), and the answer is cached per environment (its interpreter,
 its set-up stamp, ``CUDA_VISIBLE_DEVICES`` and the driver version) under
 ``$BENCH_CACHE`` (default ``~/.cache/bench``)/devices.  Where NVML finds no NVIDIA GPU
 on the host, no framework can see one, and nobody is asked.  ``launcher=docker`` answers
@@ -34,8 +34,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.config import BenchConfig
-from bench.paths import cache_dir, owned_private, private_dir, write_private
+from bench.core.config import BenchConfig
+from bench.core.paths import cache_dir, owned_private, private_dir, write_private
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ FIXES = {
 
 def host_gpus() -> tuple[int, str]:
     """NVIDIA GPUs on this host by NVML, and the driver version ('' without a driver)."""
-    from bench.sysinfo import gpu_environment
+    from bench.core.sysinfo import gpu_environment
 
     env = gpu_environment()
     return int(env.get("gpu_count", "0")), env.get("gpu_driver", "")
@@ -82,7 +82,7 @@ def seen(cfg: BenchConfig) -> Seen:
 def ask(framework: str, driver: str = "", version: str = "") -> Seen:
     """The framework's own answer, from its interpreter (that of ``version``'s environment
     for a non-pinned one); cached per environment."""
-    from bench import interpreters
+    from bench.envs import interpreters
 
     python = interpreters.python_for(framework, version)
     venv = Path(python).parent.parent
@@ -104,7 +104,7 @@ def ask(framework: str, driver: str = "", version: str = "") -> Seen:
     if problem:
         return Seen(0, problem)
     done = subprocess.run(
-        [python, "-m", "bench.device_probe", framework],
+        [python, "-m", "bench.runtime.device_probe", framework],
         capture_output=True, text=True, env=interpreters.child_env(), timeout=300,
     )  # fmt: skip
     lines = done.stdout.strip().splitlines()

@@ -2,9 +2,9 @@
 
 Hydra composes the YAML in ``conf/`` on top of :class:`BenchConfig`, so an unknown key or a
 wrongly typed value is refused at composition.  :func:`check` then checks what types cannot
-(ranges, choices) and names the field of every problem; :func:`bench.preflight.validate`
+(ranges, choices) and names the field of every problem; :func:`bench.checks.preflight.validate`
 adds each family's rules and the machine probes.  This module imports nothing of bench but
-the strategies' typed configs (:mod:`bench.strategy_configs`): everything else builds on it.
+the strategies' typed configs (:mod:`bench.core.strategy_configs`): everything else builds on it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from bench.strategy_configs import STRATEGY_CHOICES, STRATEGY_CONFIGS, DistributedConfig
+from bench.core.strategy_configs import STRATEGY_CHOICES, STRATEGY_CONFIGS, DistributedConfig
 
 FRAMEWORKS = ("torch", "tf", "mxnet")
 MODES = ("train", "infer")
@@ -25,7 +25,7 @@ DOCKER_VARIANTS = ("auto", "cpu", "cuda")
 DATASETS = ("synthetic", "digits", "cifar10", "cifar100")
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 OPTIMIZERS = ("sgd", "adam")
-# How a timed window's step times are taken (bench.trial): ``step``, the host's clock with
+# How a timed window's step times are taken (bench.trial.loop): ``step``, the host's clock with
 # the device synchronized after every step; ``events``, the device's own events recorded
 # after every step, the host synchronizing only at the window's edges (where the framework
 # has them: torch on CUDA, else ``step``); ``auto``, bench's default for the device.
@@ -50,7 +50,7 @@ class Uses:
 @dataclass(frozen=True)
 class Identity:
     """How a config key takes part in a configuration's identity, the one definition of
-    which runs measure the same thing (:mod:`bench.identity` reads it from the field's
+    which runs measure the same thing (:mod:`bench.core.identity` reads it from the field's
     ``metadata["identity"]``; a sub-config's rules apply to every key inside it).  A key
     without rules is part of the identity, hashed and logged as a param."""
 
@@ -101,7 +101,7 @@ class FrameworkConfig:
     # The framework's version: "" is the one the host's environment pins; "installed" is
     # whatever the trial's interpreter has (no environment made or checked: a site's or a
     # container's own build); any other runs in an environment of its own, made on first
-    # use (bench.versions, bench.environments).
+    # use (bench.core.versions, bench.envs.environments).
     version: str = keyed("", new=True, quiet_default=True)
     # Not set by hand: the version (and CUDA/cuDNN build) the trial's interpreter has, as
     # composition finds it, for version=installed and for a pinned run whose interpreter
@@ -315,11 +315,11 @@ class BenchConfig:
     # report.  Not part of any configuration: not hashed, not logged as a param.
     claims: list[Any] = keyed(factory=list, measured=False, logged=False)
     # Let a sweep run where frameworks compared under one ``device`` setting would train on
-    # different kinds of device (bench.device_preflight refuses it otherwise).
+    # different kinds of device (bench.checks.device refuses it otherwise).
     allow_mixed_devices: bool = keyed(False, measured=False)
     # Skip (and list) the cells of a sweep this machine cannot run, a GPU trial on a host
     # without one or a multi-node trial outside an allocation, instead of refusing the
-    # sweep; the study presets set it (bench.sweep.availability.not_here).
+    # sweep; the study presets set it (bench.checks.availability.not_here).
     skip_unavailable: bool = keyed(False, measured=False, logged=False)
     # The size of a study preset (conf/experiment/seed*.yaml): paper | machine | smoke; set
     # by the preset's ``scale`` group, "" elsewhere.  Its settings are the run's params.
@@ -417,7 +417,8 @@ def _check_telemetry(problems: list[str], t: TelemetryConfig) -> None:
 
 def check(cfg: BenchConfig) -> list[str]:
     """The rules of the config's own fields (choices, ranges), each problem naming its
-    field.  The families' rules and the machine probes are :func:`bench.preflight.validate`'s."""
+    field.  The families' rules and the machine probes are
+    :func:`bench.checks.preflight.validate`'s."""
     problems: list[str] = []
     choice(problems, "framework", cfg.framework.name, FRAMEWORKS)
     choice(problems, "data", cfg.data.name, DATASETS)

@@ -22,8 +22,10 @@ from typing import Any
 import numpy as np
 
 from bench import data as data_mod
-from bench import frameworks, sysinfo
-from bench.config import AUTO, AUTO_MIN_STEPS, BenchConfig, resolved_threads, samples_per_step
+from bench import frameworks
+from bench.core import sysinfo
+from bench.core.config import AUTO, AUTO_MIN_STEPS, BenchConfig, resolved_threads, samples_per_step
+from bench.core.result import DIVERGED, ERROR, OK, OOM, EpochRecord, TrialResult
 from bench.frameworks import parity_hook
 from bench.frameworks.base import (
     DeviceEvents,
@@ -36,7 +38,6 @@ from bench.frameworks.base import (
 )
 from bench.models.flops import TRAIN_FLOPS_PER_FORWARD
 from bench.monitors import Findings, Telemetry
-from bench.result import DIVERGED, ERROR, OK, OOM, EpochRecord, TrialResult
 from bench.runtime.hooks import NO_HOOKS, TrialHooks
 
 EpochCallback = Callable[[EpochRecord], None]
@@ -313,7 +314,7 @@ def run_trial(
     into ``workdir`` when one is given; ``result.files`` names them relative to it.
 
     A trial whose strategy starts processes of its own is not run here but by
-    :func:`bench.worker.execute`, which hands it to the strategy's runner; each of that
+    :func:`bench.trial.worker.execute`, which hands it to the strategy's runner; each of that
     runner's workers comes back here, so every worker runs this same timing loop.
     """
     result = TrialResult(
@@ -422,7 +423,7 @@ def _check_version(cfg: BenchConfig) -> None:
     """A trial asked for a framework version runs on that version or not at all."""
     import sys
 
-    from bench import versions
+    from bench.core import versions
 
     asked = versions.own_release(cfg.framework.version)
     module = sys.modules.get(versions.MODULES.get(cfg.framework.name, ""))

@@ -1,5 +1,5 @@
 """The options of the config group ``distributed``: one typed config per training strategy,
-each holding that strategy's own settings (rules only: :func:`bench.config.check` checks
+each holding that strategy's own settings (rules only: :func:`bench.core.config.check` checks
 their choices, :mod:`bench.distributed.registry` the rest; the implementations live in
 :mod:`bench.distributed`).  Part of the core config: the trial side reads its strategy's
 facts here (``per_device``, ``kvstore``) and never imports bench.distributed.  This module

@@ -4,7 +4,7 @@ torch and TensorFlow trials run with bench's own interpreter.  MXNet 1.9.1 needs
 1.23, which cannot share an environment with them, so its trials run with the interpreter
 of its own pinned environment, and the host process never imports mxnet: ``.venv-mxnet`` in
 a checkout, ``~/.cache/bench/mxnet/venv`` (``BENCH_CACHE``) for an installed wheel, made by
-``bench setup mxnet`` (:mod:`bench.setup_envs`) or by a sweep's first MXNet trial.
+``bench setup mxnet`` (:mod:`bench.envs.setup`) or by a sweep's first MXNet trial.
 ``BENCH_MXNET_PYTHON`` points elsewhere (and is then never made by bench).
 """
 
@@ -17,9 +17,9 @@ import sys
 from functools import cache
 from pathlib import Path
 
-from bench import paths, versions
-
 # Frameworks that live in an environment of their own: the variable that overrides it.
+from bench.core import paths, versions
+
 OWN_ENVIRONMENTS = {"mxnet": "BENCH_MXNET_PYTHON"}
 
 
@@ -31,11 +31,11 @@ def own_venv(framework: str) -> Path:
 
 
 def python_for(framework: str, version: str = "") -> str:
-    """The interpreter that runs ``python -m bench.worker`` for a trial of ``framework`` (at
+    """The interpreter that runs ``python -m bench.trial.worker`` for a trial of ``framework`` (at
     ``version``: "" is the pinned one; any other has an environment of its own, made by
-    :func:`bench.environments.ensure` before the sweep's first trial)."""
+    :func:`bench.envs.environments.ensure` before the sweep's first trial)."""
     if versions.own_release(version):
-        from bench.environments import env_for
+        from bench.envs.environments import env_for
 
         return str(env_for(framework, version).python)
     if framework not in OWN_ENVIRONMENTS:
@@ -46,7 +46,7 @@ def python_for(framework: str, version: str = "") -> str:
 def own_environment(framework: str, version: str = "") -> bool:
     """Whether a trial of ``framework`` at ``version`` runs in the framework's own
     environment when it runs in a process here: a framework that has one, at its pinned
-    version (any other version has an environment of its own, bench.environments)."""
+    version (any other version has an environment of its own, bench.envs.environments)."""
     return framework in OWN_ENVIRONMENTS and not versions.own_release(version)
 
 
@@ -77,7 +77,7 @@ def problem(framework: str, version: str = "") -> str:
 
 
 _DESCRIBE = (
-    "import json, sys; from bench.versions import describe; "
+    "import json, sys; from bench.core.versions import describe; "
     "print(json.dumps(describe(sys.argv[1])))"
 )
 
@@ -85,7 +85,7 @@ _DESCRIBE = (
 @cache
 def installed(framework: str) -> dict[str, str]:
     """What the interpreter that runs ``framework``'s trials (at its pinned version, or
-    ``installed``) has of it, read without importing it (:func:`bench.versions.describe`):
+    ``installed``) has of it, read without importing it (:func:`bench.core.versions.describe`):
     this process for torch and tf, a short child of its own environment's interpreter for
     MXNet; {} where it is not importable there.  The child's answer is checked, not trusted:
     anything but short printable strings under the known keys is no answer."""

@@ -51,7 +51,7 @@ def gpu_environment() -> dict[str, str]:
 
 def git_environment() -> dict[str, str]:
     """The commit of the bench checkout and whether it has uncommitted changes."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]  # the checkout: bench/core/sysinfo.py
 
     def git(*args: str) -> str:
         return subprocess.run(

@@ -12,7 +12,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent
+PACKAGE = Path(__file__).resolve().parent.parent  # bench/, this file being bench/core/paths.py
 # The trial side: bench's modules and packages that run inside a trial's own interpreter (the
 # worker, a distributed rank, a framework version's environment, a container image), where
 # there is no Hydra, OmegaConf, MLflow nor Docker SDK.  A framework image carries these (and
@@ -21,13 +21,9 @@ PACKAGE = Path(__file__).resolve().parent
 # import contract "The trial side imports no ..." lists the same modules; tests keep the two
 # equal and check that every bench module a trial's entry points import is in here.
 TRIAL_SIDE = (
-    "bench.config",
-    "bench.identity",
-    "bench.strategy_configs",
-    "bench.result",
-    "bench.runtime",
+    "bench.core",
     "bench.trial",
-    "bench.worker",
+    "bench.runtime",
     "bench.frameworks",
     "bench.models",
     "bench.monitors",
@@ -36,10 +32,6 @@ TRIAL_SIDE = (
     "bench.distributed",
     "bench.parity",
     "bench.tuning",
-    "bench.device_probe",
-    "bench.sysinfo",
-    "bench.versions",
-    "bench.paths",
 )
 # A file each folder must hold, so that an unrelated conf/ beside site-packages is not taken.
 _MARKERS = {

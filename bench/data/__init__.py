@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, BinaryIO
 import numpy as np
 
 if TYPE_CHECKING:
-    from bench.config import BenchConfig
+    from bench.core.config import BenchConfig
 
 
 class DataError(ValueError):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bench.config import BenchConfig
+from bench.core.config import BenchConfig
 
 
 def not_here(cfg: BenchConfig, slurm: bool = False) -> str:
@@ -27,7 +27,7 @@ def not_here(cfg: BenchConfig, slurm: bool = False) -> str:
             return f"needs {cfg.nodes} nodes (launcher=slurm, or inside an allocation)"
     if slurm:
         return ""
-    from bench import device_preflight
+    from bench.checks import device as device_preflight
     from bench.distributed.registry import STRATEGIES
 
     info = STRATEGIES.get(cfg.distributed.name)

@@ -1,7 +1,7 @@
 """``bench setup mxnet|horovod``: what a run needs beyond bench's own environment.
 
 - ``mxnet``: MXNet 1.9.1's own pinned environment (it needs numpy 1.23): ``.venv-mxnet`` in
-  a checkout, ``~/.cache/bench/mxnet/venv`` for an installed wheel (:mod:`bench.interpreters`).
+  a checkout, ``~/.cache/bench/mxnet/venv`` for an installed wheel (:mod:`bench.envs.interpreters`).
   A sweep's first MXNet trial makes it too (:func:`ensure_mxnet`), so this is only needed
   to make it ahead of time.
 - ``horovod``: Horovod 0.28.1, built from its sdist with bench's patch against the torch and
@@ -22,7 +22,8 @@ import os
 import subprocess
 import sys
 
-from bench import interpreters, paths
+from bench.core import paths
+from bench.envs import interpreters
 
 WHAT = {
     "mxnet": "MXNet 1.9.1's own environment (numpy 1.23), where framework=mxnet trials run",
@@ -37,7 +38,7 @@ class SetupError(RuntimeError):
 def _variant() -> str:
     """cuda where a GPU answers through NVML (as scripts/setup.sh decides by nvidia-smi),
     else cpu; BENCH_VARIANT overrides."""
-    from bench.sysinfo import gpu_environment
+    from bench.core.sysinfo import gpu_environment
 
     if os.environ.get("BENCH_VARIANT"):
         return os.environ["BENCH_VARIANT"]

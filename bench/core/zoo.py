@@ -1,0 +1,100 @@
+"""The zoo's registry: each model's name, the module of bench.models that builds it, its
+reference parameter count, its task and its stock twins.  Facts only: nothing here imports a
+framework or a model module until a builder is asked for (:meth:`ModelSpec.builder`), so
+the configuration's identity and the checks can read it anywhere."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+# The builder function each model module has for a framework ("mxnet": Gluon, for the
+# models listed by mxnet_models()).
+BUILDERS = {"torch": "build_torch", "tf": "build_keras", "mxnet": "build_mxnet"}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    module: str
+    # torchvision's parameter count at the reference input with 1000 classes.
+    reference_params: int
+    reference_image_size: int = 224
+    # Smallest image_size accepted: the architecture's own minimum, never below 32 (CIFAR,
+    # the smallest size the studies and the parity tests use).
+    min_image_size: int = 32
+    # Classes of the reference count (not 1000 only where torchvision has no such model).
+    reference_num_classes: int = 1000
+    # Keyword arguments this model's builders take (e.g. a ResNet's depth).
+    options: tuple[tuple[str, int], ...] = ()
+    # The frameworks' own library versions, for model.source=stock: a torchvision.models
+    # function and a keras.applications class; "" where the library has none.
+    stock_torch: str = ""
+    stock_keras: str = ""
+    # What the model does, which decides its data and loss (see TASKS).  Models of any other
+    # task than "image" are built from the sizes in ModelConfig (model.seq_len, ...), and
+    # their reference_params is the count at the sizes in conf/model/<name>.yaml.
+    task: str = "image"
+
+    def builder(self, framework: str) -> Any:
+        module = importlib.import_module(f"bench.models.{self.module}")
+        fn = getattr(module, BUILDERS[framework])
+        return functools.partial(fn, **dict(self.options)) if self.options else fn
+
+    def has_builder(self, framework: str) -> bool:
+        """Whether bench builds this model for ``framework`` (imports no framework)."""
+        module = importlib.import_module(f"bench.models.{self.module}")
+        return hasattr(module, BUILDERS[framework])
+
+    def stock_name(self, framework: str) -> str:
+        """The library model model.source=stock builds for ``framework``; "" if none."""
+        return {"torch": self.stock_torch, "tf": self.stock_keras}.get(framework, "")
+
+
+MODELS: dict[str, ModelSpec] = {
+    spec.name: spec
+    for spec in (
+        ModelSpec("vgg16", "vgg", reference_params=138_357_544,
+                  stock_torch="vgg16", stock_keras="VGG16"),
+        ModelSpec("resnet50", "resnet", reference_params=25_557_032,
+                  stock_torch="resnet50", stock_keras="ResNet50"),
+        ModelSpec("lenet5", "lenet", reference_params=62_006, reference_image_size=32,
+                  reference_num_classes=10),
+        ModelSpec("alexnet", "alexnet", reference_params=61_100_840, min_image_size=63,
+                  stock_torch="alexnet"),
+        ModelSpec("resnet18", "resnet", reference_params=11_689_512, options=(("depth", 18),),
+                  stock_torch="resnet18"),
+        ModelSpec("resnet152", "resnet", reference_params=60_192_808,
+                  options=(("depth", 152),), stock_torch="resnet152", stock_keras="ResNet152"),
+        ModelSpec("mobilenet_v2", "mobilenet", reference_params=3_504_872,
+                  stock_torch="mobilenet_v2", stock_keras="MobileNetV2"),
+        ModelSpec("efficientnet_b4", "efficientnet", reference_params=19_341_616,
+                  stock_torch="efficientnet_b4", stock_keras="EfficientNetB4"),
+        # Without the auxiliary classifier: torchvision's inception_v3(aux_logits=False).
+        ModelSpec("inception_v3", "inception", reference_params=23_834_568,
+                  reference_image_size=299, min_image_size=75,
+                  stock_torch="inception_v3", stock_keras="InceptionV3"),
+        # Sequence models (bench/models/lstm.py, transformer.py, deepspeech2.py).
+        ModelSpec("lstm", "lstm", reference_params=19_780_400, task="causal_lm"),
+        ModelSpec("transformer", "transformer", reference_params=11_201_594,
+                  task="masked_lm"),
+        ModelSpec("bert_base", "transformer", reference_params=109_514_298,
+                  task="masked_lm"),
+        ModelSpec("deepspeech2", "deepspeech2", reference_params=5_042_941, task="ctc"),
+    )
+}  # fmt: skip
+
+# "image": logits (N, classes) from images, cross-entropy.  "causal_lm": logits at every
+# position of a token sequence, cross-entropy against the next token.  "masked_lm": the
+# same, with the loss at masked positions only.  "ctc": per-frame character logits from a
+# spectrogram, CTC loss against a label sequence.
+TASKS = ("image", "causal_lm", "masked_lm", "ctc")
+# The ModelConfig fields sequence models are sized by; each must be >= 1.
+SEQUENCE_SIZES = (
+    "seq_len", "vocab_size", "layers", "hidden", "heads", "intermediate", "max_positions",
+    "freq_bins",
+)  # fmt: skip
+
+SOURCES = ("bench", "stock")

@@ -1,0 +1,44 @@
+"""docs/layout.md keeps up with the package: its packages table names every package of
+bench and which side of a trial it is on (the trial side being exactly
+``bench.core.paths.TRIAL_SIDE``), and its module list names every module, in order."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from bench.core.paths import TRIAL_SIDE
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = (ROOT / "docs" / "layout.md").read_text()
+
+
+def _packages_table() -> dict[str, str]:
+    section = DOC.split("## Packages", 1)[1].split("\n## ", 1)[0]
+    sides: dict[str, str] = {}
+    for row in re.findall(r"^\| (`[^|]+) \| (\w+) \|", section, re.M):
+        for name in re.findall(r"`(\w+)/`", row[0]):
+            sides[name] = row[1]
+    return sides
+
+
+def test_every_package_has_a_row_with_its_side() -> None:
+    packages = sorted(p.name for p in (ROOT / "bench").iterdir() if (p / "__init__.py").is_file())
+    sides = _packages_table()
+    assert sorted(sides) == packages
+    assert set(sides.values()) <= {"trial", "host", "both"}
+
+
+def test_the_trial_side_is_the_packages_the_table_marks_so() -> None:
+    sides = _packages_table()
+    marked = {f"bench.{name}" for name, side in sides.items() if side in {"trial", "both"}}
+    assert marked == set(TRIAL_SIDE)
+
+
+def test_every_module_is_listed_in_order() -> None:
+    modules = sorted(
+        str(p.relative_to(ROOT)) for p in (ROOT / "bench").rglob("*.py")
+        if "__pycache__" not in p.parts and "_data" not in p.parts
+    )  # fmt: skip
+    listed = re.findall(r"^- `(bench/[^`]+\.py)`", DOC.split("## Modules", 1)[1], re.M)
+    assert listed == modules
