@@ -127,11 +127,11 @@ def test_a_host_side_edit_changes_no_image_hash_and_a_trial_side_edit_does(
         return images.content_hash(images.context_files(spec), {"BENCH_UID": "1000"})
 
     before = digest()
-    for host_file in ("report/__init__.py", "cli.py", "sweep/session.py", "images/__init__.py"):
+    for host_file in ("report/__init__.py", "cli/__init__.py", "sweep/session.py", "images/__init__.py"):
         with open(copy / host_file, "a") as f:
             f.write("\n# a host-side edit\n")
     assert digest() == before
-    with open(copy / "trial.py", "a") as f:
+    with open(copy / "trial" / "loop.py", "a") as f:
         f.write("\n# a trial-side edit\n")
     after = digest()
     assert after != before
