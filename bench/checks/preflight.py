@@ -61,9 +61,15 @@ def _sqlite_or_file_path(uri: str) -> Path | None:
 
 def _check_model_source(problems: list[str], cfg: BenchConfig) -> None:
     """model.source is bench|stock, and stock only where the framework's library has it."""
-    from bench.models import MODELS, SOURCES, framework_problem, stock_problem
+    from bench.core.zoo import ALL_SOURCES, OWN_SOURCES
+    from bench.models import MODELS, framework_problem, stock_problem
 
-    choice(problems, "model.source", cfg.model.source, SOURCES)
+    from bench.checks import own_models
+
+    choice(problems, "model.source", cfg.model.source, ALL_SOURCES)
+    problems += own_models.check(cfg)  # model=py's keys, and models not the zoo's
+    if cfg.model.source in OWN_SOURCES:  # docs/your-model.md
+        return
     if cfg.model.name in MODELS and cfg.framework.name in FRAMEWORKS:
         problem = framework_problem(cfg.framework.name, cfg.model.name)
         if problem:
@@ -204,9 +210,11 @@ def _writable(directory: Path) -> str:
 def validate(cfg: BenchConfig) -> None:
     """Raise :class:`ConfigError` listing every problem in ``cfg``; return if none."""
     problems = check(cfg)
+    from bench.core.zoo import OWN_SOURCES
     from bench.models import MODELS  # light: the registry imports no framework
 
-    if cfg.model.name not in MODELS:
+    zoo = cfg.model.source not in OWN_SOURCES
+    if zoo and cfg.model.name not in MODELS:
         problems.insert(
             1,
             f"model: {cfg.model.name!r} is not allowed; choose one of {', '.join(MODELS)}",
@@ -216,11 +224,11 @@ def validate(cfg: BenchConfig) -> None:
         from bench import data
 
         problems += data.check(cfg)
-    if cfg.model.name in MODELS and MODELS[cfg.model.name].task != "image":
+    if zoo and cfg.model.name in MODELS and MODELS[cfg.model.name].task != "image":
         from bench.models import check_sequence_model
 
         problems += check_sequence_model(cfg.model)
-    elif cfg.model.name in MODELS:
+    elif zoo and cfg.model.name in MODELS:
         low = MODELS[cfg.model.name].min_image_size
         if cfg.image_size < low:
             problems.append(

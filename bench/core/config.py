@@ -113,7 +113,9 @@ class FrameworkConfig:
 class ModelConfig:
     name: str = "resnet50"
     # "bench": bench's own architecture, identical in both frameworks; "stock": the framework
-    # library's model (torchvision.models / keras.applications), where it has one.
+    # library's model (torchvision.models / keras.applications), where it has one; "py":
+    # your own builder (model.builder); "keras", "torchvision": the library's model named
+    # model.name (keras.applications.<name>, torchvision.models.<name>), for its framework.
     source: str = "bench"
     # Sizes of the sequence models (lstm, transformer, bert_base, deepspeech2), set per model
     # in conf/model/<name>.yaml; image models ignore them (and sequence models ignore
@@ -130,6 +132,19 @@ class ModelConfig:
     intermediate: int = keyed(512, used=_SEQUENCE_MODEL)  # feed-forward width (transformer)
     max_positions: int = keyed(512, used=_SEQUENCE_MODEL)  # position embeddings (transformer)
     freq_bins: int = keyed(80, used=_SEQUENCE_MODEL)  # spectrogram frequency bins (deepspeech2)
+    # Your own model (model=py, docs/your-model.md): the builder, "MODULE:FUNCTION", for
+    # every framework, or one per framework (model.torch, model.tf; either wins over
+    # model.builder); the module is imported from the working directory or an installed
+    # package.  model.source=py only.
+    builder: str = keyed("", new=True, quiet_default=True)
+    torch: str = keyed("", new=True, quiet_default=True)
+    tf: str = keyed("", new=True, quiet_default=True)
+    # What a model of model.source=py does: "image" (logits from images, cross-entropy);
+    # "" for the zoo's models and the libraries' image models, whose task is a fact.
+    task: str = keyed("", new=True, quiet_default=True)
+    # Not set by hand: the SHA-256 of the builders' module sources as composition reads them
+    # (model.source=py), so that an edited builder is a new configuration; "" otherwise.
+    digest: str = keyed("", new=True, quiet_default=True)
 
 
 @dataclass

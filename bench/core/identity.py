@@ -29,7 +29,7 @@ from typing import Any
 
 from bench.core.config import AUTO, BenchConfig, Identity, Uses, flatten, to_dict
 from bench.core.strategy_configs import STRATEGY_CONFIGS, DistributedConfig
-from bench.core.zoo import MODELS
+from bench.core.zoo import task_of
 
 # Params a run logs beside its config, never part of a configuration: a figure
 # (num_parameters), a tuning=best search's pick (tuned.*), Hydra's own keys (older runs).
@@ -121,9 +121,11 @@ def _key(key: str, facts: Mapping[str, Any]) -> _Key | None:
 
 
 def _facts(flat: Mapping[str, Any]) -> dict[str, Any]:
-    """The keys the rules read: the flat config, and ``model.task`` from the model registry."""
-    spec = MODELS.get(str(flat.get("model.name", "")))
-    return {**flat, "model.task": spec.task if spec is not None else ""}
+    """The keys the rules read: the flat config, and ``model.task`` from the model registry
+    (a model of your own declares it: :func:`bench.core.zoo.task_of`)."""
+    name, source = str(flat.get("model.name", "")), str(flat.get("model.source", "bench"))
+    task = task_of(name, source, str(flat.get("model.task") or ""))
+    return {**flat, "model.task": task}
 
 
 def _used(conditions: tuple[Uses, ...], facts: Mapping[str, Any]) -> bool:

@@ -98,3 +98,22 @@ SEQUENCE_SIZES = (
 )  # fmt: skip
 
 SOURCES = ("bench", "stock")
+# Models that are not the zoo's (docs/your-model.md): your own builder ("py"), and a library's
+# image model by its own name ("keras": keras.applications, framework=tf; "torchvision":
+# torchvision.models, framework=torch).  Their task is declared (model.task), not a fact.
+OWN_SOURCES = ("py", "keras", "torchvision")
+ALL_SOURCES = (*SOURCES, *OWN_SOURCES)
+# The tasks a model of OWN_SOURCES may declare ("causal_lm" is to come, issue 32).
+OWN_TASKS = ("image",)
+# The one framework each library source builds for.
+LIBRARY_FRAMEWORK = {"keras": "tf", "torchvision": "torch"}
+
+
+def task_of(name: str, source: str, declared: str = "") -> str:
+    """The task of model ``name`` from ``source``: the zoo's fact, or what a model of
+    OWN_SOURCES declares (model.task; "image" where it declares none); "" for a name the zoo
+    does not have."""
+    if source in OWN_SOURCES:
+        return declared or "image"
+    spec = MODELS.get(name)
+    return spec.task if spec is not None else ""

@@ -142,10 +142,9 @@ def synthetic(cfg: BenchConfig) -> HostBatches:
 
 def task_of(cfg: BenchConfig) -> str:
     """The task of the configured model ("image" for an unknown one)."""
-    from bench.models import MODELS
+    from bench.core.zoo import task_of as model_task
 
-    spec = MODELS.get(cfg.model.name)
-    return spec.task if spec is not None else "image"
+    return model_task(cfg.model.name, cfg.model.source, cfg.model.task) or "image"
 
 
 def _token_batch(

@@ -140,13 +140,11 @@ class TFSession:
         self._test: tf.data.Dataset | None = None
         self._batches: Iterator[Batch]
         keras.mixed_precision.set_global_policy(_POLICIES[cfg.precision])
-        task = models.MODELS[cfg.model.name].task
+        task = models.task(cfg.model)
         self._image_size = cfg.image_size if task == "image" else None
         with tf.device(self.tf_device):
             if task == "image":
-                self.model = models.build(
-                    "tf", cfg.model.name, cfg.num_classes, cfg.image_size, cfg.model.source
-                )
+                self.model = models.build_image("tf", cfg.model, cfg.num_classes, cfg.image_size)
             else:
                 self.model = models.build_sequence("tf", cfg.model)
             self.num_parameters = int(sum(np.prod(w.shape) for w in self.model.trainable_weights))

@@ -107,11 +107,9 @@ class TorchSession:
     ) -> None:
         self.dev = _device(cfg.device)
         self.device = str(self.dev)
-        task = models.MODELS[cfg.model.name].task
+        task = models.task(cfg.model)
         if task == "image":
-            model = models.build(
-                "torch", cfg.model.name, cfg.num_classes, cfg.image_size, cfg.model.source
-            )
+            model = models.build_image("torch", cfg.model, cfg.num_classes, cfg.image_size)
         else:
             model = models.build_sequence("torch", cfg.model)
         self.model = model.to(self.dev)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from bench.core.zoo import (  # the registry, re-exported: bench.models is its public face
     BUILDERS,
     MODELS,
+    OWN_SOURCES,
     SEQUENCE_SIZES,
     SOURCES,
     TASKS,
@@ -22,7 +23,7 @@ from bench.core.zoo import (  # the registry, re-exported: bench.models is its p
 if TYPE_CHECKING:
     from bench.core.config import ModelConfig
 
-__all__ = ["BUILDERS", "MODELS", "SEQUENCE_SIZES", "SOURCES", "TASKS", "ModelSpec"]
+__all__ = ["BUILDERS", "MODELS", "OWN_SOURCES", "SEQUENCE_SIZES", "SOURCES", "TASKS", "ModelSpec"]
 
 
 def mxnet_models() -> list[str]:
@@ -66,6 +67,23 @@ def build(
 
         return stock.build(framework, MODELS[name], num_classes, image_size)
     return MODELS[name].builder(framework)(num_classes=num_classes, image_size=image_size)
+
+
+def task(model: ModelConfig) -> str:
+    """The task of the model ``model`` configures ("image" for a name the zoo lacks)."""
+    from bench.core.zoo import task_of
+
+    return task_of(model.name, model.source, model.task) or "image"
+
+
+def build_image(framework: str, model: ModelConfig, num_classes: int, image_size: int) -> Any:
+    """Build the image model ``model`` configures for ``framework``: the zoo's (or its stock
+    twin), your own builder's (model=py), or a library's by name (model=keras, torchvision)."""
+    if model.source in OWN_SOURCES:
+        from bench.models import custom
+
+        return custom.build(framework, model, num_classes, image_size)
+    return build(framework, model.name, num_classes, image_size, model.source)
 
 
 def check_sequence_model(model: ModelConfig) -> list[str]:

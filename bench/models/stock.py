@@ -14,6 +14,10 @@ Which (framework, model) pairs exist is the static table in :data:`bench.models.
 torchvision is an optional install (it must match the installed torch build); without it a
 torch stock trial fails with a message saying so.  Inception-v3 is built without its
 auxiliary classifier in both libraries, as bench's is.
+
+``model=keras`` and ``model=torchvision`` (model.source=keras|torchvision) build any model of
+the same two libraries by its own name, the same way (:func:`keras_model`,
+:func:`torchvision_model`); :mod:`bench.models.custom` checks the name before any trial.
 """
 
 from __future__ import annotations
@@ -47,30 +51,54 @@ def torchvision_available() -> bool:
     return importlib.util.find_spec("torchvision") is not None
 
 
-def build_torch(spec: ModelSpec, num_classes: int, image_size: int) -> Any:
-    if not spec.stock_torch:
-        raise ValueError(f"torchvision.models has no {spec.name}")
+def torchvision_model(name: str, num_classes: int) -> Any:
+    """``torchvision.models.<name>`` with random weights and ``num_classes`` logits."""
     try:
         import torchvision
     except ImportError as exc:
         raise RuntimeError(TORCHVISION_MISSING) from exc
     kwargs: dict[str, Any] = {"weights": None, "num_classes": num_classes}
-    if spec.stock_torch == "inception_v3":
+    if name == "inception_v3":
         kwargs.update(aux_logits=False, init_weights=True)
-    return getattr(torchvision.models, spec.stock_torch)(**kwargs)
+    return getattr(torchvision.models, name)(**kwargs)
 
 
-def build_keras(spec: ModelSpec, num_classes: int, image_size: int) -> Any:
-    if not spec.stock_keras:
-        raise ValueError(f"keras.applications has no {spec.name}")
+def keras_model(name: str, num_classes: int, image_size: int) -> Any:
+    """``keras.applications.<name>`` with random weights, logits for ``num_classes``."""
     import keras
 
-    return getattr(keras.applications, spec.stock_keras)(
+    return getattr(keras.applications, name)(
         weights=None,
         input_shape=(image_size, image_size, 3),
         classes=num_classes,
         classifier_activation=None,
     )
+
+
+def library_names(source: str) -> list[str]:
+    """The models a library offers by name: keras.applications' model classes
+    (``source="keras"``), torchvision.models' builders (``"torchvision"``: needs torchvision)."""
+    if source == "keras":
+        import keras
+
+        return sorted(n for n in dir(keras.applications) if n[:1].isupper())
+    try:
+        import torchvision
+    except ImportError as exc:
+        raise RuntimeError(TORCHVISION_MISSING) from exc
+    return sorted(torchvision.models.list_models(module=torchvision.models))
+
+
+def build_torch(spec: ModelSpec, num_classes: int, image_size: int) -> Any:
+    if not spec.stock_torch:
+        raise ValueError(f"torchvision.models has no {spec.name}")
+    return torchvision_model(spec.stock_torch, num_classes)
+
+
+def build_keras(spec: ModelSpec, num_classes: int, image_size: int) -> Any:
+    if not spec.stock_keras:
+        raise ValueError(f"keras.applications has no {spec.name}")
+    return keras_model(spec.stock_keras, num_classes, image_size)
 
 
 def build(framework: str, spec: ModelSpec, num_classes: int, image_size: int) -> Any:

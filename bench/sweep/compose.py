@@ -92,7 +92,21 @@ def to_bench_config(
 
         obj.framework.version = normalize(obj.framework.name, obj.framework.version)
         obj.framework.installed = installed_build(obj)
+    if obj.model.source == "py":
+        obj.model.digest = builder_digest(obj)
     return resolve(obj)
+
+
+def builder_digest(cfg: BenchConfig) -> str:
+    """``model.digest`` of a composed config of model=py: its builders' module sources,
+    hashed as they are now (bench.models.custom.digest); '' where a module cannot be found
+    (validation names it)."""
+    from bench.models import custom
+
+    try:
+        return custom.digest(cfg.model)
+    except Exception:  # noqa: BLE001 - refused, with the reason, by bench.checks.own_models
+        return ""
 
 
 def installed_build(cfg: BenchConfig) -> str:

@@ -57,7 +57,7 @@ def knobs(cfg: BenchConfig, host: dict[str, str] | None = None) -> list[spaces.K
     ``host``: :func:`cache.host_fingerprint`'s answer, where the caller has it already."""
     host = cache.host_fingerprint() if host is None else host
     cuda = cfg.device == "cuda" or (cfg.device == "auto" and bool(host["gpu_names"]))
-    image = models.MODELS[cfg.model.name].task == "image"
+    image = models.task(cfg.model) == "image"
     fixed = spaces.fixed(cfg)
     every = spaces.space(cfg, usable_cpus(), cuda, image)
     only = set(cfg.tuning.keys) or set(spaces.DEFAULTS)

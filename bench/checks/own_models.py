@@ -1,0 +1,180 @@
+"""The refusals of a model that is not the zoo's (``model=py``, ``model=keras``,
+``model=torchvision``; docs/your-model.md), before any trial: the keys' own rules, and a
+probe that imports and builds the model in a child process of the trial's interpreter
+(:mod:`bench.models.custom`), once per model and size in a sweep, so that a module that
+cannot be imported, a builder that raises or returns no model of its framework, or a name
+its library does not have is one line naming the key.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from functools import cache
+from pathlib import Path
+
+from bench.core.config import BenchConfig
+from bench.core.zoo import LIBRARY_FRAMEWORK, MODELS, OWN_SOURCES, OWN_TASKS
+
+_OWN_KEYS = ("builder", "torch", "tf", "task")
+PROBE_TIMEOUT_S = 300.0
+_LIBRARIES = {"keras": "keras.applications", "torchvision": "torchvision.models"}
+_EXAMPLES = {"keras": "EfficientNetV2S", "torchvision": "resnet50"}
+
+
+def _library_refusal(source: str, framework: str, name: str) -> str:
+    """Why ``model=<source>`` cannot run under ``framework``, naming what can."""
+    from bench.models import stock
+
+    library = _LIBRARIES[source]
+    other = {"keras": "torchvision", "torchvision": "keras"}[source]
+    twins = [
+        spec.name
+        for spec in MODELS.values()
+        if name in (spec.stock_keras, spec.stock_torch) and spec.stock_name(framework)
+    ]
+    hint = f"model={twins[0]} model.source=stock builds it in both" if twins else ""
+    if framework == "torch":
+        where = "model=torchvision model.name=NAME"
+        if not stock.torchvision_available():
+            where += " (torchvision is not installed here)"
+        hint = hint or f"for torch: {where}, or bench's zoo (python -m bench.models)"
+    elif framework == "tf":
+        hint = hint or "for tf: model=keras model.name=NAME (keras.applications)"
+    else:
+        hint = hint or "model=py and the libraries' models are not wired for mxnet"
+    return (
+        f"model.source: {source} builds {library} models for framework="
+        f"{LIBRARY_FRAMEWORK[source]} only, not framework={framework}; {hint} "
+        f"(model={other} is the other library)"
+    )
+
+
+def rules(cfg: BenchConfig) -> list[str]:
+    """The keys' own rules, without building anything."""
+    from bench.models import custom
+
+    model, framework = cfg.model, cfg.framework.name
+    problems = []
+    if model.source not in OWN_SOURCES:
+        for key in _OWN_KEYS:
+            if getattr(model, key):
+                problems.append(
+                    f"model.{key}: only model=py (model.source=py) uses it; got "
+                    f"{getattr(model, key)!r} with model.source={model.source}"
+                )
+        return problems
+    if model.source != "py":
+        if not model.name:
+            return [
+                f"model.name: model={model.source} builds a {_LIBRARIES[model.source]} model by "
+                f"its name; give one, e.g. model.name={_EXAMPLES[model.source]}"
+            ]
+        if framework != LIBRARY_FRAMEWORK[model.source]:
+            problems.append(_library_refusal(model.source, framework, model.name))
+        if model.source == "torchvision" and framework == "torch":
+            from bench.models import stock
+
+            if not stock.torchvision_available():
+                problems.append(
+                    "model.source: torchvision is not importable here (it must match this "
+                    "torch build; pip's torchvision wants pip's torch): install it, or run "
+                    "in a framework.version environment that has it"
+                )
+        for key in _OWN_KEYS[:3]:
+            if getattr(model, key):
+                problems.append(f"model.{key}: only model=py uses it, not model={model.source}")
+    else:
+        if model.task not in OWN_TASKS:
+            problems.append(
+                f"model.task: {model.task!r} is not allowed for model=py; choose one of "
+                f"{', '.join(OWN_TASKS)} (causal_lm is to come)"
+            )
+        for key in _OWN_KEYS[:3]:
+            value = getattr(model, key)
+            if value and not custom.SPEC.fullmatch(value):
+                problems.append(f"model.{key}: {value!r} is not MODULE:FUNCTION")
+        if framework not in custom.MODEL_TYPES:
+            problems.append(
+                f"framework: model=py builds for torch and tf; framework={framework} is not wired"
+            )
+        elif not custom.builder_key(model, framework)[1]:
+            problems.append(
+                f"model.{framework}: framework={framework} has no builder; set "
+                f"model.{framework}=MODULE:FUNCTION, or model.builder for every framework"
+            )
+    if problems:
+        return problems
+    if cfg.distributed.name != "none":
+        problems.append(
+            f"distributed: model={model.source} trains undistributed in this version; "
+            "use distributed=none"
+        )
+    if cfg.parity:
+        problems.append(f"parity: the parity check covers bench's zoo, not model={model.source}")
+    if model.source == "py" and cfg.launcher.name == "docker":
+        problems.append(
+            f"launcher: docker does not see model=py's module ({', '.join(custom.modules(model))}, "
+            "on this host); use launcher=process (Slurm: a shared working directory)"
+        )
+    return problems
+
+
+@cache
+def _probe(python: str, cwd: str, request: str) -> dict[str, object]:
+    from bench.envs.interpreters import child_env
+
+    try:
+        done = subprocess.run(
+            [python, "-m", "bench.models.custom", request],
+            capture_output=True,
+            text=True,
+            cwd=cwd,
+            timeout=PROBE_TIMEOUT_S,
+            env=child_env(CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="3"),
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"problem": f"model: the probe that builds it could not run: {exc}"}
+    for line in reversed(done.stdout.splitlines()):
+        if line.startswith("BENCH_PROBE "):
+            found: dict[str, object] = json.loads(line.removeprefix("BENCH_PROBE "))
+            return found
+    last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+    return {"problem": f"model: building it in a child process failed: {last}"}
+
+
+def probe(cfg: BenchConfig) -> dict[str, object]:
+    """The probe's answer for ``cfg`` (:func:`bench.models.custom.probe`): built with the
+    trial's interpreter, in this working directory; the same request is asked once."""
+    from bench.envs.interpreters import python_for
+
+    python = python_for(cfg.framework.name, cfg.framework.version)
+    if not Path(python).exists():  # a version environment made before its first trial
+        return {}
+    m = cfg.model
+    request = {
+        "framework": cfg.framework.name,
+        "num_classes": cfg.num_classes,
+        "image_size": cfg.image_size,
+        "model": {k: getattr(m, k) for k in ("name", "source", "builder", "torch", "tf")},
+        "digest": m.digest,  # an edited module is asked again
+    }
+    return _probe(python, str(Path.cwd()), json.dumps(request, sort_keys=True))
+
+
+def check(cfg: BenchConfig) -> list[str]:
+    """Every problem of ``cfg``'s model, if it is not the zoo's; [] for the zoo's."""
+    problems = rules(cfg)
+    if problems or cfg.model.source not in OWN_SOURCES:
+        return problems
+    if cfg.model.source == "py" and not cfg.model.digest:
+        from bench.models import custom
+
+        try:
+            custom.digest(cfg.model)
+        except Exception as exc:  # noqa: BLE001 - whatever finding the module raises
+            key, text = custom.builder_key(cfg.model, cfg.framework.name)
+            return [f"{key}: cannot import {text}: {type(exc).__name__}: {exc}"]
+    answer = probe(cfg)
+    return [str(answer["problem"])] if "problem" in answer else []
