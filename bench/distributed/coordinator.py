@@ -33,7 +33,7 @@ from bench.core.config import BenchConfig, to_dict
 from bench.core.result import DIST_FAILURE, ERROR, OK, TIMEOUT, EpochRecord, TrialResult
 from bench.distributed import launch, nodes
 from bench.distributed.base import CONFIG, Proc, Strategy, deadline_s, rank_command
-from bench.distributed.registry import load
+from bench.distributed.registry import STRATEGIES, load
 from bench.runtime.hooks import NO_HOOKS, TrialHooks
 from bench.runtime.protocol import EVENTS, RESULT, STOPPED, EventReader, read_result, write_config
 from bench.trial.loop import EpochCallback
@@ -151,7 +151,9 @@ class _Stream:
 
 
 def data_parallel(strategy: Strategy) -> bool:
-    return bool(getattr(strategy, "data_parallel", True))
+    """Whether the strategy splits the data (the ranks' rates add up), not the model: its
+    spec's ``whole_batch`` (bench.core.strategy_configs), read by its name."""
+    return not STRATEGIES[strategy.name].whole_batch
 
 
 def combine(records: list[EpochRecord], summed: bool) -> EpochRecord:

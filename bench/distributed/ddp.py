@@ -35,7 +35,6 @@ def _torchrun(cfg: BenchConfig, workdir: Path, *placement: str) -> list[str]:
 
 class DDP:
     name = "ddp"
-    data_parallel = True
 
     def check(self, cfg: BenchConfig, gpu: bool, gpus: int) -> list[str]:
         if gpu and cfg.workers > gpus:

@@ -16,7 +16,6 @@ from bench.distributed.base import OneProcess, Rank
 
 class DP(OneProcess):
     name = "dp"
-    data_parallel = True
 
     def check(self, cfg: BenchConfig, gpu: bool, gpus: int) -> list[str]:
         if not gpu or gpus < 2:

@@ -34,7 +34,6 @@ def horovodrun() -> list[str]:
 
 class Horovod:
     name = "horovod"
-    data_parallel = True
 
     def check(self, cfg: BenchConfig, gpu: bool, gpus: int) -> list[str]:
         import importlib.util

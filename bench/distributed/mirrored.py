@@ -19,7 +19,6 @@ from bench.distributed.common import tf_checks
 
 class Mirrored(OneProcess):
     name = "mirrored"
-    data_parallel = True
 
     def check(self, cfg: BenchConfig, gpu: bool, gpus: int) -> list[str]:
         problems = tf_checks(cfg)

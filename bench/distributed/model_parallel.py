@@ -43,7 +43,6 @@ def balanced_cut(sizes: list[int], allowed: list[int]) -> int:
 
 class ModelParallel(OneProcess):
     name = "model_parallel"
-    data_parallel = False  # both stages see every sample
 
     def check(self, cfg: BenchConfig, gpu: bool, gpus: int) -> list[str]:
         if cfg.framework.name == "tf":

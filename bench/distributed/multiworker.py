@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 
 class MultiWorker:
     name = "multiworker"
-    data_parallel = True
 
     def check(self, cfg: BenchConfig, gpu: bool, gpus: int) -> list[str]:
         from bench.distributed.common import tf_checks

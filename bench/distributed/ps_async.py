@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 
 class PsAsync:
     name = "ps_async"
-    data_parallel = True
 
     def check(self, cfg: BenchConfig, gpu: bool, gpus: int) -> list[str]:
         from bench.distributed.common import tf_checks

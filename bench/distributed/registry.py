@@ -1,103 +1,20 @@
-"""The strategies: what each is, which frameworks have it, how it runs, and the rules
-that decide whether a config may use it (:func:`check`).  Nothing here imports a framework."""
+"""The strategies: what each is, which frameworks have it, how it runs (assembled from each
+strategy's typed config, :mod:`bench.core.strategy_configs`), and the rules that decide
+whether a config may use it (:func:`check`).  Nothing here imports a framework."""
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
-from dataclasses import dataclass
 
 from bench.core.config import BenchConfig
-from bench.core.strategy_configs import DistributedConfig
+from bench.core.strategy_configs import STRATEGY_CONFIGS, DistributedConfig
 
-
-@dataclass(frozen=True)
-class StrategyInfo:
-    frameworks: tuple[str, ...]
-    module: str
-    what: str
-    # How the trial runs: "coordinator" (rank processes, .coordinator), "kvstore" (MXNet's
-    # scheduler, servers and workers, .kvstore) or "local" (one process).
-    runner: str = "coordinator"
-    # Frameworks whose implementation of it needs CUDA devices (at least 2): a cell that
-    # asks for it where there are fewer cannot run on that machine (bench.sweep.jobs).
-    gpu_only: tuple[str, ...] = ()
-    # Every worker (stage) sees the whole batch: the model is split, not the data.
-    whole_batch: bool = False
-    # Each worker's update is applied on its own, from possibly stale weights.
-    asynchronous: bool = False
-    # Frameworks in which the training parity check runs it on the CPU (bench.parity).
-    parity: tuple[str, ...] = ()
-    # Built against the pinned framework version only (Horovod's build).
-    pinned_version_only: bool = False
-
-
-NONE = "none"  # no distribution: one process, one device
-
-STRATEGIES: dict[str, StrategyInfo] = {
-    NONE: StrategyInfo(("torch", "tf", "mxnet"), "", "one process, no distribution", "local"),
-    "dp": StrategyInfo(
-        ("torch",), "bench.distributed.dp", "torch.nn.DataParallel (GPUs)", gpu_only=("torch",)
-    ),
-    "ddp": StrategyInfo(
-        ("torch",),
-        "bench.distributed.ddp",
-        "DistributedDataParallel, torchrun",
-        parity=("torch",),
-    ),
-    "mirrored": StrategyInfo(
-        ("tf",), "bench.distributed.mirrored", "tf MirroredStrategy", parity=("tf",)
-    ),
-    "multiworker": StrategyInfo(
-        ("tf",),
-        "bench.distributed.multiworker",
-        "tf MultiWorkerMirroredStrategy, TF_CONFIG",
-        parity=("tf",),
-    ),
-    "ps_async": StrategyInfo(
-        ("tf",),
-        "bench.distributed.ps_async",
-        "tf ParameterServerStrategy (asynchronous)",
-        asynchronous=True,
-    ),
-    "horovod": StrategyInfo(
-        ("torch", "tf"),
-        "bench.distributed.horovod",
-        "Horovod, horovodrun",
-        parity=("torch", "tf"),
-        pinned_version_only=True,
-    ),
-    "model_parallel": StrategyInfo(
-        ("torch", "tf"),
-        "bench.distributed.model_parallel",
-        "two model stages on two devices",
-        gpu_only=("torch",),
-        whole_batch=True,
-        parity=("tf",),
-    ),
-    "kvstore_sync": StrategyInfo(
-        ("mxnet",),
-        "",
-        "MXNet kvstore dist_sync: scheduler, ps servers, workers",
-        "kvstore",
-        parity=("mxnet",),
-    ),
-    "kvstore_async": StrategyInfo(
-        ("mxnet",),
-        "",
-        "MXNet kvstore dist_async: scheduler, ps servers, workers",
-        "kvstore",
-        asynchronous=True,
-        parity=("mxnet",),
-    ),
-    "kvstore_device": StrategyInfo(
-        ("mxnet",),
-        "",
-        "MXNet kvstore device: one process reducing over devices",
-        "local",
-        parity=("mxnet",),
-    ),
-}
+# What each strategy is, which frameworks have it and how it runs: the facts of its typed
+# config (bench.core.strategy_configs), one class per strategy, by name.
+StrategyInfo = type[DistributedConfig]
+STRATEGIES: dict[str, StrategyInfo] = dict(STRATEGY_CONFIGS)
+NONE = DistributedConfig.name  # no distribution: one process, one device
 
 
 def distributes(name: str) -> bool:
@@ -109,9 +26,14 @@ def info(name: str) -> StrategyInfo | None:
     return STRATEGIES.get(name)
 
 
-PS_STRATEGIES = ("ps_async", "kvstore_sync", "kvstore_async")
+def _facts(cfg: BenchConfig) -> StrategyInfo:
+    """The facts of ``cfg``'s strategy (no distribution's where the name is unknown)."""
+    return STRATEGIES.get(cfg.distributed.name, DistributedConfig)
+
+
+PS_STRATEGIES = tuple(n for n, s in STRATEGIES.items() if s.parameter_servers)
 # Strategies that run across the nodes of a Slurm allocation (nodes > 1, see .nodes).
-MULTI_NODE = ("ddp", "multiworker", "ps_async", "horovod")
+MULTI_NODE = tuple(n for n, s in STRATEGIES.items() if s.multi_node)
 
 
 def launches_processes(cfg: BenchConfig) -> bool:
@@ -125,7 +47,7 @@ def resolve(cfg: BenchConfig) -> BenchConfig:
     needs parameter servers means one per node.  Applied when a job is composed, so the
     number used is what is validated, logged and hashed (``ps=0`` and ``ps=1`` on one node
     are one configuration)."""
-    if cfg.distributed.name in PS_STRATEGIES and cfg.ps == 0:
+    if _facts(cfg).parameter_servers and cfg.ps == 0:
         return dataclasses.replace(cfg, ps=max(1, cfg.nodes))
     return cfg
 
@@ -165,7 +87,7 @@ def check(cfg: BenchConfig) -> list[str]:
             f"choose one of {', '.join(strategies_for(framework))}"
         )
         return problems
-    if name == "none":
+    if not distributes(name):
         if cfg.workers != 1 or cfg.nodes != 1:
             problems.append(
                 f"workers: {cfg.workers} workers on {cfg.nodes} node(s) need a distributed "
@@ -186,7 +108,7 @@ def check(cfg: BenchConfig) -> list[str]:
             f"launcher: distributed={name} starts a scheduler, servers and workers as "
             "processes; use launcher=process"
         )
-    if cfg.nodes > 1 and name != "none" and name not in MULTI_NODE:
+    if cfg.nodes > 1 and distributes(name) and not info.multi_node:
         across = [s for s in MULTI_NODE if framework in STRATEGIES[s].frameworks]
         problems.append(
             f"nodes: distributed={name} runs on one node; across {cfg.nodes} nodes use one "
@@ -195,20 +117,20 @@ def check(cfg: BenchConfig) -> list[str]:
             else f"nodes: distributed={name} runs on one node, and {framework} has no "
             f"strategy across nodes in bench; set nodes=1 (got {cfg.nodes})"
         )
-    if name == "model_parallel" and cfg.workers != 2:
+    if info.stages and cfg.workers != info.stages:
         problems.append(
-            f"workers: model_parallel splits the model into 2 stages on 2 devices; set "
-            f"workers=2 (got {cfg.workers})"
+            f"workers: {name} splits the model into {info.stages} stages on {info.stages} "
+            f"devices; set workers={info.stages} (got {cfg.workers})"
         )
-    if name != "none" and cfg.mode != "train":
+    if distributes(name) and cfg.mode != "train":
         problems.append(f"mode: distributed={name} measures training; set mode=train")
-    if name != "none" and cfg.launcher.name == "docker":
+    if distributes(name) and cfg.launcher.name == "docker":
         problems.append(
             "launcher: distributed trials run under launcher=process (or inline) in this version"
         )
-    if name != "none" and cfg.profile:
+    if distributes(name) and cfg.profile:
         problems.append("profile: the operator profile is per process; use breakdown=true instead")
-    if name != "none" and cfg.compile:
+    if distributes(name) and cfg.compile:
         problems.append(f"compile: not supported with distributed={name} in this version")
     if info.module and not problems:
         problems += load(name).check(cfg, on_gpu(cfg), _gpus())
@@ -217,9 +139,10 @@ def check(cfg: BenchConfig) -> list[str]:
 
 def scaling_divisor(cfg: BenchConfig) -> int:
     """What a trial's throughput is divided by, with the single-worker throughput, to give
-    its scaling efficiency: the worker count for data parallelism; 1 for model_parallel,
-    whose stages all see every sample (1.0: the split costs nothing)."""
-    return 1 if cfg.distributed.name == "model_parallel" else cfg.workers * cfg.nodes
+    its scaling efficiency: the worker count for data parallelism; 1 where the model is
+    split (model_parallel), whose stages all see every sample (1.0: the split costs
+    nothing)."""
+    return 1 if _facts(cfg).whole_batch else cfg.workers * cfg.nodes
 
 
 def scaling_baselines(cfg: BenchConfig) -> list[BenchConfig]:

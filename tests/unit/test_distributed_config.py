@@ -275,3 +275,32 @@ def test_the_settings_reach_the_frameworks() -> None:
     assert multiworker._communication(cfg(MultiWorkerConfig()), True) == impl.NCCL
     ring = MultiWorkerConfig(communication="ring")
     assert multiworker._communication(cfg(ring), True) == impl.RING
+
+
+def test_each_strategys_facts_are_defined_once_on_its_typed_config() -> None:
+    """One place per strategy: the registry is its typed configs (no table of its own), and
+    no implementation module restates a fact (``whole_batch`` is the spec's, not a
+    ``data_parallel`` flag beside it)."""
+    import ast
+    from pathlib import Path
+
+    from bench.distributed import registry
+
+    assert all(registry.STRATEGIES[n] is c for n, c in STRATEGY_CONFIGS.items())
+    assert list(registry.STRATEGIES) == list(STRATEGY_CONFIGS)
+    facts = {"what", "frameworks", "runner", "gpu_only", "whole_batch", "stages", "asynchronous"}
+    facts |= {"parity", "pinned_version_only", "parameter_servers", "multi_node", "data_parallel"}
+    root = Path(__file__).resolve().parents[2] / "bench" / "distributed"
+    found = []
+    for path in sorted(root.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                for item in node.body:
+                    targets = item.targets if isinstance(item, ast.Assign) else []
+                    targets += [item.target] if isinstance(item, ast.AnnAssign) else []
+                    names = {t.id for t in targets if isinstance(t, ast.Name)}
+                    found += [f"{path.name}:{node.name}.{n}" for n in names & facts]
+    assert found == [], "a strategy's facts live on its typed config (bench.core.strategy_configs)"
+    for name, cls in STRATEGY_CONFIGS.items():
+        assert bool(cls.module) == (cls.runner == "coordinator"), name
+        assert set(cls.gpu_only) <= set(cls.frameworks) >= set(cls.parity), name

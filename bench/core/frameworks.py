@@ -1,0 +1,108 @@
+"""The frameworks bench compares, one spec each: facts only (module and package names, the
+supported version range, its environment, where its adapter, profiler and model builders
+are), read by every part of bench that needs a framework's name for something.  Imports no
+framework and nothing of bench: the adapters (:mod:`bench.frameworks`) and the model
+builders (:mod:`bench.models`) are the only other places that name a framework."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+TORCH, TF, MXNET = "torch", "tf", "mxnet"
+
+
+@dataclass(frozen=True)
+class FrameworkSpec:
+    name: str  # framework.name
+    title: str  # as its users write it
+    module: str  # the module a trial imports (and checks the __version__ of)
+    adapter: str  # bench.frameworks' module, imported only when a trial asks for it
+    profiler: str  # bench.profiling's module
+    builder: str  # the function each of bench.models' modules has for it
+    # The minor series bench supports (a version outside is refused; bench.core.versions).
+    supported: tuple[str, ...]
+    # Its distributions on the package index: the first is the one a lock pins; then what
+    # may be installed under other names (builds for CPU or CUDA).
+    distributions: tuple[str, ...]
+    # The package a version's environment installs from, without and with a GPU.
+    cpu_package: str
+    gpu_package: str
+    # The one release bench runs, where it has one (''): no other version is accepted.
+    only_release: str = ""
+    # The variable naming the interpreter of its own environment ('': it runs in bench's).
+    own_python_env: str = ""
+    # Packages its environments install beside it (keras with TensorFlow).
+    companions: tuple[str, ...] = ()
+    # Where it keeps what it was built with, read as text (never imported): a path below
+    # the package and the names of its version fields ('' where none is read).
+    build_file: str = ""
+    build_fields: dict[str, str] = field(default_factory=dict)
+    tag: str = ""  # the run tag holding its version
+    gpu_fix: str = ""  # how to give it the GPUs it lacks
+    colour: str = ""  # its colour in the report's figures
+
+    @property
+    def own_environment(self) -> bool:
+        """Whether its pinned version runs in an environment of its own, not bench's."""
+        return bool(self.own_python_env)
+
+
+FRAMEWORKS: dict[str, FrameworkSpec] = {
+    s.name: s
+    for s in (
+        FrameworkSpec(
+            TORCH,
+            "PyTorch",
+            module="torch",
+            adapter="bench.frameworks.torch_adapter",
+            profiler="bench.profiling.torch_profiler",
+            builder="build_torch",
+            supported=("2.13", "2.14", "2.15"),
+            distributions=("torch",),
+            cpu_package="torch",
+            gpu_package="torch",
+            build_file="version.py",
+            build_fields={"__version__": "version", "cuda": "cuda"},
+            tag="torch_version",
+            gpu_fix="install torch's CUDA wheel",
+            colour="#c0392b",
+        ),
+        FrameworkSpec(
+            TF,
+            "TensorFlow",
+            module="tensorflow",
+            adapter="bench.frameworks.tf_adapter",
+            profiler="bench.profiling.tf_profiler",
+            builder="build_keras",
+            supported=("2.19", "2.20", "2.21"),
+            distributions=("tensorflow", "tensorflow-cpu", "tensorflow-gpu"),
+            cpu_package="tensorflow-cpu",
+            gpu_package="tensorflow",
+            companions=("keras",),
+            build_file="python/platform/build_info.py",
+            build_fields={"cuda_version": "cuda", "cudnn_version": "cudnn"},
+            tag="tensorflow_version",
+            gpu_fix="install TensorFlow's GPU build (tensorflow[and-cuda])",
+            colour="#2471a3",
+        ),
+        FrameworkSpec(
+            MXNET,
+            "MXNet",
+            module="mxnet",
+            adapter="bench.frameworks.mxnet_adapter",
+            profiler="bench.profiling.mxnet_profiler",
+            builder="build_mxnet",
+            supported=("1.9",),
+            distributions=("mxnet", "mxnet-cu117", "mxnet-cu112", "mxnet-cu110", "mxnet-cu102"),
+            cpu_package="mxnet",
+            gpu_package="mxnet",
+            only_release="1.9.1",
+            own_python_env="BENCH_MXNET_PYTHON",
+            tag="mxnet_version",
+            gpu_fix="install MXNet's CUDA build in its own environment (`bench setup mxnet` "
+            "on a host with the CUDA 11 runtime)",
+            colour="#1e8449",
+        ),
+    )
+}
+NAMES = tuple(FRAMEWORKS)  # framework.name's choices, in the order bench lists them
