@@ -12,12 +12,21 @@ from bench.checks.preflight import validate
 from bench.cli import CONF_DIR
 from bench.core.config import BenchConfig, ConfigError
 from bench.data import CIFAR
+from bench.models import stock
 from bench.sweep.compose import to_bench_config
 from tests.cifar_fixture import write_cifar_archive
 from tests.config.test_bad_input_table import run_cli
 
 # Groups that pick one option each (presets: experiment/, slurm/ are tested on their own).
 GROUPS = ["data", "framework", "launcher", "model"]
+
+
+# The options of docs/your-model.md take the model's builder or its name.
+YOUR_MODEL = {
+    ("model", "py"): ["model.builder=examples.custom_cnn:build"],
+    ("model", "keras"): ["model.name=MobileNetV3Small", "framework=tf"],
+    ("model", "torchvision"): ["model.name=resnet18"],
+}
 
 
 def options(group: str) -> list[str]:
@@ -28,14 +37,21 @@ def options(group: str) -> list[str]:
     ("group", "option"), [(g, o) for g in GROUPS for o in options(g)], ids=lambda v: str(v)
 )
 def test_every_group_option_composes_and_validates(group: str, option: str, tmp_path) -> None:  # noqa: ANN001
-    overrides = [f"{group}={option}"]
+    overrides = [f"{group}={option}", *YOUR_MODEL.get((group, option), [])]
     if option in CIFAR:  # a real-format archive, so that validation finds one
         write_cifar_archive(tmp_path, option, per_member=2)
         overrides.append(f"data.root={tmp_path}")
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = to_bench_config(compose("config", overrides=overrides))
     assert isinstance(cfg, BenchConfig)
-    assert getattr(cfg, group).name == option
+    if (group, option) in YOUR_MODEL:  # a library's model is named by model.name
+        assert cfg.model.source == option
+    else:
+        assert getattr(cfg, group).name == option
+    if (group, option) == ("model", "torchvision") and not stock.torchvision_available():
+        with pytest.raises(ConfigError, match=r"^model.source: torchvision is not importable"):
+            validate(cfg)
+        return
     if option != "docker":
         validate(cfg)
         return
