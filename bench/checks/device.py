@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.core.config import BenchConfig
+from bench.core.frameworks import FRAMEWORKS
 from bench.core.paths import cache_dir, owned_private, private_dir, write_private
 
 
@@ -49,12 +50,7 @@ class Seen:
 
 Probe = Callable[[BenchConfig], Seen]
 
-FIXES = {
-    "torch": "install torch's CUDA wheel",
-    "tf": "install TensorFlow's GPU build (tensorflow[and-cuda])",
-    "mxnet": "install MXNet's CUDA build in its own environment (`bench setup mxnet` on a "
-    "host with the CUDA 11 runtime)",
-}
+FIXES = {name: spec.gpu_fix for name, spec in FRAMEWORKS.items()}
 
 
 def host_gpus() -> tuple[int, str]:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from bench.core.config import BenchConfig
 from bench.core.zoo import LIBRARY_FRAMEWORK, MODELS, OWN_SOURCES, OWN_TASKS
+from bench.distributed.registry import distributes
 
 _OWN_KEYS = ("builder", "torch", "tf", "task")
 PROBE_TIMEOUT_S = 300.0
@@ -105,7 +106,7 @@ def rules(cfg: BenchConfig) -> list[str]:
             )
     if problems:
         return problems
-    if cfg.distributed.name != "none":
+    if distributes(cfg.distributed.name):
         problems.append(
             f"distributed: model={model.source} trains undistributed in this version; "
             "use distributed=none"

@@ -23,10 +23,11 @@ from bench.core.config import (
     check,
     choice,
 )
+from bench.core.frameworks import MXNET
 
 
 def _check_precision(problems: list[str], cfg: BenchConfig) -> None:
-    if cfg.precision == "tf32" and cfg.framework.name == "mxnet":
+    if cfg.precision == "tf32" and cfg.framework.name == MXNET:
         problems.append(
             "precision: tf32 is not wired into MXNet trials (its cuDNN settings are its own); "
             "use fp32, fp16 or bf16"
@@ -61,10 +62,9 @@ def _sqlite_or_file_path(uri: str) -> Path | None:
 
 def _check_model_source(problems: list[str], cfg: BenchConfig) -> None:
     """model.source is bench|stock, and stock only where the framework's library has it."""
+    from bench.checks import own_models
     from bench.core.zoo import ALL_SOURCES, OWN_SOURCES
     from bench.models import MODELS, framework_problem, stock_problem
-
-    from bench.checks import own_models
 
     choice(problems, "model.source", cfg.model.source, ALL_SOURCES)
     problems += own_models.check(cfg)  # model=py's keys, and models not the zoo's
@@ -86,7 +86,7 @@ def _check_model_source(problems: list[str], cfg: BenchConfig) -> None:
 
 def _check_framework(problems: list[str], cfg: BenchConfig) -> None:
     """MXNet runs in its own environment, which only a fresh process or its image reaches."""
-    if cfg.framework.name != "mxnet":
+    if cfg.framework.name != MXNET:
         return
     if cfg.precision != "fp32":
         problems.append(
@@ -103,7 +103,7 @@ def _check_framework(problems: list[str], cfg: BenchConfig) -> None:
     if cfg.launcher.name == "inline":
         problems.append(
             "launcher: inline runs the trial inside bench's own process, which never imports "
-            f"MXNet (it has its own environment, {interpreters.own_venv('mxnet')}); use "
+            f"MXNet (it has its own environment, {interpreters.own_venv(MXNET)}); use "
             "launcher=process or docker"
         )
     elif cfg.launcher.name == "process":

@@ -15,9 +15,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from bench.core.frameworks import NAMES, TORCH
 from bench.core.strategy_configs import STRATEGY_CHOICES, STRATEGY_CONFIGS, DistributedConfig
 
-FRAMEWORKS = ("torch", "tf", "mxnet")
+FRAMEWORKS = NAMES  # bench.core.frameworks: each one's spec
 MODES = ("train", "infer")
 DEVICES = ("auto", "cpu", "cuda")
 LAUNCHERS = ("process", "inline", "docker")
@@ -97,7 +98,7 @@ DEFAULT_MIN_WINDOW_S = 2.0  # scripts/bench_window_cv.py: every side under 5% CV
 
 @dataclass
 class FrameworkConfig:
-    name: str = "torch"
+    name: str = TORCH
     # The framework's version: "" is the one the host's environment pins; "installed" is
     # whatever the trial's interpreter has (no environment made or checked: a site's or a
     # container's own build); any other runs in an environment of its own, made on first
@@ -480,12 +481,12 @@ def check(cfg: BenchConfig) -> list[str]:
             "tuning: best sets threads and oneDNN, which a framework fixes when it is imported; "
             "launcher=inline runs trials in bench's own process (use launcher=process)"
         )
-    if cfg.cudnn_benchmark and cfg.framework.name != "torch":
+    if cfg.cudnn_benchmark and cfg.framework.name != TORCH:
         problems.append(
             f"cudnn_benchmark: only torch has this setting (framework={cfg.framework.name}: "
             "TensorFlow autotunes cuDNN by default); leave it false"
         )
-    if cfg.channels_last and cfg.framework.name != "torch":
+    if cfg.channels_last and cfg.framework.name != TORCH:
         problems.append(
             f"channels_last: only torch has a memory-format setting (framework="
             f"{cfg.framework.name}: TensorFlow's models are channels-last already, MXNet's "

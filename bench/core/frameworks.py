@@ -37,6 +37,9 @@ class FrameworkSpec:
     # the package and the names of its version fields ('' where none is read).
     build_file: str = ""
     build_fields: dict[str, str] = field(default_factory=dict)
+    # Its image's base for the cuda variant (launcher=docker; the cpu variant installs it
+    # from pip on the official Python image).
+    cuda_image: str = ""
     tag: str = ""  # the run tag holding its version
     gpu_fix: str = ""  # how to give it the GPUs it lacks
     colour: str = ""  # its colour in the report's figures
@@ -63,6 +66,7 @@ FRAMEWORKS: dict[str, FrameworkSpec] = {
             gpu_package="torch",
             build_file="version.py",
             build_fields={"__version__": "version", "cuda": "cuda"},
+            cuda_image="pytorch/pytorch:2.13.0-cuda12.8-cudnn9-runtime",
             tag="torch_version",
             gpu_fix="install torch's CUDA wheel",
             colour="#c0392b",
@@ -81,6 +85,7 @@ FRAMEWORKS: dict[str, FrameworkSpec] = {
             companions=("keras",),
             build_file="python/platform/build_info.py",
             build_fields={"cuda_version": "cuda", "cudnn_version": "cudnn"},
+            cuda_image="tensorflow/tensorflow:2.21.0-gpu",
             tag="tensorflow_version",
             gpu_fix="install TensorFlow's GPU build (tensorflow[and-cuda])",
             colour="#2471a3",
@@ -98,6 +103,8 @@ FRAMEWORKS: dict[str, FrameworkSpec] = {
             gpu_package="mxnet",
             only_release="1.9.1",
             own_python_env="BENCH_MXNET_PYTHON",
+            # MXNet 1.9.1 (retired): its CUDA 11.7 build on NVIDIA's matching runtime image.
+            cuda_image="nvidia/cuda:11.7.1-cudnn8-runtime-ubuntu22.04",
             tag="mxnet_version",
             gpu_fix="install MXNet's CUDA build in its own environment (`bench setup mxnet` "
             "on a host with the CUDA 11 runtime)",
@@ -106,3 +113,10 @@ FRAMEWORKS: dict[str, FrameworkSpec] = {
     )
 }
 NAMES = tuple(FRAMEWORKS)  # framework.name's choices, in the order bench lists them
+
+
+def own_environment(name: str) -> bool:
+    """Whether framework ``name``'s pinned version runs in an environment of its own (False
+    for a name bench does not know)."""
+    spec = FRAMEWORKS.get(name)
+    return spec is not None and spec.own_environment

@@ -24,15 +24,17 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.core.frameworks import FRAMEWORKS
 from bench.core.paths import PACKAGE
 
 REPO = PACKAGE.parent  # a source checkout: requirements.lock is here
 
 # The minor series bench supports per framework (a version outside is refused): the last
 # three of torch and TensorFlow with wheels for Python 3.11 on the package index.
-SUPPORTED = {"torch": ("2.13", "2.14", "2.15"), "tf": ("2.19", "2.20", "2.21"), "mxnet": ("1.9",)}
+# Each framework's spec says it (bench.core.frameworks).
+SUPPORTED = {name: spec.supported for name, spec in FRAMEWORKS.items()}
 # The module whose __version__ a trial checks, per framework.
-MODULES = {"torch": "torch", "tf": "tensorflow", "mxnet": "mxnet"}
+MODULES = {name: spec.module for name, spec in FRAMEWORKS.items()}
 # framework.version=installed: whatever version the trial's interpreter has, resolved when
 # the configuration is composed (framework.installed); no environment is made or checked.
 INSTALLED = "installed"
@@ -43,19 +45,18 @@ _DAY_S = 86400.0
 def package(framework: str, gpu: bool = False) -> str:
     """The package a framework version installs from: TensorFlow's CPU build where the host
     has no GPU (the same code, a tenth of the download)."""
-    if framework == "tf":
-        return "tensorflow" if gpu else "tensorflow-cpu"
-    return {"torch": "torch", "mxnet": "mxnet"}[framework]
+    spec = FRAMEWORKS[framework]
+    return spec.gpu_package if gpu else spec.cpu_package
 
 
 def pinned(framework: str) -> str:
     """The version the host's environment has (what ``requirements.lock`` pins); MXNet's
     environment has 1.9.1, its last release."""
-    if framework == "mxnet":
-        return "1.9.1"
+    if FRAMEWORKS[framework].only_release:
+        return FRAMEWORKS[framework].only_release
     from importlib import metadata
 
-    for name in {"torch": ("torch",), "tf": ("tensorflow", "tensorflow-cpu")}[framework]:
+    for name in FRAMEWORKS[framework].distributions[:2]:
         try:
             return base(metadata.version(name))
         except metadata.PackageNotFoundError:
@@ -70,9 +71,9 @@ def pinned(framework: str) -> str:
 def locked(framework: str) -> str:
     """The version ``requirements.lock`` pins for ``framework`` ('' where there is no lock
     beside the package, as for an installed wheel); MXNet's environment has 1.9.1."""
-    if framework == "mxnet":
-        return "1.9.1"
-    name = {"torch": "torch", "tf": "tensorflow"}[framework]
+    if FRAMEWORKS[framework].only_release:
+        return FRAMEWORKS[framework].only_release
+    name = FRAMEWORKS[framework].distributions[0]
     lock = REPO / "requirements.lock"
     for line in lock.read_text().splitlines() if lock.exists() else []:
         if line.startswith(f"{name}=="):
@@ -208,8 +209,10 @@ def problems(framework: str, version: str, *, gpu: bool, cached: bool) -> list[s
     field = "framework.version"
     if framework not in SUPPORTED:
         return []  # framework itself is refused elsewhere
-    if framework == "mxnet":
-        return [f"{field}: MXNet has one release bench runs, 1.9.1 (its last); got {version!r}"]
+    only = FRAMEWORKS[framework].only_release
+    if only:
+        title = FRAMEWORKS[framework].title
+        return [f"{field}: {title} has one release bench runs, {only} (its last); got {version!r}"]
     allowed = ", ".join(f"{s}.x" for s in SUPPORTED[framework])
     pkg = package(framework, gpu)
     try:
@@ -232,19 +235,6 @@ def problems(framework: str, version: str, *, gpu: bool, cached: bool) -> list[s
     return []
 
 
-# Where each framework keeps what it was built with, read as text (never imported): a
-# module path below the package, and the names of the version fields in it.
-_BUILD_FILES = {
-    "torch": ("version.py", {"__version__": "version", "cuda": "cuda"}),
-    "tf": ("python/platform/build_info.py", {"cuda_version": "cuda", "cudnn_version": "cudnn"}),
-}
-_DISTRIBUTIONS = {
-    "torch": ("torch",),
-    "tf": ("tensorflow", "tensorflow-cpu", "tensorflow-gpu"),
-    "mxnet": ("mxnet", "mxnet-cu117", "mxnet-cu112", "mxnet-cu110", "mxnet-cu102"),
-}
-
-
 def describe(framework: str) -> dict[str, str]:
     """What this interpreter has of ``framework``, found without importing it: ``version``
     (its ``__version__``, a CUDA build's local label included), ``cuda`` and ``cudnn`` where
@@ -261,16 +251,17 @@ def describe(framework: str) -> dict[str, str]:
     if spec is None or not spec.submodule_search_locations:
         return {}
     out = {"version": "", "cuda": "", "cudnn": ""}
-    for dist in _DISTRIBUTIONS[framework]:
+    for dist in FRAMEWORKS[framework].distributions:
         try:
             out["version"] = metadata.version(dist)
         except metadata.PackageNotFoundError:
             continue
-        if dist.startswith("mxnet-cu"):  # mxnet-cu117: built for CUDA 11.7
-            digits = dist.removeprefix("mxnet-cu")
+        first = FRAMEWORKS[framework].distributions[0]
+        if dist.startswith(f"{first}-cu"):  # mxnet-cu117: built for CUDA 11.7
+            digits = dist.removeprefix(f"{first}-cu")
             out["cuda"] = f"{digits[:-1]}.{digits[-1]}"
         break
-    where, fields = _BUILD_FILES.get(framework, ("", {}))
+    where, fields = FRAMEWORKS[framework].build_file, FRAMEWORKS[framework].build_fields
     path = Path(next(iter(spec.submodule_search_locations)), where)
     if where and path.is_file():
         # Assignments of string constants (``cuda = '13.0'``, ``build_info['cuda_version'] =

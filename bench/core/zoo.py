@@ -10,9 +10,11 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
-# The builder function each model module has for a framework ("mxnet": Gluon, for the
+from bench.core.frameworks import FRAMEWORKS, TF, TORCH
+
+# The builder function each model module has for a framework (MXNet's: Gluon, for the
 # models listed by mxnet_models()).
-BUILDERS = {"torch": "build_torch", "tf": "build_keras", "mxnet": "build_mxnet"}
+BUILDERS = {name: spec.builder for name, spec in FRAMEWORKS.items()}
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,7 @@ class ModelSpec:
 
     def stock_name(self, framework: str) -> str:
         """The library model model.source=stock builds for ``framework``; "" if none."""
-        return {"torch": self.stock_torch, "tf": self.stock_keras}.get(framework, "")
+        return {TORCH: self.stock_torch, TF: self.stock_keras}.get(framework, "")
 
 
 MODELS: dict[str, ModelSpec] = {
@@ -106,7 +108,7 @@ ALL_SOURCES = (*SOURCES, *OWN_SOURCES)
 # The tasks a model of OWN_SOURCES may declare ("causal_lm" is to come, issue 32).
 OWN_TASKS = ("image",)
 # The one framework each library source builds for.
-LIBRARY_FRAMEWORK = {"keras": "tf", "torchvision": "torch"}
+LIBRARY_FRAMEWORK = {"keras": TF, "torchvision": TORCH}
 
 
 def task_of(name: str, source: str, declared: str = "") -> str:

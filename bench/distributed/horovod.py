@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.core.config import BenchConfig
+from bench.core.frameworks import TF, TORCH
 from bench.distributed import common
 from bench.distributed.base import Proc, Rank
 
@@ -50,7 +51,7 @@ class Horovod:
                 f"workers: horovod on GPUs runs one worker per GPU; {gpus} visible, "
                 f"got workers={cfg.workers}"
             )
-        if cfg.framework.name == "tf":
+        if cfg.framework.name == TF:
             from bench.distributed.common import tf_checks
 
             problems += tf_checks(cfg)
@@ -101,7 +102,7 @@ class Horovod:
         return Rank(int(os.environ["HOROVOD_RANK"]), int(os.environ["HOROVOD_SIZE"]))
 
     def prepare(self, adapter: Any, cfg: BenchConfig, data: Any, rank: Rank) -> Any:
-        if cfg.framework.name == "torch":
+        if cfg.framework.name == TORCH:
             return _torch(adapter, cfg, common.shard(data, rank.index, rank.world))
         return _tf(cfg, data, rank)
 
@@ -164,7 +165,7 @@ def _tf(cfg: BenchConfig, data: Any, rank: Rank) -> Any:
     keras.mixed_precision.set_global_policy(
         {"bf16": "mixed_bfloat16"}.get(cfg.precision, "float32")
     )
-    model = models.build("tf", cfg.model.name, cfg.num_classes, cfg.image_size, cfg.model.source)
+    model = models.build(TF, cfg.model.name, cfg.num_classes, cfg.image_size, cfg.model.source)
     optimizer = make_optimizer(cfg)
     variables = model.trainable_variables
     optimizer.build(variables)

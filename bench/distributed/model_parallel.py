@@ -26,6 +26,7 @@ import functools
 from typing import Any
 
 from bench.core.config import BenchConfig
+from bench.core.frameworks import TF
 from bench.distributed import common
 from bench.distributed.base import OneProcess, Rank
 
@@ -45,7 +46,7 @@ class ModelParallel(OneProcess):
     name = "model_parallel"
 
     def check(self, cfg: BenchConfig, gpu: bool, gpus: int) -> list[str]:
-        if cfg.framework.name == "tf":
+        if cfg.framework.name == TF:
             from bench.distributed.common import tf_checks
 
             problems = tf_checks(cfg)
@@ -68,7 +69,7 @@ class ModelParallel(OneProcess):
         return 1
 
     def prepare(self, adapter: Any, cfg: BenchConfig, data: Any, rank: Rank) -> Any:
-        if cfg.framework.name == "tf":
+        if cfg.framework.name == TF:
             names = _tf_devices(cfg)
             session = adapter.prepare(cfg, data)
             stage_sizes = split_keras(session.model, names, getattr(session, "optimizer", None))

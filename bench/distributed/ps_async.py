@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.core.config import BenchConfig, resolved_threads
+from bench.core.frameworks import TF
 from bench.distributed.base import ENV_RANK, ENV_WORLD, Proc, Rank, env_rank
 from bench.distributed.common import tf_config
 from bench.runtime.processes import free_port
@@ -119,7 +120,7 @@ class _Session:
         self.coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
         with strategy.scope():
             model = models.build(
-                "tf", cfg.model.name, cfg.num_classes, cfg.image_size, cfg.model.source
+                TF, cfg.model.name, cfg.num_classes, cfg.image_size, cfg.model.source
             )
             optimizer = make_optimizer(cfg)
             variables = model.trainable_variables

@@ -29,6 +29,7 @@ import tensorflow as tf  # noqa: E402
 
 from bench import models  # noqa: E402
 from bench.core.config import BenchConfig  # noqa: E402
+from bench.core.frameworks import TF  # noqa: E402
 from bench.data import HostBatches, LabelledData  # noqa: E402
 from bench.distributed import common  # noqa: E402
 
@@ -82,7 +83,7 @@ class StrategySession:
         global_batch = per_replica * strategy.num_replicas_in_sync
         with strategy.scope():
             self.model = models.build(
-                "tf", cfg.model.name, cfg.num_classes, cfg.image_size, cfg.model.source
+                TF, cfg.model.name, cfg.num_classes, cfg.image_size, cfg.model.source
             )
             self.optimizer = make_optimizer(cfg)
             self.optimizer.build(self.model.trainable_variables)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.core import versions
+from bench.core.frameworks import FRAMEWORKS, own_environment
 from bench.core.paths import PACKAGE, locked, source_root
 
 REPO = PACKAGE.parent  # a source checkout: requirements.lock is here
@@ -32,7 +33,7 @@ REPO = PACKAGE.parent  # a source checkout: requirements.lock is here
 TRIAL_SIDE = ("numpy", "psutil", "nvidia-ml-py", "scikit-learn", "matplotlib", "packaging")
 # Kept at the host's pins whatever happens (they decide nothing a trial measures).
 ALWAYS_PINNED = ("psutil", "nvidia-ml-py")
-COMPANIONS = {"tf": ("keras",), "torch": (), "mxnet": ()}
+COMPANIONS = {name: spec.companions for name, spec in FRAMEWORKS.items()}
 
 
 class EnvironmentError_(RuntimeError):
@@ -253,7 +254,7 @@ def lock_of(framework: str, version: str, variant: str = "") -> Path | None:
     if version:
         lock = env_for(framework, version).lock
         return lock if lock.exists() else None
-    if framework == "mxnet":
+    if own_environment(framework):
         return None
     lock = REPO / "requirements.lock"
     return lock if lock.exists() else None

@@ -17,10 +17,11 @@ import sys
 from functools import cache
 from pathlib import Path
 
-# Frameworks that live in an environment of their own: the variable that overrides it.
 from bench.core import paths, versions
+from bench.core.frameworks import FRAMEWORKS
 
-OWN_ENVIRONMENTS = {"mxnet": "BENCH_MXNET_PYTHON"}
+# Frameworks that live in an environment of their own: the variable that overrides it.
+OWN_ENVIRONMENTS = {n: s.own_python_env for n, s in FRAMEWORKS.items() if s.own_environment}
 
 
 def own_venv(framework: str) -> Path:

@@ -23,10 +23,11 @@ import subprocess
 import sys
 
 from bench.core import paths
+from bench.core.frameworks import MXNET
 from bench.envs import interpreters
 
 WHAT = {
-    "mxnet": "MXNet 1.9.1's own environment (numpy 1.23), where framework=mxnet trials run",
+    MXNET: "MXNet 1.9.1's own environment (numpy 1.23), where framework=mxnet trials run",
     "horovod": "Horovod 0.28.1 built against this environment's torch and TensorFlow",
 }
 
@@ -47,10 +48,10 @@ def _variant() -> str:
 
 def _script_env(name: str) -> dict[str, str]:
     env = dict(os.environ, BENCH_CACHE=str(paths.cache_dir()))
-    if name == "mxnet":
+    if name == MXNET:
         env.update(
             BENCH_VARIANT=_variant(),
-            BENCH_MXNET_VENV=str(interpreters.own_venv("mxnet")),
+            BENCH_MXNET_VENV=str(interpreters.own_venv(MXNET)),
             BENCH_SOURCE_ROOT=str(paths.source_root()),
         )
         env.setdefault("PYTHON_MXNET", getattr(sys, "_base_executable", sys.executable))
@@ -81,18 +82,18 @@ def run(name: str, *, quiet: bool = False) -> None:
 
 def ensure_mxnet() -> str:
     """Make MXNet's environment on first use; '' when it is ready, else why it is not."""
-    if not interpreters.problem("mxnet"):
+    if not interpreters.problem(MXNET):
         return ""
-    if interpreters.overridden("mxnet"):
-        return f"framework: {interpreters.problem('mxnet')}"
+    if interpreters.overridden(MXNET):
+        return f"framework: {interpreters.problem(MXNET)}"
     print(
         f"bench: making MXNet's own environment (first use; seconds with uv's cache warm; kept in "
-        f"{interpreters.own_venv('mxnet')})",
+        f"{interpreters.own_venv(MXNET)})",
         file=sys.stderr,
     )
     with paths.locked(paths.cache_dir() / "mxnet-setup.lock"):
         try:
-            run("mxnet", quiet=True)
+            run(MXNET, quiet=True)
         except SetupError as exc:
             return f"framework: mxnet: its environment could not be made: {exc}"
     return ""

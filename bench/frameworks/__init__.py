@@ -6,13 +6,11 @@ import importlib
 import os
 
 from bench.core.config import BenchConfig
+from bench.core.frameworks import FRAMEWORKS
 from bench.frameworks.base import Framework
 
-_MODULES = {
-    "torch": "bench.frameworks.torch_adapter",
-    "tf": "bench.frameworks.tf_adapter",
-    "mxnet": "bench.frameworks.mxnet_adapter",  # imported only in .venv-mxnet
-}
+# Each framework's adapter, as its spec names it (MXNet's imported only in .venv-mxnet).
+_MODULES = {name: spec.adapter for name, spec in FRAMEWORKS.items()}
 # What frameworks read from the environment once, when loaded: MXNet its OpenMP threads,
 # its CPU engine's workers and whether oneDNN runs; TensorFlow whether oneDNN runs.
 _ONEDNN_VARIABLES = {"tf": "TF_ENABLE_ONEDNN_OPTS", "mxnet": "MXNET_MKLDNN_ENABLED"}

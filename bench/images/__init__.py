@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from bench.core import paths
+from bench.core.frameworks import FRAMEWORKS
 from bench.core.versions import own_release
 
 if TYPE_CHECKING:
@@ -45,15 +46,12 @@ VARIANTS = ("cpu", "cuda")
 BENCH_UID = 1000
 # Used when launcher.docker.base_image is empty: the frameworks' official CUDA images, and
 # the official Python image (the framework then comes from pip) for the CPU variants.
+# Each framework's CUDA base is its spec's (bench.core.frameworks).
+PYTHON_BASE = "python:3.11-slim-bookworm"
 DEFAULT_BASES = {
-    ("torch", "cuda"): "pytorch/pytorch:2.13.0-cuda12.8-cudnn9-runtime",
-    ("tf", "cuda"): "tensorflow/tensorflow:2.21.0-gpu",
-    ("torch", "cpu"): "python:3.11-slim-bookworm",
-    ("tf", "cpu"): "python:3.11-slim-bookworm",
-    # MXNet 1.9.1 (retired): its CUDA 11.7 build on NVIDIA's matching runtime image.
-    ("mxnet", "cuda"): "nvidia/cuda:11.7.1-cudnn8-runtime-ubuntu22.04",
-    ("mxnet", "cpu"): "python:3.11-slim-bookworm",
-    ("mlflow", "cpu"): "python:3.11-slim-bookworm",
+    **{(name, "cuda"): spec.cuda_image for name, spec in FRAMEWORKS.items()},
+    **{(name, "cpu"): PYTHON_BASE for name in FRAMEWORKS},
+    ("mlflow", "cpu"): PYTHON_BASE,
 }
 LOCAL_BASE_HINT = (
     "without a registry, build a local base with `bash scripts/build_base_image.sh` and "

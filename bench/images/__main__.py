@@ -16,6 +16,7 @@ import shlex
 import sys
 from typing import TYPE_CHECKING
 
+from bench.core.frameworks import NAMES
 from bench.images import (
     BENCH_UID,
     VARIANTS,
@@ -29,7 +30,7 @@ from bench.images import (
 if TYPE_CHECKING:
     from docker import DockerClient
 
-COMPOSE_SERVICES = ("torch", "tf", "mxnet", "mlflow")
+COMPOSE_SERVICES = (*NAMES, "mlflow")
 
 
 def compose_env(

@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 
+from bench.core.frameworks import MXNET
 from bench.distributed.registry import NONE, distributes
 from bench.parity.check import DEFAULT_TOLERANCE, FRAMEWORKS
 from bench.parity.strategy import ASYNC, ASYNC_TOLERANCE, CHECKED, whole_batch
@@ -132,7 +133,7 @@ def problems(args: argparse.Namespace) -> list[str]:
         images = sorted(n for n, m in MODELS.items() if m.task == "image")
         found.append(f"--model: one of the image models {', '.join(images)}; got {args.model!r}")
     else:
-        if "mxnet" in frameworks and args.model not in mxnet_models():
+        if MXNET in frameworks and args.model not in mxnet_models():
             found.append(
                 f"--model: {args.model} has no MXNet build (those: "
                 f"{', '.join(sorted(mxnet_models()))})"

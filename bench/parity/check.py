@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from bench import data
+from bench.core.frameworks import NAMES, TORCH
 from bench.core.tables import text_table
 from bench.envs import interpreters
 from bench.frameworks.weights import BUFFER, PARAM, Tensor
@@ -48,7 +49,7 @@ from bench.parity import side as sides
 # the update over 20 steps of lenet5; a wrong gradient scale of 0.9 is 1e-1.  Where rounding
 # alone does more (a chaotic model: ResNet-18), the floor decides (FLOOR_MULTIPLE).
 DEFAULT_TOLERANCE = 1e-2
-FRAMEWORKS = ("torch", "tf", "mxnet")
+FRAMEWORKS = NAMES
 # The figures of a Deviation, in the table's order, with their column titles.
 FIGURES = {
     "loss": "loss",
@@ -98,12 +99,12 @@ def initial_weights(spec: sides.Spec) -> list[Tensor]:
     from bench.frameworks.weights import torch_model_weights
 
     torch.manual_seed(spec.seed)
-    return torch_model_weights(models.build("torch", spec.model, spec.num_classes, spec.image_size))
+    return torch_model_weights(models.build(TORCH, spec.model, spec.num_classes, spec.image_size))
 
 
 def batches(spec: sides.Spec) -> data.HostBatches:
     """``spec.steps`` distinct batches, one per step, the same for every side."""
-    return data.synthetic(spec.config("torch"))
+    return data.synthetic(spec.config(TORCH))
 
 
 def run_side(

@@ -23,15 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.core.config import BenchConfig
+from bench.core.frameworks import FRAMEWORKS
 from bench.monitors.base import Findings
 from bench.profiling import operators
 from bench.profiling.base import Profiler
 
-_MODULES = {
-    "torch": "bench.profiling.torch_profiler",
-    "tf": "bench.profiling.tf_profiler",
-    "mxnet": "bench.profiling.mxnet_profiler",
-}
+_MODULES = {name: spec.profiler for name, spec in FRAMEWORKS.items()}
 
 
 def breakdown_steps(cfg: BenchConfig) -> int:

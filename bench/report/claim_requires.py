@@ -27,11 +27,13 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from bench.core.frameworks import FRAMEWORKS as SPECS
+from bench.core.frameworks import NAMES
 from bench.report.trials import Trial, base_framework
 
-FRAMEWORKS = ("torch", "tf", "mxnet")
+FRAMEWORKS = NAMES
 # Where a run's framework version is recorded when its config left it empty (the pinned one).
-_VERSION_TAGS = {"torch": "torch_version", "tf": "tensorflow_version", "mxnet": "mxnet_version"}
+_VERSION_TAGS = {name: spec.tag for name, spec in SPECS.items()}
 _SYNTHETIC = ("synthetic", "")
 
 

@@ -12,7 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-FRAMEWORK_COLOURS = {"torch": "#c0392b", "tf": "#2471a3", "mxnet": "#1e8449"}
+from bench.core.frameworks import FRAMEWORKS
+
+FRAMEWORK_COLOURS = {name: spec.colour for name, spec in FRAMEWORKS.items()}
 _OTHER_COLOURS = ["#7d3c98", "#1e8449", "#b9770e", "#5d6d7e", "#a93226", "#148f77"]
 SAME_COLOUR = "#9e9e9e"
 DPI = 100

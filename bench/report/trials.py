@@ -8,6 +8,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from bench.core.frameworks import TORCH
 from bench.core.identity import identity
 from bench.tracking import RunRecord
 
@@ -37,7 +38,7 @@ ENVIRONMENT_TAGS = (
 DOCKER_IMAGE_TAG = "mlflow.docker.image.id"
 # The tags the report reads (bench's own and the image's): tracking.load_runs reads no others.
 REPORT_TAGS = ("bench.", DOCKER_IMAGE_TAG)
-PREFERRED_BASELINE = "torch"
+PREFERRED_BASELINE = TORCH
 
 Config = tuple[tuple[str, str], ...]
 

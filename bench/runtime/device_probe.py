@@ -12,6 +12,8 @@ import os
 import sys
 from typing import Any
 
+from bench.core.frameworks import MXNET, TF, TORCH
+
 
 def _torch() -> dict[str, Any]:
     import torch
@@ -55,7 +57,7 @@ def _mxnet() -> dict[str, Any]:
     return {"gpus": n, "detail": f"MXNet {mx.__version__}, {build}", "names": []}
 
 
-PROBES = {"torch": _torch, "tf": _tf, "mxnet": _mxnet}
+PROBES = {TORCH: _torch, TF: _tf, MXNET: _mxnet}
 
 
 def main(argv: list[str]) -> int:

@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from bench.core.config import FRAMEWORKS, BenchConfig, ConfigError
+from bench.core.frameworks import own_environment
 from bench.sweep.jobs import pairs, trial_label, varying
 
 
@@ -132,7 +133,7 @@ def installed_build(cfg: BenchConfig) -> str:
                 "version"
             ])  # fmt: skip
         return versions.build_text(found)
-    if fw.name == "mxnet":  # its own environment is bench's, made from its own lock
+    if own_environment(fw.name):  # its own environment is bench's, made from its own lock
         return ""
     found = interpreters.installed(fw.name)
     pin = versions.locked(fw.name)

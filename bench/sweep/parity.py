@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from bench import tracking
 from bench.core.config import BenchConfig
+from bench.core.frameworks import MXNET
 from bench.distributed.registry import distributes
 from bench.parity import at_best as tuned
 from bench.parity import check, side, strategy
@@ -82,7 +83,7 @@ def _covered(group: Group, frameworks: list[str]) -> str:
     spec = MODELS.get(group.model)
     if spec is None or spec.task != "image":
         return f"{group.model} is not an image model"
-    if "mxnet" in frameworks and group.model not in mxnet_models():
+    if MXNET in frameworks and group.model not in mxnet_models():
         return f"{group.model} has no MXNet build"
     if distributes(group.distributed):
         runs_in = strategy.CHECKED.get(group.distributed)

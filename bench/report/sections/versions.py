@@ -8,11 +8,12 @@ from __future__ import annotations
 import math
 
 from bench.analysis import stats
+from bench.core.frameworks import FRAMEWORKS
 from bench.report.document import Cell, Section, Table, num
 from bench.report.sections.common import Context, both_sides, ratio_text, sample
 from bench.report.trials import Labeller, Trial, fmt_mean_sd, group, version_pairs
 
-VERSION_TAGS = {"torch": "torch_version", "tf": "tensorflow_version", "mxnet": "mxnet_version"}
+VERSION_TAGS = {name: spec.tag for name, spec in FRAMEWORKS.items()}
 
 
 def side_name(name: str, trials: list[Trial]) -> str:

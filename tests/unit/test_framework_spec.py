@@ -1,0 +1,77 @@
+"""One spec per framework (bench.core.frameworks): facts only, importing nothing, and the
+only place outside the adapters (bench/frameworks/) and the model builders (bench/models/)
+that spells a framework's name."""
+
+from __future__ import annotations
+
+import ast
+from collections import Counter
+from pathlib import Path
+
+from bench.core import frameworks, versions
+from bench.core.frameworks import FRAMEWORKS, NAMES
+
+ROOT = Path(__file__).resolve().parents[2]
+LITERALS = ("torch", "tf", "mxnet")
+# Where a framework's name may be written: its adapter, its model builders, its spec.
+OWNERS = ("bench/frameworks/", "bench/models/", "bench/core/frameworks.py")
+# What is left, per (module, literal): each a reason to keep it, or work still to do.  A new
+# literal anywhere else fails; a module that drops one updates this list.
+ALLOWED = {
+    # model.torch / model.tf are config keys users type (model=py), and the checks of what
+    # they name; the module came with issue 32 and is its owner's to move onto the spec.
+    ("bench/checks/own_models.py", "torch"): 4,
+    ("bench/checks/own_models.py", "tf"): 3,
+}
+
+
+def literal_counts() -> Counter[tuple[str, str]]:
+    found: Counter[tuple[str, str]] = Counter()
+    for path in sorted((ROOT / "bench").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith(OWNERS):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in LITERALS:
+                found[(rel, node.value)] += 1
+    return found
+
+
+def test_no_framework_literal_outside_its_adapter_its_builders_and_its_spec() -> None:
+    assert dict(literal_counts()) == ALLOWED, (
+        "name a framework by its spec (bench.core.frameworks: FRAMEWORKS[name].<fact>, or "
+        "TORCH / TF / MXNET), or move the fact into the spec"
+    )
+
+
+def test_the_spec_imports_nothing_but_the_standard_library() -> None:
+    tree = ast.parse(Path(frameworks.__file__).read_text())
+    imported = {
+        alias.name.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in (node.names if isinstance(node, ast.Import) else [ast.alias(node.module)])
+    }
+    assert imported <= {"__future__", "dataclasses"}
+
+
+def test_the_tables_other_modules_read_are_the_specs() -> None:
+    from bench.checks import device
+    from bench.envs import environments, interpreters
+    from bench.images import DEFAULT_BASES
+    from bench.profiling import _MODULES as PROFILERS
+
+    assert NAMES == ("torch", "tf", "mxnet") and list(FRAMEWORKS) == list(NAMES)
+    assert versions.SUPPORTED == {n: s.supported for n, s in FRAMEWORKS.items()}
+    assert versions.MODULES == {"torch": "torch", "tf": "tensorflow", "mxnet": "mxnet"}
+    assert interpreters.OWN_ENVIRONMENTS == {"mxnet": "BENCH_MXNET_PYTHON"}
+    assert environments.COMPANIONS == {"torch": (), "tf": ("keras",), "mxnet": ()}
+    assert set(device.FIXES) == set(NAMES) and all(device.FIXES.values())
+    assert PROFILERS == {n: f"bench.profiling.{n}_profiler" for n in NAMES}
+    assert {f for f, v in DEFAULT_BASES if v == "cuda"} == set(NAMES)
+    for name, spec in FRAMEWORKS.items():
+        assert spec.adapter == f"bench.frameworks.{name}_adapter"
+        assert versions.package(name) == spec.cpu_package
+        assert versions.package(name, gpu=True) == spec.gpu_package
+    assert [n for n, s in FRAMEWORKS.items() if s.only_release] == ["mxnet"]
+    assert versions.pinned("mxnet") == versions.locked("mxnet") == "1.9.1"
