@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.core.config import BenchConfig
-from bench.core.strategy_configs import DDPConfig
+from bench.core.strategies.ddp import DDPConfig
 from bench.distributed import common
 from bench.distributed.base import Proc, Rank
 

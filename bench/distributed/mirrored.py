@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.core.config import BenchConfig
-from bench.core.strategy_configs import MirroredConfig
+from bench.core.strategies.mirrored import MirroredConfig
 from bench.distributed.base import OneProcess, Rank
 from bench.distributed.common import tf_checks
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.core.config import BenchConfig
-from bench.core.strategy_configs import MultiWorkerConfig
+from bench.core.strategies.multiworker import MultiWorkerConfig
 from bench.distributed.base import ENV_RANK, Proc, Rank, env_rank, local_rank, node_ranks, per_rank
 from bench.distributed.common import tf_config
 from bench.runtime.processes import free_port
