@@ -116,3 +116,31 @@ def test_a_library_model_by_name_is_an_image_model_with_its_name_in_the_identity
     assert task(keras.model) == "image"
     assert identity(keras)["model.name"] == "EfficientNetV2S"
     assert "model.seq_len" not in identity(keras)
+
+
+def test_docker_and_the_unwired_paths_are_refused_by_the_rules_alone() -> None:
+    from bench.checks.own_models import rules
+    from bench.core.config import LauncherConfig
+
+    model = _py(builder="my_cnn:build")
+    docker = BenchConfig(model=model, launcher=LauncherConfig(name="docker"))
+    assert [p.split(":")[0] for p in rules(docker)] == ["launcher"]
+    assert "my_cnn" in rules(docker)[0]
+    assert rules(BenchConfig(model=model)) == []
+    keras = BenchConfig(model=ModelConfig(name="ResNet50", source="keras"))
+    (refusal,) = rules(keras)
+    assert refusal.startswith("model.source: keras builds keras.applications models for "
+                              "framework=tf only, not framework=torch")  # fmt: skip
+    assert "model=resnet50 model.source=stock" in refusal
+
+
+def test_builders_of_unequal_size_are_not_comparable_across_frameworks() -> None:
+    """The report's rule holds for your own model as for the zoo: the logged parameter
+    counts must be equal."""
+    from bench.analysis import stats
+
+    torch = stats.Sample("torch", [1.0, 1.1, 1.0, 1.05], num_parameters=[5418] * 4)
+    tf = stats.Sample("tf", [2.0, 2.1, 2.0, 2.05], num_parameters=[5419] * 4)
+    assert stats.compare(torch, tf).kind == stats.NOT_COMPARABLE
+    same = stats.Sample("tf", [2.0, 2.1, 2.0, 2.05], num_parameters=[5418] * 4)
+    assert stats.compare(torch, same).kind != stats.NOT_COMPARABLE
