@@ -14,6 +14,7 @@ from functools import cache
 from pathlib import Path
 
 from bench.core.config import BenchConfig
+from bench.core.frameworks import TF, TORCH
 from bench.core.zoo import LIBRARY_FRAMEWORK, MODELS, OWN_SOURCES, OWN_TASKS
 from bench.distributed.registry import distributes
 
@@ -35,12 +36,12 @@ def _library_refusal(source: str, framework: str, name: str) -> str:
         if name in (spec.stock_keras, spec.stock_torch) and spec.stock_name(framework)
     ]
     hint = f"model={twins[0]} model.source=stock builds it in both" if twins else ""
-    if framework == "torch":
+    if framework == TORCH:
         where = "model=torchvision model.name=NAME"
         if not stock.torchvision_available():
             where += " (torchvision is not installed here)"
         hint = hint or f"for torch: {where}, or bench's zoo (python -m bench.models)"
-    elif framework == "tf":
+    elif framework == TF:
         hint = hint or "for tf: model=keras model.name=NAME (keras.applications)"
     else:
         hint = hint or "model=py and the libraries' models are not wired for mxnet"
@@ -73,7 +74,7 @@ def rules(cfg: BenchConfig) -> list[str]:
             ]
         if framework != LIBRARY_FRAMEWORK[model.source]:
             problems.append(_library_refusal(model.source, framework, model.name))
-        if model.source == "torchvision" and framework == "torch":
+        if model.source == "torchvision" and framework == TORCH:
             from bench.models import stock
 
             if not stock.torchvision_available():
