@@ -98,7 +98,7 @@ def trial_label(cfg: BenchConfig, overrides: Sequence[str], keys: Sequence[str])
     built = cfg.framework.installed.split(" ", 1)[0] or cfg.framework.version
     version = f"=={built}" if built else ""
     shown = [f"framework={cfg.framework.name}{version}", f"model={cfg.model.name}"]
-    own = ("framework", "model", "framework.version")
+    own = ("framework", "model", "model.name", "framework.version")  # shown above
     shown += [f"{k}={given[k]}" for k in keys if k in given and k not in own]
     return " ".join(shown)
 
