@@ -9,11 +9,12 @@ figures included), writing it (write), the whole (total, the interpreter's start
 imports included), and the peak resident memory of that process.  With ``--http`` the
 same store is read again through a local ``mlflow server``.
 
-    .venv/bin/python scripts/bench_report.py [--runs 2000] [--keep DIR] [--http]
+    .venv/bin/python scripts/bench_report.py [--runs 2000] [--keep DIR] [--http [--workers N]]
         [--reader bulk|client] [--code DIR]
 
 ``--keep DIR`` keeps the store (``DIR/runs-N.db``) and reuses it on the next call with the
-same ``--runs``; ``--reader client`` reads through MLflow's client run by run (the path
+same ``--runs``; ``--workers N`` runs the server with N worker processes (1 by default;
+MLflow's own default is 4); ``--reader client`` reads through MLflow's client run by run (the path
 before the bulk reader); ``--code DIR`` times another checkout's ``bench`` (e.g. an
 earlier commit exported with ``git archive``) on the same store.
 """
@@ -219,6 +220,7 @@ t0 = time.perf_counter()
 from bench import tracking
 from bench.report import HISTORY_KEYS, build, write
 uri, sweep, out, reader = sys.argv[1:5]
+EXPERIMENT = sys.argv[6]
 kwargs = {"reader": reader} if reader != "-" else {}
 t1 = time.perf_counter()
 runs = tracking.load_runs(uri, sweep=sweep, history_keys=HISTORY_KEYS, **kwargs)
@@ -227,17 +229,38 @@ report = build(runs)
 t3 = time.perf_counter()
 write(report, __import__("pathlib").Path(out))
 t4 = time.perf_counter()
-print(json.dumps({"runs": len(runs.records), "imports": t1 - t0, "load": t2 - t1,
-                  "build": t3 - t2, "write": t4 - t3,
-                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+found = {"runs": len(runs.records), "imports": t1 - t0, "load": t2 - t1, "build": t3 - t2,
+         "write": t4 - t3, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+if sys.argv[5] == "baseline":  # the gate's read of the experiment, against one model's runs
+    from bench.report import baseline
+    from bench.report.__main__ import _baseline_runs
+    from bench.report.trials import to_trial
+    now = [to_trial(r) for r in runs.records if r.params.get("model.name") == "lenet5"]
+    for name, only in (("whole", None), ("only", baseline.needed(now))):
+        t = time.perf_counter()
+        old = _baseline_runs(uri, EXPERIMENT, only)
+        found[f"baseline_{name}"] = (time.perf_counter() - t, len(old.records))
+print(json.dumps(found))
 """
 
 
-def time_report(uri: str, sweep: str, out: Path, reader: str, code: Path) -> dict:
+def time_report(
+    uri: str, sweep: str, out: Path, reader: str, code: Path, gate: bool = False
+) -> dict:
     env = {**os.environ, "PYTHONPATH": str(code)}
     t0 = time.perf_counter()
     child = subprocess.run(
-        [sys.executable, "-c", _CHILD, uri, sweep, str(out), reader],
+        [
+            sys.executable,
+            "-c",
+            _CHILD,
+            uri,
+            sweep,
+            str(out),
+            reader,
+            "baseline" if gate else "-",
+            EXPERIMENT,
+        ],
         capture_output=True,
         text=True,
         env=env,
@@ -247,7 +270,7 @@ def time_report(uri: str, sweep: str, out: Path, reader: str, code: Path) -> dic
     if child.returncode != 0:
         raise RuntimeError(child.stdout + child.stderr)
     found = json.loads(child.stdout.strip().splitlines()[-1])
-    found["total"] = wall
+    found["total"] = wall - sum(found.get(f"baseline_{k}", (0, 0))[0] for k in ("whole", "only"))
     found["said"] = child.stderr.strip()
     return found
 
@@ -258,8 +281,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def serve(path: Path, root: Path) -> tuple[subprocess.Popen, str]:
-    """A local ``mlflow server`` on the store at ``path``; (process, its URI) once it answers."""
+def serve(path: Path, root: Path, workers: int = 1) -> tuple[subprocess.Popen, str]:
+    """A local ``mlflow server --workers N`` on the store at ``path``; (process, its URI) once
+    it answers."""
     import urllib.request
 
     port = _free_port()
@@ -267,7 +291,7 @@ def serve(path: Path, root: Path) -> tuple[subprocess.Popen, str]:
     mlflow = Path(sys.executable).with_name("mlflow")
     server = subprocess.Popen(
         [str(mlflow), "server", "--backend-store-uri", f"sqlite:///{path}", "--host",
-         "127.0.0.1", "--port", str(port), "--workers", "1",
+         "127.0.0.1", "--port", str(port), "--workers", str(workers),
          "--default-artifact-root", str(root / "server-artifacts")],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
@@ -286,10 +310,17 @@ def serve(path: Path, root: Path) -> tuple[subprocess.Popen, str]:
 
 
 def _line(where: str, n: int, r: dict) -> str:
-    return (
-        f"{where:<7} {n:>7} runs  load {r['load']:6.1f} s  build {r['build']:5.1f} s  "
+    line = (
+        f"{where:<9} {n:>7} runs  load {r['load']:6.1f} s  build {r['build']:5.1f} s  "
         f"write {r['write']:4.1f} s  total {r['total']:6.1f} s  peak {r['peak_mb']:5.0f} MB"
     )
+    if "baseline_only" in r:
+        (whole, n_whole), (only, n_only) = r["baseline_whole"], r["baseline_only"]
+        line += (
+            f"\n  --baseline {EXPERIMENT} of lenet5's runs: {n_only} runs in {only:.1f} s "
+            f"(the whole experiment: {n_whole} runs in {whole:.1f} s)"
+        )
+    return line
 
 
 def main() -> int:
@@ -298,6 +329,17 @@ def main() -> int:
     parser.add_argument("--keep", type=Path, help="keep (and reuse) the store in this directory")
     parser.add_argument("--http", action="store_true", help="also through a local mlflow server")
     parser.add_argument("--no-sqlite", action="store_true", help="only through the server")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="the server's worker processes (mlflow's own default: 4)",
+    )
+    parser.add_argument(
+        "--baseline",
+        action="store_true",
+        help="also time the baseline gate's read of the experiment for lenet5's runs only",
+    )
     parser.add_argument("--reader", default="bulk", help="bulk, client, or - (the code's own)")
     parser.add_argument("--code", type=Path, default=ROOT, help="the checkout whose bench is timed")
     args = parser.parse_args()
@@ -314,19 +356,24 @@ def main() -> int:
     sweep = marker.read_text().strip()
     worst = 0.0
     if not args.no_sqlite:
-        found = time_report(f"sqlite:///{path}", sweep, root / "report", args.reader, args.code)
+        found = time_report(
+            f"sqlite:///{path}", sweep, root / "report", args.reader, args.code, args.baseline
+        )
         print(
             _line("sqlite", found["runs"], found) + (f"\n  {found['said']}" * bool(found["said"]))
         )
         worst = max(worst, found["total"])
     if args.http:
-        server, uri = serve(path, root)
+        server, uri = serve(path, root, args.workers)
         try:
-            found = time_report(uri, sweep, root / "report-http", args.reader, args.code)
+            found = time_report(
+                uri, sweep, root / "report-http", args.reader, args.code, args.baseline
+            )
         finally:
             os.killpg(server.pid, 15)
             server.wait(30)
-        print(_line("http", found["runs"], found) + (f"\n  {found['said']}" * bool(found["said"])))
+        where = f"http w{args.workers}"
+        print(_line(where, found["runs"], found) + (f"\n  {found['said']}" * bool(found["said"])))
         worst = max(worst, found["total"])
     target = 30 if args.runs <= 10_000 else 300
     print(f"target < {target} s at {args.runs} runs: {'met' if worst < target else 'MISSED'}")

@@ -122,12 +122,12 @@ def _main(argv: list[str] | None = None) -> int:
     changes: list[baseline.Change] = []
     if args.baseline:
         try:
-            old = _baseline_runs(args.uri, args.baseline)
+            now = [to_trial(r) for r in runs.records]
+            old = _baseline_runs(args.uri, args.baseline, baseline.needed(now))
         except LookupError as exc:
             print(f"bench.report: --baseline: {exc}", file=sys.stderr)
             return 2
-        changes = baseline.compare([to_trial(r) for r in runs.records],
-                                   [to_trial(r) for r in old.records])  # fmt: skip
+        changes = baseline.compare(now, [to_trial(r) for r in old.records])
         name = f"sweep {old.sweep_name or old.sweep_id}" if old.sweep_id else (
             f"experiment {old.experiment!r}")  # fmt: skip
         report.sections.insert(1, baseline.section(changes, name))
@@ -151,13 +151,16 @@ def _main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _baseline_runs(uri: str, name: str) -> tracking.RunSet:
-    """A sweep by its parent run's id, else an experiment by its name."""
+def _baseline_runs(
+    uri: str, name: str, only: frozenset[tuple[str, str | None]] | None = None
+) -> tracking.RunSet:
+    """A sweep by its parent run's id, else an experiment by its name; only the runs of the
+    (framework, model) pairs ``only`` (:func:`baseline.needed`), where given."""
     import re
 
     if re.fullmatch(r"[0-9a-f]{32}", name):
-        return tracking.load_runs(uri, sweep=name, tag_prefixes=REPORT_TAGS)
-    return tracking.load_runs(uri, experiment=name, tag_prefixes=REPORT_TAGS)
+        return tracking.load_runs(uri, sweep=name, tag_prefixes=REPORT_TAGS, only=only)
+    return tracking.load_runs(uri, experiment=name, tag_prefixes=REPORT_TAGS, only=only)
 
 
 if __name__ == "__main__":

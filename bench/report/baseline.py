@@ -18,6 +18,7 @@ from bench.analysis import stats
 from bench.report.document import Cell, Section, Table, num
 from bench.report.sections.common import sample
 from bench.report.trials import Labeller, Trial, fmt_mean_sd, group
+from bench.tracking.records import framework_of
 
 REGRESSION, IMPROVEMENT = "regression", "improvement"
 NO_CHANGE, NOT_COMPARABLE, NOT_TESTED = "no significant change", "not comparable", "not tested"
@@ -39,13 +40,27 @@ def _ms(t: Trial) -> float:
     return t.ms_per_sample
 
 
+def _compared(t: Trial) -> bool:
+    return t.ok and math.isfinite(_ms(t))
+
+
+def needed(current: Sequence[Trial]) -> frozenset[tuple[str, str | None]]:
+    """The (framework, model) pairs of the configurations :func:`compare` looks up in the
+    baseline (``only`` of :func:`bench.tracking.load_runs`): a baseline run of any other pair
+    matches none of them, so the baseline's other runs need not be read.  A model of None
+    (a run without a model.name in its configuration) stands for every model."""
+    return frozenset(
+        (framework_of(t.record.tags, t.record.params), dict(t.config).get("model.name"))
+        for t in current
+        if _compared(t)
+    )
+
+
 def compare(current: Sequence[Trial], baseline: Sequence[Trial]) -> list[Change]:
     """Every configuration of ``current`` against ``baseline``, regressions first (the
     largest first), then improvements, unchanged, and the rest."""
-    now = group([t for t in current if t.ok and math.isfinite(_ms(t))],
-                lambda t: (t.framework, t.config))  # fmt: skip
-    before = group([t for t in baseline if t.ok and math.isfinite(_ms(t))],
-                   lambda t: (t.framework, t.config))  # fmt: skip
+    now = group([t for t in current if _compared(t)], lambda t: (t.framework, t.config))
+    before = group([t for t in baseline if _compared(t)], lambda t: (t.framework, t.config))
     lab = Labeller([*(t for ts in now.values() for t in ts)])
     out: list[Change] = []
     for (framework, config), runs in now.items():

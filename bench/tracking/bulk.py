@@ -20,18 +20,21 @@ Only what the caller asks for is read: the per-epoch histories of ``history_keys
 
 from __future__ import annotations
 
+import base64
+import collections
 import contextlib
 import gc
 import json
 import math
 import sqlite3
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from bench.tracking.protocol import REFERENCE_METRIC, REUSED_RUN_TAG
-from bench.tracking.records import RunRecord, RunSet, select
+from bench.tracking.records import Only, RunRecord, RunSet, kept, narrowed, select
 
 # alembic revisions of MLflow's tracking schema whose tables this module reads; each one
 # read and checked against the client (tests/unit/test_report_bulk_read.py pins them).
@@ -39,9 +42,11 @@ KNOWN_SCHEMAS = {
     "dc11669786a5": "MLflow 3.17 (runs, params, tags, latest_metrics, metrics; experiments "
     "with workspace)",
 }
-HTTP_PAGE = 2000
+HTTP_PAGE = 1000
+HTTP_THREADS = 4  # pages (and metric-history requests) asked for at once
 _HISTORY_RUNS = 100  # run ids per bulk metric-history request (the server's limit)
 _HISTORY_MAX = 25000  # points per bulk metric-history request (the server's limit)
+_DECIDING = ("bench.sweep", "bench.framework")  # tags read to choose runs, asked for or not
 _said: set[str] = set()
 
 
@@ -75,6 +80,7 @@ def load_runs(
     sweep: str | None,
     history_keys: tuple[str, ...],
     tag_prefixes: Sequence[str] | None,
+    only: Only | None = None,
 ) -> RunSet | None:
     """The runs :func:`bench.tracking.query.load_runs` would give, read in bulk; None where
     this store is one to read through the client (said once, with why)."""
@@ -82,7 +88,7 @@ def load_runs(
         path = Path(uri[len("sqlite:///") :])
         try:
             with contextlib.closing(_Sqlite(path)) as store:
-                return store.load(uri, experiment, sweep, history_keys, tag_prefixes)
+                return store.load(uri, experiment, sweep, history_keys, tag_prefixes, only)
         except UnknownSchema as exc:
             say_once(f"schema:{uri}", f"{exc}; reading it run by run through MLflow's client")
             return None
@@ -95,7 +101,7 @@ def load_runs(
             say_once(f"http:{uri}", f"MLflow's REST helpers are not there ({exc}); reading "
                      f"{uri} run by run through MLflow's client")  # fmt: skip
             return None
-        return server.load(experiment, sweep, history_keys, tag_prefixes)
+        return server.load(experiment, sweep, history_keys, tag_prefixes, only)
     return None
 
 
@@ -157,6 +163,7 @@ class _Sqlite:
         sweep: str | None,
         history_keys: tuple[str, ...],
         tag_prefixes: Sequence[str] | None,
+        only: Only | None = None,
     ) -> RunSet:
         version = self.schema()
         if version not in KNOWN_SCHEMAS:  # the store is closed by the caller either way
@@ -247,6 +254,17 @@ class _Sqlite:
             "DELETE FROM chosen WHERE run_uuid IN (SELECT run_uuid FROM tags "
             "WHERE key = 'bench.sweep' AND value = 'true')"
         )
+        if only is not None:  # records.kept, in SQL
+            db.execute(
+                "DELETE FROM chosen WHERE run_uuid NOT IN (SELECT c.run_uuid FROM chosen c "
+                "LEFT JOIN tags t ON t.run_uuid = c.run_uuid AND t.key = 'bench.framework' "
+                "LEFT JOIN params f ON f.run_uuid = c.run_uuid AND f.key = 'framework.name' "
+                "LEFT JOIN params m ON m.run_uuid = c.run_uuid AND m.key = 'model.name' "
+                "JOIN json_each(?) w ON json_extract(w.value, '$[0]') = "
+                "COALESCE(NULLIF(t.value, ''), f.value, '?') AND (json_extract(w.value, '$[1]') "
+                "IS NULL OR json_extract(w.value, '$[1]') = m.value))",
+                (json.dumps(sorted(only, key=lambda p: (p[0], p[1] or ""))),),
+            )
         records = self._records(history_keys, tag_prefixes)
         exp_id = parent[2] if parent is not None else experiment_ids[0]
         if experiment is None:
@@ -322,6 +340,10 @@ class _Sqlite:
 
 # -- http ---------------------------------------------------------------------------------
 
+# A search: its experiments, its filter, and what makes a record of a run's JSON (None: no
+# run to read).
+_Search = tuple[list[str], str, Callable[[dict[str, Any]], RunRecord | None]]
+
 
 class _Http:
     """MLflow's REST API: the few lookups through its client, the runs a page at a time."""
@@ -351,14 +373,15 @@ class _Http:
         sweep: str | None,
         history_keys: tuple[str, ...],
         tag_prefixes: Sequence[str] | None,
+        only: Only | None = None,
     ) -> RunSet:
         chosen = select(self.client, self.uri, experiment, sweep)
         records: dict[str, RunRecord] = {}
-        for experiment_ids, filter_string in chosen.searches:
-            for run in self._search(experiment_ids, filter_string):
-                record = self._record(run, tag_prefixes)
-                if record is not None:
-                    records.setdefault(record.run_id, record)
+        for experiment_ids, filter_string in narrowed(chosen.searches, only):
+            search = (experiment_ids, filter_string,
+                      lambda run: self._record(run, tag_prefixes, only))  # fmt: skip
+            for record in self._search(search):
+                records.setdefault(record.run_id, record)
         found = sorted(records.values(), key=lambda r: (r.start_time_ms, r.run_id))
         for record in found:  # in the order of history_keys, as the client's
             record.history = {k: [] for k in history_keys if k in record.metrics}
@@ -366,40 +389,88 @@ class _Http:
             self._histories([r for r in found if key in r.metrics], key)
         return chosen.runset(found)
 
-    def _search(self, experiment_ids: list[str], filter_string: str) -> Iterable[dict[str, Any]]:
-        token = None
+    def _page(
+        self, search: _Search, token: str | None, size: int
+    ) -> tuple[list[RunRecord], str | None]:
+        """A page of a search, its runs made records (in the thread that asked for it: a
+        page's JSON is let go of as soon as it is read), and its next page's token."""
+        experiment_ids, filter_string, make = search
+        body: dict[str, Any] = {
+            "experiment_ids": experiment_ids,
+            "filter": filter_string,
+            "max_results": size,
+            "run_view_type": "ACTIVE_ONLY",
+        }
+        if token:
+            body["page_token"] = token
+        page = self._call("/api/2.0/mlflow/runs/search", "POST", json=body)
+        records = [r for r in map(make, page.get("runs", [])) if r is not None]
+        return records, page.get("next_page_token") or None
+
+    def _search(self, search: _Search) -> Iterable[RunRecord]:
+        """Every run of a search, a page at a time, in order.  :data:`HTTP_THREADS` pages are
+        asked for at once, by offset, as MLflow's own servers page (the search is where a
+        server spends its time, and one of several workers builds each page); where the
+        first page's next token is not that offset's, the pages asked for ahead are dropped
+        and the rest is read one page after another, by the server's tokens."""
+        if HTTP_THREADS < 2:
+            yield from self._pages(search, None)
+            return
+        at = 0
+        with ThreadPoolExecutor(HTTP_THREADS) as pool:
+
+            def ask() -> Future[tuple[list[RunRecord], str | None]]:
+                nonlocal at
+                token = _offset_token(at) if at else None
+                at += HTTP_PAGE
+                return pool.submit(self._page, search, token, HTTP_PAGE)
+
+            pending = collections.deque(ask() for _ in range(HTTP_THREADS))
+            first = True
+            while pending:
+                records, token = pending.popleft().result()
+                yield from records
+                if first and token and token != _offset_token(HTTP_PAGE):
+                    for ahead in pending:
+                        ahead.cancel()
+                    yield from self._pages(search, token)
+                    return
+                first = False
+                if not token:  # the last page; those asked for past it are empty
+                    for ahead in pending:
+                        ahead.cancel()
+                    return
+                pending.append(ask())
+
+    def _pages(self, search: _Search, token: str | None) -> Iterable[RunRecord]:
+        """The runs of a search from the page of ``token`` on, one page after another."""
         while True:
-            body: dict[str, Any] = {
-                "experiment_ids": experiment_ids,
-                "filter": filter_string,
-                "max_results": HTTP_PAGE,
-                "run_view_type": "ACTIVE_ONLY",
-            }
-            if token:
-                body["page_token"] = token
-            page = self._call("/api/2.0/mlflow/runs/search", "POST", json=body)
-            yield from page.get("runs", [])
-            token = page.get("next_page_token")
+            records, token = self._page(search, token, HTTP_PAGE)
+            yield from records
             if not token:
                 return
 
-    def _record(self, run: dict[str, Any], tag_prefixes: Sequence[str] | None) -> RunRecord | None:
+    def _record(
+        self, run: dict[str, Any], tag_prefixes: Sequence[str] | None, only: Only | None = None
+    ) -> RunRecord | None:
         s = self.strings
         info, data = run.get("info", {}), run.get("data", {})
         tags = {
             s(t["key"]): s(t.get("value", ""))
             for t in data.get("tags", [])
-            if t["key"] == "bench.sweep" or _wanted(t["key"], tag_prefixes)
+            if t["key"] in _DECIDING or _wanted(t["key"], tag_prefixes)
         }
-        if tags.get("bench.sweep") == "true":
+        params = {s(p["key"]): s(p.get("value", "")) for p in data.get("params", [])}
+        if tags.get("bench.sweep") == "true" or not kept(only, tags, params):
             return None
-        if not _wanted("bench.sweep", tag_prefixes):
-            tags.pop("bench.sweep", None)
+        for key in _DECIDING:
+            if not _wanted(key, tag_prefixes):
+                tags.pop(key, None)
         return RunRecord(
             run_id=str(info["run_id"]),
             name=str(info.get("run_name") or ""),
             start_time_ms=int(info.get("start_time") or 0),
-            params={s(p["key"]): s(p.get("value", "")) for p in data.get("params", [])},
+            params=params,
             tags=tags,
             metrics={s(m["key"]): float(m.get("value", 0.0)) for m in data.get("metrics", [])},
         )
@@ -408,28 +479,38 @@ class _Http:
         by_id = {r.run_id: r for r in records}
         ids = sorted(by_id)
         batches = [ids[i : i + _HISTORY_RUNS] for i in range(0, len(ids), _HISTORY_RUNS)]
-        while batches:
-            batch = batches.pop()
-            try:
-                found = self._call(
-                    "/ajax-api/2.0/mlflow/metrics/get-history-bulk",
-                    "GET",
-                    params={"run_id": batch, "metric_key": key, "max_results": _HISTORY_MAX},
-                ).get("metrics", [])
-            except Exception as exc:  # noqa: BLE001 - MLflow's own types: a server without it
-                say_once(f"history:{self.uri}", f"{self.uri} gives no metric histories in bulk "
-                         f"({exc}); reading them run by run")  # fmt: skip
-                found = None
-            if found is not None and len(found) >= _HISTORY_MAX and len(batch) > 1:
-                batches += [batch[: len(batch) // 2], batch[len(batch) // 2 :]]  # cut short
-                continue
-            points: dict[str, list[tuple[int, float]]] = {rid: [] for rid in batch}
-            if found is None or len(found) >= _HISTORY_MAX:  # one run of more points than that
-                for rid in batch:
-                    points[rid] = [(int(m.step), float(m.value))
-                                   for m in self.client.get_metric_history(rid, key)]  # fmt: skip
-                found = []
-            for m in found:
-                points[m["run_id"]].append((int(m.get("step", 0)), float(m.get("value", 0.0))))
-            for rid, values in points.items():
-                by_id[rid].history[self.strings(key)] = sorted(values)
+        with ThreadPoolExecutor(HTTP_THREADS) as pool:
+            for points in pool.map(lambda batch: self._points(batch, key), batches):
+                for rid, values in points.items():
+                    by_id[rid].history[self.strings(key)] = sorted(values)
+
+    def _points(self, batch: list[str], key: str) -> dict[str, list[tuple[int, float]]]:
+        """The ``key`` history of each run of ``batch``, in one request where it fits."""
+        try:
+            found = self._call(
+                "/ajax-api/2.0/mlflow/metrics/get-history-bulk",
+                "GET",
+                params={"run_id": batch, "metric_key": key, "max_results": _HISTORY_MAX},
+            ).get("metrics", [])
+        except Exception as exc:  # noqa: BLE001 - MLflow's own types: a server without it
+            say_once(f"history:{self.uri}", f"{self.uri} gives no metric histories in bulk "
+                     f"({exc}); reading them run by run")  # fmt: skip
+            found = None
+        if found is not None and len(found) >= _HISTORY_MAX and len(batch) > 1:  # cut short
+            half = len(batch) // 2
+            return {**self._points(batch[:half], key), **self._points(batch[half:], key)}
+        points: dict[str, list[tuple[int, float]]] = {rid: [] for rid in batch}
+        if found is None or len(found) >= _HISTORY_MAX:  # one run of more points than that
+            for rid in batch:
+                points[rid] = [(int(m.step), float(m.value))
+                               for m in self.client.get_metric_history(rid, key)]  # fmt: skip
+            found = []
+        for m in found:
+            points[m["run_id"]].append((int(m.get("step", 0)), float(m.get("value", 0.0))))
+        return points
+
+
+def _offset_token(offset: int) -> str:
+    """The page token of MLflow's own servers for the page at ``offset`` (base64 JSON; not a
+    documented format, so it is used only where a server's first page gave exactly it)."""
+    return base64.b64encode(json.dumps({"offset": offset}).encode()).decode()

@@ -1,5 +1,5 @@
 """The read side: runs read back as plain records, for the comparison report and
-``bench.reproduce``.  The report itself works on these records and never sees MLflow."""
+``bench.cli.reproduce``.  The report itself works on these records and never sees MLflow."""
 
 from __future__ import annotations
 
@@ -12,12 +12,15 @@ from typing import Any
 from bench.tracking.protocol import REFERENCE_METRIC
 from bench.tracking.records import (
     REPORT_ARTIFACT_DIR,
+    Only,
     RunRecord,
     RunSet,
     _check_sqlite,
     _read_client,
     _record,
     _search,
+    kept,
+    narrowed,
     select,
 )
 
@@ -46,6 +49,7 @@ def load_runs(
     history_keys: tuple[str, ...] = (),
     tag_prefixes: Sequence[str] | None = None,
     reader: str = "bulk",
+    only: Only | None = None,
 ) -> RunSet:
     """Trial runs from the store at ``uri``.
 
@@ -59,6 +63,9 @@ def load_runs(
     (:mod:`bench.tracking.bulk`; a store whose schema it does not know is read as with
     ``"client"``, and that is said once); ``"client"`` reads through MLflow's client, a
     round trip per run and history.  Both give the same records.
+
+    ``only``: read only the runs of these (framework, model) pairs (:data:`Only`; the
+    baseline comparison's, which needs no configuration the compared runs lack).
     """
     if reader not in ("bulk", "client"):
         raise ValueError(f"reader must be 'bulk' or 'client', not {reader!r}")
@@ -66,15 +73,16 @@ def load_runs(
     if reader == "bulk":
         from bench.tracking.bulk import load_runs as load_in_bulk
 
-        found = load_in_bulk(uri, experiment, sweep, history_keys, tag_prefixes)
+        found = load_in_bulk(uri, experiment, sweep, history_keys, tag_prefixes, only)
         if found is not None:
             return found
     client = _read_client(uri)
     chosen = select(client, uri, experiment, sweep)
     records: dict[str, RunRecord] = {}
-    for experiment_ids, filter_string in chosen.searches:
+    for experiment_ids, filter_string in narrowed(chosen.searches, only):
         for run in _search(client, experiment_ids, filter_string):
-            if run.data.tags.get("bench.sweep") != "true":
+            tags = run.data.tags
+            if tags.get("bench.sweep") != "true" and kept(only, tags, run.data.params):
                 records.setdefault(run.info.run_id, _record(run, tag_prefixes))
     ordered = sorted(records.values(), key=lambda r: (r.start_time_ms, r.run_id))
     _histories(client, ordered, history_keys)

@@ -1,10 +1,11 @@
 """What the store's runs are read back as, and which runs a report reads: plain records
-(:class:`RunRecord`, :class:`RunSet`) and the one choice of runs (:func:`select`) that the
-client path (:mod:`.query`) and the bulk path (:mod:`.bulk`) share."""
+(:class:`RunRecord`, :class:`RunSet`) and the one choice of runs (:func:`select`, narrowed
+by the baseline's filter :func:`kept`) that the client path (:mod:`.query`) and the bulk path
+(:mod:`.bulk`) share."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,45 @@ def _read_client(uri: str) -> Any:
 
 def _wanted(key: str, prefixes: Sequence[str] | None) -> bool:
     return prefixes is None or key.startswith(tuple(prefixes))
+
+
+# A filter on the runs read (``only`` of load_runs): (framework, model) pairs, a model of
+# None standing for every model of that framework.  A run's framework is its bench.framework
+# tag, else its framework.name param, else "?" (as the report names it); its model is its
+# model.name param (None without one).
+Only = frozenset[tuple[str, str | None]]
+
+
+def framework_of(tags: Mapping[str, str], params: Mapping[str, str]) -> str:
+    """A run's framework name as the report takes it (without ``==VERSION``)."""
+    return tags.get("bench.framework") or params.get("framework.name", "?")
+
+
+def kept(only: Only | None, tags: Mapping[str, str], params: Mapping[str, str]) -> bool:
+    """Whether a run (all its tags, its params) passes the filter ``only``."""
+    if only is None:
+        return True
+    framework = framework_of(tags, params)
+    return (framework, params.get("model.name")) in only or (framework, None) in only
+
+
+def narrowed(
+    searches: list[tuple[list[str], str]], only: Only | None
+) -> list[tuple[list[str], str]]:
+    """The MLflow searches of a selection narrowed to the models of ``only`` (one search per
+    model: MLflow's grammar has no ``IN`` for params, and no way to say a tag is absent, so
+    the framework is checked on the runs found, :func:`kept`).  Every search as it was where
+    a model cannot be searched for (any model, or a name with a quote in it)."""
+    if only is None:
+        return searches
+    models = sorted({m for _, m in only if m is not None})
+    if any(m is None for _, m in only) or any("'" in m or "\\" in m for m in models):
+        return searches
+    return [
+        (ids, f"{where} AND {clause}" if where else clause)
+        for ids, where in searches
+        for clause in (f"params.`model.name` = '{m}'" for m in models)
+    ]
 
 
 def _record(run: Any, tag_prefixes: Sequence[str] | None = None) -> RunRecord:

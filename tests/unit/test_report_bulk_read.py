@@ -50,6 +50,17 @@ def _varied() -> list[RunRecord]:
     return runs
 
 
+def _odd() -> list[RunRecord]:
+    """Runs whose framework or model the baseline filter reads another way: an empty
+    bench.framework tag (the param decides), a tag the param contradicts (the tag decides),
+    no model.name param (no model), and a model the compared runs lack."""
+    empty, contradicted, modelless = record("tf"), record("torch", "vgg16"), record("torch")
+    empty.tags["bench.framework"] = ""
+    contradicted.params["framework.name"] = "tf"
+    del modelless.params["model.name"]
+    return [empty, contradicted, modelless, record("tf", "lenet5", num_parameters=61_706)]
+
+
 def _log(client: Any, experiment_id: str, parent: str, r: RunRecord) -> str:
     from mlflow.entities import Metric, Param, RunTag
 
@@ -84,6 +95,8 @@ def _write(uri: str) -> tuple[str, str]:
     client, exp = mine.client, mine.experiment_id
     earlier = mine.start_sweep("earlier", {})
     kept = [_log(client, exp, earlier, record(f, repeat=9)) for f in ("torch", "tf", "tf")]
+    for r in _odd():  # the baseline filter's edge cases (bench.records.kept)
+        _log(client, exp, earlier, r)
     sweep = mine.start_sweep("now", {})
     for r in _varied():
         _log(client, exp, sweep, r)
@@ -243,15 +256,93 @@ def test_over_http_bulk_and_client_read_the_same_runs(
     the sqlite reader of the same store."""
     uri, sweep = store
     kw: dict[str, Any] = {"sweep": sweep, "history_keys": HISTORY_KEYS, "tag_prefixes": REPORT_TAGS}
-    monkey = pytest.MonkeyPatch()
-    monkey.setattr(bulk, "HTTP_PAGE", 50)  # several pages
-    try:
-        fast = tracking.load_runs(server, reader="bulk", **kw)
-    finally:
-        monkey.undo()
+    found = []
+    # one page after another; several at once by offset; and a server whose tokens are not
+    # offsets (the pages asked for ahead are dropped, the rest read by its tokens)
+    for threads, foreign in ((1, ""), (4, ""), (4, "not-")):
+        monkey = pytest.MonkeyPatch()
+        monkey.setattr(bulk, "HTTP_PAGE", 10)  # several pages
+        monkey.setattr(bulk, "HTTP_THREADS", threads)
+        asked: list[int] = []
+        real = bulk._offset_token
+        monkey.setattr(bulk, "_offset_token", lambda at, a=asked, r=real, f=foreign: (
+            a.append(at) or f + r(at)))  # fmt: skip
+        try:
+            fast = tracking.load_runs(server, reader="bulk", **kw)
+        finally:
+            monkey.undo()
+        found.append(repr(fast.records))
+        assert bool(asked) == (threads > 1)
     slow = tracking.load_runs(server, reader="client", **kw)
     local = tracking.load_runs(uri, reader="bulk", **kw)
     assert "run by run" not in capsys.readouterr().err
-    assert repr(fast.records) == repr(slow.records) == repr(local.records)
+    assert len(local.records) > 6 * 10
+    assert found[0] == found[1] == found[2] == repr(slow.records) == repr(local.records)
     assert (fast.experiment, fast.sweep_id, fast.sweep_name) == (
         local.experiment, local.sweep_id, local.sweep_name)  # fmt: skip
+
+
+def _earlier(uri: str) -> str:
+    from mlflow import MlflowClient
+
+    (found,) = MlflowClient(uri).search_runs(
+        [MlflowClient(uri).get_experiment_by_name("bench").experiment_id],
+        "tags.`bench.sweep` = 'true' AND attributes.run_name = 'earlier'",
+    )
+    return str(found.info.run_id)
+
+
+def test_the_baseline_reads_only_the_compared_configurations(
+    store: tuple[str, str], server: str
+) -> None:
+    """``bench report --baseline``: the baseline's runs of the compared (framework, model)
+    pairs only, the same through every path (sqlite in SQL, the client and a server a search
+    per model), and the same comparison as from the whole baseline."""
+    from bench.report import baseline
+    from bench.report.trials import to_trial
+    from bench.tracking.records import kept
+
+    uri, sweep = store
+    ours = tracking.load_runs(uri, sweep=sweep, tag_prefixes=REPORT_TAGS)
+    everything = [to_trial(r) for r in ours.records]
+    # tf's runs, and torch's of vgg16 only; then every run again with one without a model
+    subset = [t for t in everything if t.framework.startswith("tf") or t.model == "vgg16"]
+    modelless = [to_trial(r) for r in _odd() if "model.name" not in r.params]
+    cases = {"some": subset, "every model": subset + modelless, "none": []}
+    assert baseline.needed(subset) == {("tf", "resnet50"), ("tf", "vgg16"), ("torch", "vgg16")}
+    assert ("torch", None) in baseline.needed(subset + modelless)
+    fewer = 0
+    # an experiment; a sweep; a sweep with reused runs (searched by id) and a deleted run
+    for base in ({"experiment": "bench"}, {"sweep": _earlier(uri)}, {"sweep": sweep}):
+        whole = tracking.load_runs(uri, reader="client", tag_prefixes=REPORT_TAGS, **base)
+        for name, now in cases.items():
+            only = baseline.needed(now)
+            wanted = [r for r in whole.records if kept(only, r.tags, r.params)]
+            expected = baseline.compare(now, [to_trial(r) for r in whole.records])
+            assert any(c.kind != baseline.MISSING for c in expected) or not now, name
+            for where in (uri, server):
+                for reader in ("bulk", "client"):
+                    found = tracking.load_runs(where, reader=reader, tag_prefixes=REPORT_TAGS,
+                                               only=only, **base)  # fmt: skip
+                    assert repr(found.records) == repr(wanted), (name, where, reader)
+                    assert (found.experiment, found.sweep_id, found.sweep_name) == (
+                        whole.experiment, whole.sweep_id, whole.sweep_name)  # fmt: skip
+                    got = baseline.compare(now, [to_trial(r) for r in found.records])
+                    assert repr(got) == repr(expected), (name, where, reader)
+            fewer += len(wanted) < len(whole.records)
+    assert fewer >= 6  # the filter left runs out in every case but "every model"
+
+
+def test_the_baseline_filter_reads_what_the_report_calls_framework_and_model() -> None:
+    from bench.report.trials import to_trial
+    from bench.tracking.records import framework_of, kept
+
+    empty, contradicted, modelless, lenet = _odd()
+    for r in (empty, contradicted, modelless, lenet):
+        assert to_trial(r).framework == framework_of(r.tags, r.params)
+    assert kept(frozenset({("tf", "resnet50")}), empty.tags, empty.params)
+    assert not kept(frozenset({("tf", "vgg16")}), contradicted.tags, contradicted.params)
+    assert kept(frozenset({("torch", "vgg16")}), contradicted.tags, contradicted.params)
+    assert not kept(frozenset({("torch", "resnet50")}), modelless.tags, modelless.params)
+    assert kept(frozenset({("torch", None)}), modelless.tags, modelless.params)
+    assert not kept(frozenset(), lenet.tags, lenet.params)
