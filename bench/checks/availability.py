@@ -24,7 +24,9 @@ def not_here(cfg: BenchConfig, slurm: bool = False) -> str:
 
         problem = allocation_problem(cfg)
         if problem:
-            return f"needs {cfg.nodes} nodes (hydra/launcher=submitit_slurm, or inside an allocation)"
+            return (
+                f"needs {cfg.nodes} nodes (hydra/launcher=submitit_slurm, or inside an allocation)"
+            )
     if slurm:
         return ""
     from bench.checks import device as device_preflight
