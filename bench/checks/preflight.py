@@ -23,7 +23,8 @@ from bench.core.config import (
     check,
     choice,
 )
-from bench.core.frameworks import MXNET
+from bench.core.frameworks import FRAMEWORKS as SPECS
+from bench.core.frameworks import JAX, MXNET
 
 
 def _check_precision(problems: list[str], cfg: BenchConfig) -> None:
@@ -84,8 +85,39 @@ def _check_model_source(problems: list[str], cfg: BenchConfig) -> None:
             problems.append(problem)
 
 
+def _check_jax(problems: list[str], cfg: BenchConfig) -> None:
+    """What the jax adapter does not run yet (issue 35): each refused, naming its key."""
+    name = cfg.framework.name
+    if cfg.launcher.name == "docker":
+        problems.append(f"launcher: framework={name} has no image yet; use launcher=process")
+    if cfg.precision == "fp16":
+        problems.append(
+            f"precision: framework={name} has no fp16 loss scaling yet; use fp32 or bf16"
+        )
+    if cfg.profile or cfg.breakdown:
+        key = "profile" if cfg.profile else "breakdown"
+        problems.append(f"{key}: framework={name} has no profiler nor breakdown yet")
+    from bench.models import task
+
+    if task(cfg.model) != "image":
+        problems.append(
+            f"model: framework={name} trains image models only so far; {cfg.model.name} is a "
+            f"{task(cfg.model)} model"
+        )
+
+
 def _check_framework(problems: list[str], cfg: BenchConfig) -> None:
-    """MXNet runs in its own environment, which only a fresh process or its image reaches."""
+    """MXNet runs in its own environment, which only a fresh process or its image reaches;
+    a framework that picks Keras' backend needs a process of its own."""
+    spec = SPECS.get(cfg.framework.name)
+    if spec is not None and not spec.inline and cfg.launcher.name == "inline":
+        problems.append(
+            "launcher: inline runs the trial inside bench's own process, which may already "
+            f"hold Keras on TensorFlow's backend; framework={spec.name} sets Keras' backend "
+            "before Keras loads, in a process of its own: use launcher=process or Slurm"
+        )
+    if cfg.framework.name == JAX:
+        _check_jax(problems, cfg)
     if cfg.framework.name != MXNET:
         return
     if cfg.precision != "fp32":

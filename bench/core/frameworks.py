@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-TORCH, TF, MXNET = "torch", "tf", "mxnet"
+TORCH, TF, MXNET, JAX = "torch", "tf", "mxnet", "jax"
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,9 @@ class FrameworkSpec:
     tag: str = ""  # the run tag holding its version
     gpu_fix: str = ""  # how to give it the GPUs it lacks
     colour: str = ""  # its colour in the report's figures
+    # Whether its trial may run in bench's own process (launcher=inline): not where the
+    # trial must choose its Keras backend before Keras is first imported.
+    inline: bool = True
 
     @property
     def own_environment(self) -> bool:
@@ -109,6 +112,25 @@ FRAMEWORKS: dict[str, FrameworkSpec] = {
             gpu_fix="install MXNet's CUDA build in its own environment (`bench setup mxnet` "
             "on a host with the CUDA 11 runtime)",
             colour="#1e8449",
+        ),
+        FrameworkSpec(
+            JAX,
+            "JAX",
+            module="jax",
+            adapter="bench.frameworks.jax_adapter",
+            profiler="bench.profiling.jax_profiler",  # not written yet: refused (preflight)
+            builder="build_keras",  # the Keras models, on Keras' JAX backend
+            supported=("0.10",),
+            distributions=("jax", "jaxlib"),
+            cpu_package="jax[cpu]",
+            gpu_package="jax[cuda12]",
+            companions=("keras",),
+            build_file="version.py",
+            build_fields={"_version": "version"},
+            tag="jax_version",
+            gpu_fix="install jax's CUDA plugin (jax[cuda12])",
+            colour="#8e44ad",
+            inline=False,
         ),
     )
 }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 
 from bench.core.config import BenchConfig
 from bench.core.frameworks import FRAMEWORKS
@@ -24,9 +25,24 @@ def before_import(cfg: BenchConfig, threads: int) -> None:
         os.environ["OMP_NUM_THREADS"] = str(threads)
         if cfg.inter_threads:
             os.environ["MXNET_CPU_WORKER_NTHREADS"] = str(cfg.inter_threads)
+    if name == "jax":  # XLA's CPU threads, read when JAX's client starts; Keras' backend
+        os.environ["XLA_FLAGS"] = xla_flags(os.environ.get("XLA_FLAGS", ""), threads)
+        os.environ["KERAS_BACKEND"] = "jax"
     variable = _ONEDNN_VARIABLES.get(name)
     if variable and cfg.onednn != "auto":
         os.environ[variable] = "1" if cfg.onednn == "on" else "0"
+
+
+def xla_flags(existing: str, threads: int) -> str:
+    """``XLA_FLAGS`` with XLA's CPU intra-op threads set to ``threads`` (Eigen's
+    multi-threading off for one), the other flags kept."""
+    kept = re.sub(
+        r"--(xla_cpu_multi_thread_eigen|intra_op_parallelism_threads)=\S*", "", existing
+    ).split()
+    eigen = "true" if threads > 1 else "false"
+    return " ".join(
+        [*kept, f"--xla_cpu_multi_thread_eigen={eigen}", f"intra_op_parallelism_threads={threads}"]
+    )
 
 
 def load(name: str) -> Framework:

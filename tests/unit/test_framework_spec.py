@@ -60,11 +60,21 @@ def test_the_tables_other_modules_read_are_the_specs() -> None:
     from bench.images import DEFAULT_BASES
     from bench.profiling import _MODULES as PROFILERS
 
-    assert NAMES == ("torch", "tf", "mxnet") and list(FRAMEWORKS) == list(NAMES)
+    assert NAMES == ("torch", "tf", "mxnet", "jax") and list(FRAMEWORKS) == list(NAMES)
     assert versions.SUPPORTED == {n: s.supported for n, s in FRAMEWORKS.items()}
-    assert versions.MODULES == {"torch": "torch", "tf": "tensorflow", "mxnet": "mxnet"}
+    assert versions.MODULES == {
+        "torch": "torch",
+        "tf": "tensorflow",
+        "mxnet": "mxnet",
+        "jax": "jax",
+    }
     assert interpreters.OWN_ENVIRONMENTS == {"mxnet": "BENCH_MXNET_PYTHON"}
-    assert environments.COMPANIONS == {"torch": (), "tf": ("keras",), "mxnet": ()}
+    assert environments.COMPANIONS == {
+        "torch": (),
+        "tf": ("keras",),
+        "mxnet": (),
+        "jax": ("keras",),
+    }
     assert set(device.FIXES) == set(NAMES) and all(device.FIXES.values())
     assert PROFILERS == {n: f"bench.profiling.{n}_profiler" for n in NAMES}
     assert {f for f, v in DEFAULT_BASES if v == "cuda"} == set(NAMES)

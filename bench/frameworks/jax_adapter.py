@@ -1,0 +1,305 @@
+"""JAX: bench's Keras models (the TF side's ``build_keras`` builders) on Keras' JAX backend,
+trained with a jitted, stateless step (``model.stateless_call``, the optimizer's
+``stateless_apply``, ``jax.value_and_grad``, the state's buffers donated); inference is a
+jitted ``stateless_call`` likewise.  The always-jitted step is the idiomatic JAX loop, so
+``compile`` changes nothing here.
+
+Keras picks its backend when first imported: ``KERAS_BACKEND=jax`` is set before this
+module imports it, and a process that already holds Keras on another backend is refused
+(hence no ``launcher=inline``).  Optimizer arithmetic is PyTorch's, as on the TF side:
+weight decay an L2 term added to the gradient, Adam's epsilon added to the bias-corrected
+sqrt(v).  Input: the same bytes as the TF side (NHWC).  JAX dispatches asynchronously, on
+the CPU too: :meth:`JaxSession.sync` blocks on the state (``block_until_ready``).
+
+Threads: XLA's CPU client takes its intra-op threads from ``XLA_FLAGS``
+(``intra_op_parallelism_threads``, Eigen's multi-threading off for one thread), set by
+:func:`bench.frameworks.before_import` before JAX loads.  JAX has no inter-op setting: XLA
+runs one compiled program's operations itself, so ``inter_threads`` has no effect here.
+Out of memory is XLA's allocator's ``RESOURCE_EXHAUSTED``.  Not yet: sequence models,
+fp16 (loss scaling), a FLOP count, a profiler.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import sys
+from collections.abc import Iterator
+from functools import partial
+from typing import Any
+
+if "keras" in sys.modules and sys.modules["keras"].backend.backend() != "jax":
+    raise RuntimeError(
+        "framework=jax: this process already imported Keras on the "
+        f"{sys.modules['keras'].backend.backend()} backend; a jax trial needs a process of its own"
+    )
+os.environ["KERAS_BACKEND"] = "jax"
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+from bench import models  # noqa: E402
+from bench.core.config import BenchConfig  # noqa: E402
+from bench.data import HostBatches, LabelledData, SequenceBatches  # noqa: E402
+
+Batch = tuple[Any, Any]
+_POLICIES = {"fp32": "float32", "tf32": "float32", "bf16": "mixed_bfloat16"}
+
+
+def _device(requested: str) -> Any:
+    gpus = [d for d in jax.devices() if d.platform == "gpu"]
+    if requested == "cuda" and not gpus:
+        raise RuntimeError("device: 'cuda' was requested but JAX sees no GPU")
+    return gpus[0] if gpus and requested != "cpu" else jax.devices("cpu")[0]
+
+
+def make_optimizer(cfg: BenchConfig) -> keras.optimizers.Optimizer:
+    """The optimizer of ``cfg`` with PyTorch's arithmetic (the TF side's; weight decay is
+    added to the gradients by the step)."""
+    opt = cfg.optimizer
+    if opt.name == "adam":
+        return _torch_adam(opt.lr)
+    return keras.optimizers.SGD(learning_rate=opt.lr, momentum=opt.momentum)
+
+
+def _torch_adam(lr: float) -> keras.optimizers.Optimizer:
+    """Keras' Adam with PyTorch's epsilon, added to the bias-corrected sqrt(v) (the TF
+    adapter's ``_torch_adam``; adapters import no other adapter)."""
+
+    class TorchAdam(keras.optimizers.Adam):
+        def update_step(self, gradient: Any, variable: Any, learning_rate: Any) -> None:
+            ops = keras.ops
+            lr = ops.cast(learning_rate, variable.dtype)
+            gradient = ops.cast(gradient, variable.dtype)
+            step = ops.cast(self.iterations + 1, variable.dtype)
+            beta_1_power = ops.power(ops.cast(self.beta_1, variable.dtype), step)
+            beta_2_power = ops.power(ops.cast(self.beta_2, variable.dtype), step)
+            m = self._momentums[self._get_variable_index(variable)]
+            v = self._velocities[self._get_variable_index(variable)]
+            correction = ops.sqrt(1 - beta_2_power)
+            alpha = lr * correction / (1 - beta_1_power)
+            self.assign_add(m, ops.multiply(ops.subtract(gradient, m), 1 - self.beta_1))
+            self.assign_add(v, ops.multiply(ops.subtract(ops.square(gradient), v), 1 - self.beta_2))
+            denominator = ops.add(ops.sqrt(v), self.epsilon * correction)
+            self.assign_sub(variable, ops.divide(ops.multiply(m, alpha), denominator))
+
+    return TorchAdam(learning_rate=lr, epsilon=1e-8)
+
+
+def _labelled(
+    x: np.ndarray, y: np.ndarray, data: LabelledData, cfg: BenchConfig, train: bool
+) -> Iterator[Batch]:
+    """Batches of a labelled split, converted on the host as the TF side's pipeline does
+    (x / 255 - mean) / std, NHWC; training shuffles each pass with the trial's seed."""
+    rng = np.random.default_rng(cfg.seed)
+    mean, std = np.float32(data.mean), np.float32(data.std)
+    n, size = len(x), cfg.batch_size
+    while True:
+        order = rng.permutation(n) if train else np.arange(n)
+        stop = n - n % size if train else n
+        for start in range(0, stop, size):
+            index = order[start : start + size]
+            images = (x[index].astype(np.float32) / 255.0 - mean) / std
+            yield jnp.asarray(images), jnp.asarray(y[index])
+        if not train:
+            return
+
+
+class JaxSession:
+    def __init__(
+        self, cfg: BenchConfig, data: HostBatches | LabelledData | SequenceBatches
+    ) -> None:
+        if models.task(cfg.model) != "image" or isinstance(data, SequenceBatches):
+            raise ValueError("model: framework=jax trains image models only (so far)")
+        self.jax_device = _device(cfg.device)
+        self.device = "cpu" if self.jax_device.platform == "cpu" else "cuda:0"
+        self.training = cfg.mode == "train"
+        self.steps_per_pass = 0
+        self._cfg, self._data = cfg, data
+        keras.mixed_precision.set_global_policy(_POLICIES[cfg.precision])
+        with jax.default_device(self.jax_device):
+            self.model = models.build_image("jax", cfg.model, cfg.num_classes, cfg.image_size)
+            self.num_parameters = int(sum(np.prod(w.shape) for w in self.model.trainable_weights))
+            self._batches: Iterator[Batch]
+            if isinstance(data, LabelledData):
+                self._batches = _labelled(data.train_x, data.train_y, data, cfg, True)
+                self.steps_per_pass = data.steps_per_pass(cfg.batch_size)
+            else:  # the TF side's bytes: NHWC
+                batches = [
+                    (
+                        jax.device_put(np.ascontiguousarray(x.transpose(0, 2, 3, 1))),
+                        jax.device_put(y),
+                    )
+                    for x, y in zip(data.images, data.labels, strict=True)
+                ]
+                self._batches = itertools.cycle(batches)
+            self.loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+            self._trainable = [v.value for v in self.model.trainable_variables]
+            self._non_trainable = [v.value for v in self.model.non_trainable_variables]
+            self._loss_sum = jnp.zeros((), jnp.float32)
+            self._loss_steps = 0
+            self._out: Any = None
+            if self.training:
+                self._make_train_step(cfg)
+            else:
+                self._make_infer_step()
+            self._eval_fn = self._make_eval_step()
+
+    def _make_train_step(self, cfg: BenchConfig) -> None:
+        model, loss_fn, decay = self.model, self.loss_fn, cfg.optimizer.weight_decay
+        optimizer = make_optimizer(cfg)
+        optimizer.build(model.trainable_variables)
+        self.optimizer = optimizer
+        self._opt_state = [v.value for v in optimizer.variables]
+
+        def objective(trainable: Any, non_trainable: Any, x: Any, y: Any) -> Any:
+            # Random state (seed generators' variables) is among the non-trainable ones,
+            # carried through the stateless call and returned updated.
+            logits, non_trainable = model.stateless_call(trainable, non_trainable, x, training=True)
+            return loss_fn(y, logits), non_trainable
+
+        grad_fn = jax.value_and_grad(objective, has_aux=True)
+
+        @partial(jax.jit, donate_argnums=(0, 1, 2, 3))
+        def train_step(
+            trainable: Any, non_trainable: Any, opt_state: Any, loss_sum: Any, x: Any, y: Any
+        ) -> tuple[Any, Any, Any, Any]:
+            (loss, non_trainable), grads = grad_fn(trainable, non_trainable, x, y)
+            if decay:
+                grads = [g + decay * v for g, v in zip(grads, trainable, strict=True)]
+            trainable, opt_state = optimizer.stateless_apply(opt_state, grads, trainable)
+            return trainable, non_trainable, opt_state, loss_sum + loss.astype(jnp.float32)
+
+        self._train_step = train_step
+
+    def _make_infer_step(self) -> None:
+        model = self.model
+
+        @jax.jit
+        def infer(trainable: Any, non_trainable: Any, x: Any) -> Any:
+            logits, _ = model.stateless_call(trainable, non_trainable, x, training=False)
+            return logits
+
+        self._infer = infer
+
+    def _make_eval_step(self) -> Any:
+        model, loss_fn = self.model, self.loss_fn
+
+        @jax.jit
+        def eval_step(trainable: Any, non_trainable: Any, x: Any, y: Any) -> tuple[Any, Any]:
+            logits, _ = model.stateless_call(trainable, non_trainable, x, training=False)
+            logits = logits.astype(jnp.float32)
+            loss = loss_fn(y, logits) * y.shape[0]
+            hits = jnp.sum(jnp.argmax(logits, axis=1) == y.astype(jnp.int32))
+            return hits, loss
+
+        return eval_step
+
+    def next_batch(self) -> Batch:
+        return next(self._batches)
+
+    def step(self, batch: Batch) -> None:
+        x, y = batch
+        if self.training:
+            (self._trainable, self._non_trainable, self._opt_state, self._loss_sum) = (
+                self._train_step(
+                    self._trainable, self._non_trainable, self._opt_state, self._loss_sum, x, y
+                )
+            )
+            self._loss_steps += 1
+        else:
+            self._out = self._infer(self._trainable, self._non_trainable, x)
+
+    def sync(self) -> None:
+        # Dispatch is asynchronous on every platform: wait for the queued steps' results.
+        jax.block_until_ready((self._trainable, self._loss_sum, self._out))
+
+    def output_finite(self) -> bool:
+        x, _ = self.next_batch()
+        out = jax.jit(lambda t, n, x: self.model.stateless_call(t, n, x, training=False)[0])(
+            self._trainable, self._non_trainable, x
+        )
+        return bool(np.isfinite(np.asarray(out, dtype=np.float32)).all())
+
+    def take_mean_loss(self) -> float | None:
+        if not self._loss_steps:
+            return None
+        mean = float(self._loss_sum) / self._loss_steps
+        self._loss_sum = jnp.zeros((), jnp.float32)
+        self._loss_steps = 0
+        return mean
+
+    def evaluate(self) -> tuple[float, float] | None:
+        data = self._data
+        if not isinstance(data, LabelledData) or not self._cfg.data.evaluate:
+            return None
+        correct, loss_sum, seen = 0, 0.0, 0
+        for x, y in _labelled(data.test_x, data.test_y, data, self._cfg, False):
+            hits, loss = self._eval_fn(self._trainable, self._non_trainable, x, y)
+            correct += int(hits)
+            loss_sum += float(loss)
+            seen += int(y.shape[0])
+        return correct / seen, loss_sum / seen
+
+    def weights(self) -> list[np.ndarray]:
+        """The trained weights as numpy arrays, in the model's ``trainable_variables`` order."""
+        return [np.asarray(v) for v in self._trainable]
+
+    def peak_device_memory_mb(self) -> float | None:
+        if self.device == "cpu":
+            return None
+        stats = self.jax_device.memory_stats() or {}
+        peak = stats.get("peak_bytes_in_use")
+        return None if peak is None else float(peak) / 2**20
+
+    def forward_flops_per_sample(self) -> float | None:
+        return None  # the zoo's way (contractions only) is not wired for JAX yet
+
+
+class Adapter:
+    name = "jax"
+
+    def configure(self, cfg: BenchConfig, threads: int) -> None:
+        # Threads are XLA_FLAGS, read when JAX's CPU client starts (before_import); JAX has
+        # no inter-op threads.  fp32 means float32 on GPUs with TensorFloat-32 too.
+        precision = "tensorfloat32" if cfg.precision == "tf32" else "highest"
+        jax.config.update("jax_default_matmul_precision", precision)
+        if cfg.device == "cpu":
+            jax.config.update("jax_platforms", "cpu")
+        keras.utils.set_random_seed(cfg.seed)
+
+    def environment(self) -> dict[str, str]:
+        import jaxlib
+
+        flags = os.environ.get("XLA_FLAGS", "")
+        found = re.search(r"intra_op_parallelism_threads=(\d+)", flags)
+        env = {
+            "jax_version": jax.__version__,
+            "jaxlib_version": jaxlib.__version__,
+            "keras_version": keras.__version__,
+            "keras_backend": keras.backend.backend(),
+            "intra_op_threads": found.group(1) if found else "default",
+            "inter_op_threads": "none (JAX has no inter-op setting)",
+            "xla_flags": flags,
+        }
+        gpus = [d for d in jax.devices() if d.platform == "gpu"]
+        if gpus:
+            env["gpu_name"] = str(gpus[0].device_kind)
+        return env
+
+    def prepare(
+        self, cfg: BenchConfig, data: HostBatches | LabelledData | SequenceBatches
+    ) -> JaxSession:
+        return JaxSession(cfg, data)
+
+    def is_oom(self, exc: BaseException, capped: bool = False) -> bool:
+        if isinstance(exc, MemoryError):
+            return True
+        # XLA's allocator: jax.errors.JaxRuntimeError (XlaRuntimeError) "RESOURCE_EXHAUSTED".
+        return "RESOURCE_EXHAUSTED" in str(exc) and type(exc).__name__ in (
+            "JaxRuntimeError",
+            "XlaRuntimeError",
+        )
