@@ -44,7 +44,7 @@ def _library_refusal(source: str, framework: str, name: str) -> str:
     elif framework == TF:
         hint = hint or "for tf: model=keras model.name=NAME (keras.applications)"
     else:
-        hint = hint or "model=py and the libraries' models are not wired for mxnet"
+        hint = hint or f"the libraries' models are not wired for framework={framework}"
     return (
         f"model.source: {source} builds {library} models for framework="
         f"{LIBRARY_FRAMEWORK[source]} only, not framework={framework}; {hint} "
