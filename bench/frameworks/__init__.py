@@ -37,7 +37,7 @@ def xla_flags(existing: str, threads: int) -> str:
     """``XLA_FLAGS`` with XLA's CPU intra-op threads set to ``threads`` (Eigen's
     multi-threading off for one), the other flags kept."""
     kept = re.sub(
-        r"--(xla_cpu_multi_thread_eigen|intra_op_parallelism_threads)=\S*", "", existing
+        r"(--)?(xla_cpu_multi_thread_eigen|intra_op_parallelism_threads)=\S*", "", existing
     ).split()
     eigen = "true" if threads > 1 else "false"
     return " ".join(

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import random
 import re
 import sys
 from collections.abc import Iterator
@@ -259,6 +260,22 @@ class JaxSession:
         return None  # the zoo's way (contractions only) is not wired for JAX yet
 
 
+def _seed(seed: int) -> None:
+    """``keras.utils.set_random_seed`` without TensorFlow: Keras' seeds it too wherever it is
+    installed, importing it (seconds, and its memory) into a trial that never uses it."""
+    try:
+        from keras.src.backend.common import global_state
+        from keras.src.random import seed_generator
+        from keras.src.utils import rng_utils
+    except ImportError:  # another Keras layout: its own function
+        keras.utils.set_random_seed(seed)
+        return
+    global_state.set_global_attribute(rng_utils.GLOBAL_RANDOM_SEED, seed)
+    global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, None)
+    random.seed(seed)
+    np.random.seed(seed)
+
+
 class Adapter:
     name = "jax"
 
@@ -269,7 +286,7 @@ class Adapter:
         jax.config.update("jax_default_matmul_precision", precision)
         if cfg.device == "cpu":
             jax.config.update("jax_platforms", "cpu")
-        keras.utils.set_random_seed(cfg.seed)
+        _seed(cfg.seed)
 
     def environment(self) -> dict[str, str]:
         import jaxlib

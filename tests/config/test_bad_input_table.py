@@ -89,6 +89,11 @@ def cases() -> list[tuple[list[str], str]]:
         (["distributed=ddp", "profile=true"], "profile"),
         (["framework=mxnet", "launcher=inline"], "launcher"),
         (["framework=mxnet", "precision=bf16"], "precision"),
+        # jax sets Keras' backend before Keras loads: a process of its own (issue 35).
+        (["framework=jax", "launcher=inline"], "launcher: inline"),
+        (["framework=jax", "launcher=docker"], "launcher: framework=jax"),
+        (["framework=jax", "profile=true"], "profile"),
+        (["framework=jax", "model=transformer"], "model: framework=jax"),
         (["model.source=stock", "model=lenet5"], "model.source"),
         (["launcher=docker", "launcher.docker.gpus=zero"], "launcher.docker.gpus"),
         (["launcher=docker", "launcher.docker.heartbeat_timeout_s=1"], "heartbeat_timeout_s"),

@@ -1,0 +1,91 @@
+"""framework=jax (issue 35): the adapter trains and infers with bench's Keras models on Keras'
+JAX backend, each check in a child process of its own (Keras picks its backend once per
+process, and this one may hold it on TensorFlow's)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from bench.frameworks import xla_flags
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    from bench import frameworks
+    from bench.core.config import (
+        BenchConfig, DataConfig, FrameworkConfig, ModelConfig, OptimizerConfig,
+    )
+    from bench.data import synthetic
+
+    cfg = BenchConfig(
+        framework=FrameworkConfig(name="jax"), model=ModelConfig(name="lenet5"),
+        mode=sys.argv[1], batch_size=8, image_size=32, data=DataConfig(num_batches=2),
+        optimizer=OptimizerConfig(name=sys.argv[2], lr=0.01, momentum=0.9, weight_decay=1e-4),
+    )
+    frameworks.before_import(cfg, 1)
+    adapter = frameworks.load("jax")
+    adapter.configure(cfg, 1)
+    session = adapter.prepare(cfg, synthetic(cfg))
+    losses = []
+    for _ in range(8):  # the same few batches again and again: the loss must fall
+        for _ in range(5):
+            session.step(session.next_batch())
+        session.sync()
+        losses.append(session.take_mean_loss())
+    env = adapter.environment()
+    print(json.dumps({
+        "losses": losses, "params": session.num_parameters, "device": session.device,
+        "finite": session.output_finite(), "backend": env["keras_backend"],
+        "threads": env["intra_op_threads"], "tensorflow": "tensorflow" in sys.modules,
+    }))
+    """
+)
+
+
+def run(mode: str, optimizer: str = "sgd") -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, mode, optimizer],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_lenet5_trains_on_jax_and_its_loss_falls(optimizer: str) -> None:
+    from bench.models import MODELS
+
+    out = run("train", optimizer)
+    losses = out["losses"]
+    assert all(loss is not None and loss == loss for loss in losses), losses
+    assert losses[-1] < 0.9 * losses[0], losses
+    assert out["backend"] == "jax" and out["device"] == "cpu" and out["finite"]
+    assert out["threads"] == "1" and not out["tensorflow"]  # no TF in a jax trial
+    # The parameter count the other adapters report: torch's lenet5's.
+    torch_model = MODELS["lenet5"].builder("torch")(num_classes=10, image_size=32)
+    torch_params = sum(p.numel() for p in torch_model.parameters() if p.requires_grad)
+    assert out["params"] == torch_params == MODELS["lenet5"].reference_params
+
+
+def test_inference_on_jax_has_no_loss() -> None:
+    out = run("infer")
+    assert out["losses"] == [None] * 8 and out["finite"]
+
+
+def test_xla_flags_set_the_threads_and_keep_the_rest() -> None:
+    flags = xla_flags("--xla_dump_to=/tmp/x intra_op_parallelism_threads=7", 2)
+    assert flags.split() == [
+        "--xla_dump_to=/tmp/x",
+        "--xla_cpu_multi_thread_eigen=true",
+        "intra_op_parallelism_threads=2",
+    ]
+    assert "--xla_cpu_multi_thread_eigen=false" in xla_flags("", 1)
