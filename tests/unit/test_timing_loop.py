@@ -8,8 +8,8 @@ import types
 import pytest
 
 from bench.core.config import BenchConfig
-from bench.trial.loop import _timed_epochs, _warm_up, auto_steps
 from bench.trial import loop as trial
+from bench.trial.loop import _timed_epochs, _warm_up, auto_steps
 
 
 class FakeClock:

@@ -127,7 +127,8 @@ def test_a_host_side_edit_changes_no_image_hash_and_a_trial_side_edit_does(
         return images.content_hash(images.context_files(spec), {"BENCH_UID": "1000"})
 
     before = digest()
-    for host_file in ("report/__init__.py", "cli/__init__.py", "sweep/session.py", "images/__init__.py"):
+    host_files = ("report/__init__.py", "cli/__init__.py", "sweep/session.py", "images/__init__.py")
+    for host_file in host_files:
         with open(copy / host_file, "a") as f:
             f.write("\n# a host-side edit\n")
     assert digest() == before
