@@ -231,13 +231,15 @@ def _run_rounds(
                                  cfg.equivalence_margin)  # fmt: skip
         active = rounds.still_open(configs, statuses) if pairs else set()
         over = cfg.repeats_budget_s > 0 and time.monotonic() - started >= cfg.repeats_budget_s
-        settled = sum(s.settled for s in statuses)
+        settled = sum(s.settled and not s.capped for s in statuses)
+        capped = sum(s.capped for s in statuses)
         if not active or over or r == last:
-            why = (
-                "every comparison is settled"
-                if not active
-                else ("the budget (repeats_budget_s) is spent" if over else "max_repeats reached")
-            )
+            if capped:  # the last look ends an open comparison as futile: say the cap ended it
+                why = f"max_repeats reached; {capped} of {len(statuses)} comparisons still open"
+            elif not active:
+                why = "every comparison is settled"
+            else:
+                why = "the budget (repeats_budget_s) is spent" if over else "max_repeats reached"
             tally = rounds.tally(statuses)
             print(f"bench: repeats=auto: {done} rounds ({why}): {tally}", file=sys.stderr)
             for line in rounds.describe(statuses):

@@ -18,7 +18,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bench.analysis import sequential
+from bench.analysis import sequential, stats
 
 # Keys whose values describe the workload: configurations that differ in one of them are
 # not two sides of a comparison (the report does not pit ResNet-50 against VGG-16).
@@ -83,6 +83,27 @@ class Status:
     look: sequential.Look | None  # None: a side has fewer than 2 ok runs
     settled: bool
     why: str
+    # The last round is done and the comparison has no verdict (futile at the last look,
+    # or a side unstable): it ends because max_repeats is reached, not because it settled.
+    capped: bool = False
+    noisy: bool = False  # a side is unstable by the report's rule (stats.UNSTABLE_CV)
+
+
+def side_name(comparison: Comparison, side: Config) -> str:
+    """A side as the progress lines name it: its value of the key the pair differs in."""
+    return _split(side).get(comparison.key, " ".join(side))
+
+
+def unstable(comparison: Comparison, times: dict[Config, list[float]]) -> list[str]:
+    """The sides the report would call unstable (stats.UNSTABLE_CV, the report's own rule),
+    e.g. "torch unstable, CV 15%".  Under repeats=auto a noisy side is a reason for more
+    rounds, not a verdict: the report applies the rule at the end."""
+    out = []
+    for side in (comparison.a, comparison.b):
+        spread = stats.cv(times.get(side, []))
+        if spread >= stats.UNSTABLE_CV:  # nan (fewer than 2 runs) is never unstable
+            out.append(f"{side_name(comparison, side)} unstable, CV {100 * spread:.0f}%")
+    return out
 
 
 def settle(
@@ -101,7 +122,8 @@ def settle(
         if min(len(a), len(b)) < 2:
             failed = rounds_done >= 2 and (not a or not b)  # a failure is a result, not noise
             why = "a side has no ok run" if failed else "fewer than 2 ok runs a side"
-            out.append(Status(c, None, failed or rounds_done >= max_rounds, why))
+            capped = not failed and rounds_done >= max_rounds
+            out.append(Status(c, None, failed or capped, why, capped))
             continue
         k = min(max(rounds_done - 1, 1), looks)
         seen = sequential.look(a, b, k, looks, margin)
@@ -109,7 +131,11 @@ def settle(
         why = seen.why if seen.kind != sequential.OPEN or not seen.more else (
             f"{seen.why}; about {seen.more} more runs a side"
         )  # fmt: skip
-        out.append(Status(c, seen, settled, why))
+        noisy = unstable(c, times)
+        if noisy:  # the report would call the pair "not comparable": more rounds may help
+            settled, why = False, f"{'; '.join(noisy)} ({seen.why})"
+        capped = rounds_done >= max_rounds and (noisy or seen.kind == sequential.FUTILE)
+        out.append(Status(c, seen, settled, why, bool(capped), bool(noisy)))
     return out
 
 
@@ -143,14 +169,19 @@ def tally(statuses: Sequence[Status]) -> str:
     """How the comparisons stand, e.g. "2 faster, 1 equivalent, 1 open"."""
     kinds: dict[str, int] = {}
     for s in statuses:
-        kind = s.look.kind if s.look is not None else ("failed" if s.settled else "open")
+        if s.look is None:
+            kind = "failed" if s.settled and not s.capped else "open"
+        elif s.noisy:
+            kind = "unstable"  # the report would withhold a verdict: a side's CV is too high
+        else:
+            kind = s.look.kind
         kinds[kind] = kinds.get(kind, 0) + 1
     return ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) or "no comparison"
 
 
 def describe(statuses: Sequence[Status], limit: int = 6) -> list[str]:
     """Progress lines: what is still open and why."""
-    open_ = [s for s in statuses if not s.settled]
+    open_ = [s for s in statuses if not s.settled or s.capped]
     lines = [f"  {s.comparison.label}: {s.why}" for s in open_[:limit]]
     if len(open_) > limit:
         lines.append(f"  ... and {len(open_) - limit} more")

@@ -8,6 +8,7 @@ import random
 
 import pytest
 
+from bench.analysis import stats
 from bench.core.config import BenchConfig
 from bench.core.identity import config_hash
 from bench.sweep import driver, rounds
@@ -117,3 +118,36 @@ def test_the_new_keys_change_no_hash() -> None:
     for changes in ({"repeats": "auto"}, {"max_repeats": 3}, {"equivalence_margin": 0.05},
                     {"repeats_budget_s": 60.0}):  # fmt: skip
         assert config_hash(dataclasses.replace(plain, **changes)) == config_hash(plain)
+
+
+def test_an_unstable_side_keeps_a_settled_pair_open() -> None:
+    """Replayed from lenet-auto3: torch vs mxnet looked "faster" after 7 rounds, but mxnet's
+    CV was 15%, so the report called the pair "not comparable": the rounds go on."""
+    torch, mxnet = ("framework=torch",), ("framework=mxnet",)
+    pair = rounds.comparisons([torch, mxnet])
+    rates = {torch: [7400, 7350, 7300, 7420, 7380, 7310, 7360],
+             mxnet: [5200, 4100, 5600, 4300, 5900, 4000, 5000]}  # fmt: skip
+    times = {c: [1 / r for r in rs] for c, rs in rates.items()}
+    assert stats.cv(times[mxnet]) >= stats.UNSTABLE_CV
+    (status,) = rounds.settle(pair, times, 7, 10, 0.02)
+    assert status.look is not None and status.look.kind == "faster"
+    assert not status.settled and not status.capped and status.noisy
+    assert status.why.startswith("mxnet unstable, CV 15%")
+    assert rounds.still_open([torch, mxnet], [status]) == {torch, mxnet}
+    assert rounds.tally([status]) == "1 unstable"
+    # at the cap the pair ends open, and says so
+    (last,) = rounds.settle(pair, times, 10, 10, 0.02)
+    assert last.capped and "mxnet unstable" in rounds.describe([last])[0]
+    # once the CV falls below the report's line the verdict stands
+    calm = {torch: times[torch], mxnet: [1 / r for r in (5000, 5050, 4980, 5020, 5010)]}
+    (fine,) = rounds.settle(pair, calm, 5, 10, 0.02)
+    assert fine.settled and fine.look is not None and fine.look.kind == "faster"
+
+
+def test_max_repeats_is_named_when_the_cap_ends_the_rounds(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    fake_sweep({"torch": 100.0, "tf": 99.0}, cv=0.03, max_repeats=3)
+    last = [line for line in capsys.readouterr().err.splitlines() if "3 rounds" in line]
+    assert last and "max_repeats reached; 1 of 1 comparisons still open" in last[0]
+    assert "every comparison is settled" not in last[0]
