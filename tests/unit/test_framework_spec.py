@@ -12,7 +12,7 @@ from bench.core import frameworks, versions
 from bench.core.frameworks import FRAMEWORKS, NAMES
 
 ROOT = Path(__file__).resolve().parents[2]
-LITERALS = ("torch", "tf", "mxnet")
+LITERALS = NAMES  # every framework with a spec, a new one included
 # Where a framework's name may be written: its adapter, its model builders, its spec.
 OWNERS = ("bench/frameworks/", "bench/models/", "bench/core/frameworks.py")
 # What is left, per (module, literal): each a reason to keep it, or work still to do.  A new
