@@ -213,7 +213,7 @@ def _run_rounds(
     round or the budget."""
     started = time.monotonic()
     configs = list(dict.fromkeys(rounds.config_of(j) for j in jobs))
-    pairs = rounds.comparisons(configs)
+    pairs = rounds.comparisons(configs, cfg.claims)  # a claim's sides are a comparison too
     by_round: dict[int, list[int]] = {}
     for i, job in enumerate(jobs):
         by_round.setdefault(rounds.round_of(job), []).append(i)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from bench.analysis import sequential, stats
 
@@ -54,9 +55,23 @@ def _split(config: Config) -> dict[str, str]:
     return dict(o.split("=", 1) for o in config if "=" in o)
 
 
-def comparisons(configs: Sequence[Config]) -> list[Comparison]:
-    """Every pair of ``configs`` that differ in exactly one compared key."""
+def comparisons(configs: Sequence[Config], claims: Sequence[Any] = ()) -> list[Comparison]:
+    """Every pair of ``configs`` that differ in exactly one compared key, and the pairs that
+    a paired claim of the sweep (``claims:``, as bench.report.claims parses them) compares:
+    its two sides, everything else equal, where sides may differ in more than one key
+    (seed003's ``{framework: torch, distributed: ddp}`` against ``{framework: tf,
+    distributed: multiworker}``)."""
     parsed = [(c, _split(c)) for c in configs]
+    out = _one_key(parsed)
+    known = {frozenset((c.a, c.b)) for c in out}
+    for c in _claimed(parsed, claims):
+        if frozenset((c.a, c.b)) not in known:
+            known.add(frozenset((c.a, c.b)))
+            out.append(c)
+    return out
+
+
+def _one_key(parsed: list[tuple[Config, dict[str, str]]]) -> list[Comparison]:
     out = []
     for i, (ca, a) in enumerate(parsed):
         for cb, b in parsed[i + 1 :]:
@@ -69,6 +84,56 @@ def comparisons(configs: Sequence[Config]) -> list[Comparison]:
             shared = [f"{k}={v}" for k, v in a.items() if k != key and _varies(k, parsed)]
             where = " ".join(shared) or "the sweep"
             out.append(Comparison(ca, cb, key, f"{where}: {key} {a[key]} vs {b[key]}"))
+    return out
+
+
+def _key(override_key: str) -> str:
+    """An override's key as a claim's filter names it (``+model.name`` -> ``model``)."""
+    key = override_key.lstrip("+~")
+    return "model" if key == "model.name" else key
+
+
+def _has(config: dict[str, str], key: str, allowed: list[str], unset: bool) -> bool:
+    """Whether ``config`` (its overrides) has one of ``allowed`` for the claim's ``key``; a key
+    no override sets matches where ``unset`` (a ``where`` the defaults may satisfy)."""
+    values = [v for k, v in config.items() if _key(k) == key]
+    if not values:
+        return unset
+    if key == "framework":
+        values = [v.split("==", 1)[0] for v in values]  # any version of it
+    return any(v in allowed for v in values)
+
+
+def _claimed(parsed: list[tuple[Config, dict[str, str]]], items: Sequence[Any]) -> list[Comparison]:
+    """The pairs the sweep's paired claims compare (sides that differ in any keys)."""
+    if not items:
+        return []
+    from bench.report import claims as claims_  # the report's own reading of a claim
+
+    out = []
+    for claim in claims_.parse(list(items)):
+        if claim.kind not in ("comparison", "majority") or claim.metric != "ms_per_sample":
+            continue  # the rounds measure time per sample
+        sides = {*claim.faster, *claim.slower}
+        where = [(c, a) for c, a in parsed
+                 if all(_has(a, k, v, True) for k, v in claim.where.items())]  # fmt: skip
+        fast = [
+            (c, a) for c, a in where if all(_has(a, k, v, False) for k, v in claim.faster.items())
+        ]
+        slow = [
+            (c, a) for c, a in where if all(_has(a, k, v, False) for k, v in claim.slower.items())
+        ]
+        for ca, a in fast:
+            rest = {k: v for k, v in a.items() if _key(k) not in sides}
+            for cb, b in slow:
+                if cb == ca or {k: v for k, v in b.items() if _key(k) not in sides} != rest:
+                    continue
+                key = next((k for k in a if _key(k) == "framework" and a[k] != b.get(k)), None)
+                key = key or next(k for k in a if _key(k) in sides)
+                shared = [f"{k}={v}" for k, v in rest.items() if _varies(k, parsed)]
+                label = (f"{' '.join(shared) or 'the sweep'}: {claims_.side_name(claim.faster)} "
+                         f"vs {claims_.side_name(claim.slower)} (claim: {claim.text})")  # fmt: skip
+                out.append(Comparison(ca, cb, key, label))
     return out
 
 

@@ -151,3 +151,69 @@ def test_max_repeats_is_named_when_the_cap_ends_the_rounds(
     last = [line for line in capsys.readouterr().err.splitlines() if "3 rounds" in line]
     assert last and "max_repeats reached; 1 of 1 comparisons still open" in last[0]
     assert "every comparison is settled" not in last[0]
+
+
+def seed003_configs() -> list[tuple[str, ...]]:
+    """The 30 configurations of `bench plan +experiment=seed003_distributed_cpu scale=machine
+    repeats=auto`: its system block sets framework and distributed together."""
+    work = [[("model", "lenet5"), ("num_classes", "10")],
+            [("model", "alexnet"), ("num_classes", "10"), ("image_size", "64")]]  # fmt: skip
+    work += [
+        [("model", m), ("num_classes", n)]
+        for m in ("resnet18", "resnet50")
+        for n in "10 100".split()
+    ]
+    systems = [[("framework", "tf"), ("distributed", d)] for d in ("multiworker", "ps_async")]
+    systems += [[("framework", "torch"), ("distributed", "ddp")]]
+    systems += [
+        [("framework", "mxnet"), ("distributed", d)] for d in ("kvstore_sync", "kvstore_async")
+    ]
+    return [("+experiment=seed003_distributed_cpu", *(f"{k}={v}" for k, v in w + s))
+            for w in work for s in systems]  # fmt: skip
+
+
+def test_a_claims_sides_are_comparisons_of_the_rounds() -> None:
+    """seed003: torch/ddp differs from every other cell in two keys; without its claims the
+    rounds compare it with nothing and it stops after round 2."""
+    import yaml
+
+    from bench.core.paths import data
+
+    configs = seed003_configs()
+    assert len(configs) == 30
+    alone = rounds.comparisons(configs)
+    assert len(alone) == 12 and not any("framework=torch" in c.a + c.b for c in alone)
+    experiment = yaml.safe_load(
+        (data("conf") / "experiment/seed003_distributed_cpu.yaml").read_text()
+    )
+    found = rounds.comparisons(configs, experiment["claims"])
+    assert {c for p in found for c in (p.a, p.b)} == set(configs)  # every cell is compared
+    # torch vs tf in all 6 workloads, mxnet vs tf and vs torch in 5 (not LeNet-5), torch vs
+    # mxnet and tf vs mxnet on LeNet-5, async mxnet vs tf in 5; tf sync vs async on LeNet-5
+    # is the one-key pair already there
+    assert len(found) == 12 + 6 + 5 + 5 + 1 + 1 + 5
+    torch = [p for p in found if "framework=torch" in p.a + p.b]
+    assert len(torch) == 6 + 5 + 1
+    pair = next(p for p in torch if "model=lenet5" in p.a and "framework=mxnet" in p.b)
+    assert pair.key == "framework" and pair.a[-2:] == ("framework=torch", "distributed=ddp")
+    assert pair.label.startswith("model=lenet5 num_classes=10: torch distributed=ddp vs mxnet")
+    assert rounds.side_name(pair, pair.b) == "mxnet"
+
+
+def test_the_sweep_compares_its_claims_sides(capsys: pytest.CaptureFixture[str]) -> None:
+    sides = {"torch": ("framework=torch", "distributed=ddp"),
+             "tf": ("framework=tf", "distributed=multiworker")}  # fmt: skip
+    jobs = [[*sides[fw], f"repeat={r}"] for r in range(4) for fw in sides]
+    rng = random.Random(0)
+
+    def run_jobs(indices: list[int]) -> list[Row]:
+        rate = {"framework=torch": 100.0, "framework=tf": 50.0}
+        return [Row("x", "ok", rate[jobs[i][0]] * rng.gauss(1.0, 0.01), 1.0) for i in indices]
+
+    claim = {"claim": "torch is faster", "kind": "comparison",
+             "faster": {"framework": "torch", "distributed": "ddp"},
+             "slower": {"framework": "tf", "distributed": "multiworker"}}  # fmt: skip
+    cfg = BenchConfig(repeats="auto", max_repeats=4, claims=[claim])
+    driver._run_rounds(jobs, cfg, run_jobs)
+    said = capsys.readouterr().err
+    assert "2 rounds (every comparison is settled): 1 faster" in said
