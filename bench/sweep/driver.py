@@ -220,6 +220,7 @@ def _run_rounds(
     seen: list[tuple[rounds.Config, str, float | None]] = []
     active = set(configs)
     last = max(by_round)
+    kept: dict[rounds.Comparison, rounds.Status] = {}  # settled is sticky
     for r in sorted(by_round):
         chosen = [i for i in by_round[r] if rounds.config_of(jobs[i]) in active]
         for i, row in zip(chosen, run_jobs(chosen), strict=True):
@@ -228,7 +229,7 @@ def _run_rounds(
         if done < 2:
             continue
         statuses = rounds.settle(pairs, rounds.times_of(seen), done, last + 1,
-                                 cfg.equivalence_margin)  # fmt: skip
+                                 cfg.equivalence_margin, kept)  # fmt: skip
         active = rounds.still_open(configs, statuses) if pairs else set()
         over = cfg.repeats_budget_s > 0 and time.monotonic() - started >= cfg.repeats_budget_s
         settled = sum(s.settled and not s.capped for s in statuses)

@@ -177,12 +177,18 @@ def settle(
     rounds_done: int,
     max_rounds: int,
     margin: float,
+    kept: dict[Comparison, Status] | None = None,
 ) -> list[Status]:
     """Each comparison's state after ``rounds_done`` rounds; ``times``: each configuration's
-    ok runs as time per sample."""
+    ok runs as time per sample.  ``kept`` (updated here): the comparisons settled at an
+    earlier look, each with the status it settled on.  Settled is sticky: a side that runs
+    on for its other comparisons does not re-open a pair that has its verdict."""
     looks = max_rounds - 1
     out = []
     for c in comparisons_:
+        if kept is not None and c in kept:
+            out.append(kept[c])
+            continue
         a, b = times.get(c.a, []), times.get(c.b, [])
         if min(len(a), len(b)) < 2:
             failed = rounds_done >= 2 and (not a or not b)  # a failure is a result, not noise
@@ -201,6 +207,8 @@ def settle(
             settled, why = False, f"{'; '.join(noisy)} ({seen.why})"
         capped = rounds_done >= max_rounds and (noisy or seen.kind == sequential.FUTILE)
         out.append(Status(c, seen, settled, why, bool(capped), bool(noisy)))
+    if kept is not None:
+        kept.update({s.comparison: s for s in out if s.settled and not s.capped})
     return out
 
 

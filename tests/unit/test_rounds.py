@@ -217,3 +217,21 @@ def test_the_sweep_compares_its_claims_sides(capsys: pytest.CaptureFixture[str])
     driver._run_rounds(jobs, cfg, run_jobs)
     said = capsys.readouterr().err
     assert "2 rounds (every comparison is settled): 1 faster" in said
+
+
+def test_a_settled_comparison_stays_settled() -> None:
+    """Replayed from lenet-auto: torch vs mxnet was faster after round 4; torch ran on for its
+    pair with tf, disturbed rounds followed, and a fresh look re-opened the pair."""
+    torch, mxnet = ("framework=torch",), ("framework=mxnet",)
+    pair = rounds.comparisons([torch, mxnet])
+    early = {torch: [1 / r for r in (7400, 7350, 7300, 7420)],
+             mxnet: [1 / r for r in (5300, 5350, 5310, 5320)]}  # fmt: skip
+    kept: dict[rounds.Comparison, rounds.Status] = {}
+    (first,) = rounds.settle(pair, early, 4, 10, 0.02, kept)
+    assert first.settled and first.look is not None and first.look.kind == "faster"
+    late = {torch: early[torch] + [1 / r for r in (4531, 2156, 1806, 7000)],
+            mxnet: early[mxnet] + [1 / r for r in (1403, 2421, 5300, 5200)]}  # fmt: skip
+    (fresh,) = rounds.settle(pair, late, 8, 10, 0.02)
+    assert not fresh.settled  # a fresh look would re-open it
+    (again,) = rounds.settle(pair, late, 8, 10, 0.02, kept)
+    assert again is first and rounds.still_open([torch, mxnet], [again]) == set()
