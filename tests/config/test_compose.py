@@ -69,7 +69,7 @@ def test_a_data_option_sets_its_number_of_classes() -> None:
 
 def test_groups_cover_the_documented_choices() -> None:
     assert {"framework", "model", "data", "launcher"} <= set(GROUPS)
-    assert options("framework") == ["mxnet", "tf", "torch"]
+    assert options("framework") == ["jax", "mxnet", "tf", "torch"]
     assert {"vgg16", "resnet50"} <= set(options("model"))
 
 
