@@ -373,7 +373,7 @@ def test_nodes_device_and_version_requirements_are_checked_against_the_runs() ->
         ({"nodes": 1}, "nodes: a whole number >= 2"),
         ({"device": "tpu"}, "device: cuda or cpu"),
         ({"versions": {"tf": "two-ish"}}, "not a version range"),
-        ({"versions": {"jax": "<1"}}, "jax: not a framework"),
+        ({"versions": {"caffe": "<1"}}, "caffe: not a framework"),
         ({"data_cache": {"tf": "yes"}}, "data_cache: each framework true or false"),
         ("real data", "requires: a mapping"),
     ],
