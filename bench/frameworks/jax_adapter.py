@@ -245,9 +245,19 @@ class JaxSession:
             seen += int(y.shape[0])
         return correct / seen, loss_sum / seen
 
-    def weights(self) -> list[np.ndarray]:
-        """The trained weights as numpy arrays, in the model's ``trainable_variables`` order."""
-        return [np.asarray(v) for v in self._trainable]
+    def to_model(self) -> None:
+        """Write the step's state back into the Keras model's variables (which the stateless
+        step never touches): before reading its weights (the parity check)."""
+        for variable, value in zip(self.model.trainable_variables, self._trainable, strict=True):
+            variable.assign(value)
+        pairs = zip(self.model.non_trainable_variables, self._non_trainable, strict=True)
+        for variable, value in pairs:
+            variable.assign(value)
+
+    def from_model(self) -> None:
+        """Take the Keras model's variables as the step's state: after setting its weights."""
+        self._trainable = [jnp.array(v.value) for v in self.model.trainable_variables]
+        self._non_trainable = [jnp.array(v.value) for v in self.model.non_trainable_variables]
 
     def peak_device_memory_mb(self) -> float | None:
         if self.device == "cpu":

@@ -248,6 +248,29 @@ def _mxnet_dropout(session: Any) -> int:
     return len(found)
 
 
-_EXPORT = {"torch": _torch_export, "tf": _keras_export, "mxnet": _mxnet_export}
-_LOAD = {"torch": _torch_load, "tf": _keras_load, "mxnet": _mxnet_load}
-_DROPOUT = {"torch": _torch_dropout, "tf": _keras_dropout, "mxnet": _mxnet_dropout}
+# -- Keras (JAX): the same Keras model, its weights held by the stateless step -------------
+
+
+def _jax_export(session: Any) -> list[Tensor]:
+    session.to_model()
+    return _keras_export(session)
+
+
+def _jax_load(session: Any, values: list[np.ndarray]) -> None:
+    _keras_load(session, values)
+    session.from_model()
+
+
+_EXPORT = {
+    "torch": _torch_export,
+    "tf": _keras_export,
+    "mxnet": _mxnet_export,
+    "jax": _jax_export,
+}
+_LOAD = {"torch": _torch_load, "tf": _keras_load, "mxnet": _mxnet_load, "jax": _jax_load}
+_DROPOUT = {
+    "torch": _torch_dropout,
+    "tf": _keras_dropout,
+    "mxnet": _mxnet_dropout,
+    "jax": _keras_dropout,
+}

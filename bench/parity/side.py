@@ -27,6 +27,7 @@ from bench.core.config import (
     OptimizerConfig,
     TelemetryConfig,
 )
+from bench.core.frameworks import FRAMEWORKS
 from bench.data import HostBatches
 from bench.frameworks.parity_hook import batch_arrays, load_tensors, read_batches, save_tensors
 from bench.frameworks.spaces import DEFAULTS
@@ -65,8 +66,11 @@ def label(framework: str, settings: dict[str, Any]) -> str:
 
 
 def in_child(side_label: str) -> bool:
-    """Whether the side must run in a process of its own (a setting fixed at import)."""
-    return any(k in AT_IMPORT for k in split(side_label)[1])
+    """Whether the side must run in a process of its own: a setting fixed at import, or a
+    framework that cannot share this process (jax picks Keras' backend before Keras loads)."""
+    framework, settings = split(side_label)
+    spec = FRAMEWORKS.get(framework)
+    return (spec is not None and not spec.inline) or any(k in AT_IMPORT for k in settings)
 
 
 @dataclass
