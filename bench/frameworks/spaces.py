@@ -46,9 +46,11 @@ def space(cfg: BenchConfig, cpus: int, cuda: bool, image: bool) -> list[Knob]:
     if fw == "torch" and cuda:
         knobs.append(Knob("cudnn_benchmark", (True,), "cuDNN autotuning of convolutions"))
     if not cuda:
-        knobs.append(Knob("onednn", ("off",), "oneDNN CPU kernels off (on is the default)"))
+        if fw != "jax":  # XLA's CPU kernels have no oneDNN switch
+            knobs.append(Knob("onednn", ("off",), "oneDNN CPU kernels off (on is the default)"))
         if cpus > 1:
             knobs.append(Knob("threads", (max(1, cpus // 2),), "intra-op threads"))
+        if cpus > 1 and fw != "jax":  # JAX has no inter-op threads
             inter = (2,) if fw == "mxnet" else (1,)
             what = "MXNet CPU engine workers" if fw == "mxnet" else "inter-op threads"
             knobs.append(Knob("inter_threads", inter, what))
@@ -68,4 +70,6 @@ NOT_SEARCHED = {
     "autotune by default",
     "mxnet": "compilation (always hybridized, static_alloc/static_shape); memory format "
     "(Gluon convolutions are channels-first here)",
+    "jax": "compilation (always jitted); memory format (Keras models are channels-last "
+    "already); inter-op threads (JAX has none); oneDNN (XLA's CPU kernels have no switch)",
 }

@@ -138,7 +138,8 @@ def test_each_framework_has_its_own_space() -> None:
     assert keys("tf") == ["compile", "onednn", "threads", "inter_threads"]
     assert keys("mxnet") == ["onednn", "threads", "inter_threads"]
     assert keys("torch", cpus=1) == ["compile", "channels_last", "onednn"]
-    assert set(spaces.NOT_SEARCHED) == {"torch", "tf", "mxnet"}
+    assert keys("jax") == ["threads"]  # always jitted; no oneDNN switch, no inter-op threads
+    assert set(spaces.NOT_SEARCHED) == {"torch", "tf", "mxnet", "jax"}
 
 
 def test_keys_the_user_set_are_fixed_and_tuning_keys_narrows() -> None:
