@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Any
 
-from bench.core.frameworks import MXNET, TF, TORCH
+from bench.core.frameworks import JAX, MXNET, TF, TORCH
 
 
 def _torch() -> dict[str, Any]:
@@ -57,7 +57,19 @@ def _mxnet() -> dict[str, Any]:
     return {"gpus": n, "detail": f"MXNet {mx.__version__}, {build}", "names": []}
 
 
-PROBES = {TORCH: _torch, TF: _tf, MXNET: _mxnet}
+def _jax() -> dict[str, Any]:
+    import jax
+
+    try:
+        gpus = jax.devices("gpu")
+    except RuntimeError:  # no GPU backend: jaxlib's CPU build without its CUDA plugin
+        gpus = []
+    build = "CUDA plugin" if gpus else "CPU only (its CUDA plugin, jax[cuda12], is not installed)"
+    names = sorted({str(d.device_kind) for d in gpus})
+    return {"gpus": len(gpus), "detail": f"jax {jax.__version__}, {build}", "names": names}
+
+
+PROBES = {TORCH: _torch, TF: _tf, MXNET: _mxnet, JAX: _jax}
 
 
 def main(argv: list[str]) -> int:
