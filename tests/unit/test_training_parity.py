@@ -129,7 +129,7 @@ def test_the_cli_prints_the_table_and_exits_by_the_verdict(
         (["--model", "resnet51"], "--model"),
         (["--model", "lstm"], "--model"),
         (["--frameworks", "torch"], "--frameworks"),
-        (["--frameworks", "torch,jax"], "--frameworks"),
+        (["--frameworks", "torch,caffe"], "--frameworks"),
         (["--optimizer", "rmsprop"], "--optimizer"),
         (["--steps", "0"], "--steps"),
         (["--tolerance", "0"], "--tolerance"),
