@@ -280,9 +280,9 @@ def describe(framework: str) -> dict[str, str]:
                     ):
                         pairs.append((str(target.slice.value), node.value.value))
             elif isinstance(node, ast.Tuple) and len(node.elts) == 2:  # OrderedDict([(k, v)])
-                first, second = node.elts
-                if isinstance(first, ast.Constant) and isinstance(second, ast.Constant):
-                    pairs.append((str(first.value), second.value))
+                k_node, v_node = node.elts
+                if isinstance(k_node, ast.Constant) and isinstance(v_node, ast.Constant):
+                    pairs.append((str(k_node.value), v_node.value))
             elif isinstance(node, ast.Dict):
                 pairs += [
                     (str(k.value), v.value)

@@ -96,7 +96,7 @@ def _labelled(
     """Batches of a labelled split, converted on the host as the TF side's pipeline does
     (x / 255 - mean) / std, NHWC; training shuffles each pass with the trial's seed."""
     rng = np.random.default_rng(cfg.seed)
-    mean, std = np.float32(data.mean), np.float32(data.std)
+    mean, std = np.asarray(data.mean, np.float32), np.asarray(data.std, np.float32)
     n, size = len(x), cfg.batch_size
     while True:
         order = rng.permutation(n) if train else np.arange(n)

@@ -205,7 +205,7 @@ def settle(
         noisy = unstable(c, times)
         if noisy:  # the report would call the pair "not comparable": more rounds may help
             settled, why = False, f"{'; '.join(noisy)} ({seen.why})"
-        capped = rounds_done >= max_rounds and (noisy or seen.kind == sequential.FUTILE)
+        capped = rounds_done >= max_rounds and (bool(noisy) or seen.kind == sequential.FUTILE)
         out.append(Status(c, seen, settled, why, bool(capped), bool(noisy)))
     if kept is not None:
         kept.update({s.comparison: s for s in out if s.settled and not s.capped})
