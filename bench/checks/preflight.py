@@ -88,7 +88,7 @@ def _check_model_source(problems: list[str], cfg: BenchConfig) -> None:
 def _check_jax(problems: list[str], cfg: BenchConfig) -> None:
     """What the jax adapter does not run yet (issue 35): each refused, naming its key."""
     name = cfg.framework.name
-    if cfg.launcher.name == "docker":
+    if cfg.launcher.name == "docker" and not SPECS[name].image:
         problems.append(f"launcher: framework={name} has no image yet; use launcher=process")
     if cfg.precision == "fp16":
         problems.append(

@@ -46,6 +46,9 @@ class FrameworkSpec:
     # Whether its trial may run in bench's own process (launcher=inline): not where the
     # trial must choose its Keras backend before Keras is first imported.
     inline: bool = True
+    # Whether bench has an image for it (docker/<name>.Dockerfile): launcher=docker and
+    # compose.yaml's services; without one, its trials run in processes only.
+    image: bool = True
 
     @property
     def own_environment(self) -> bool:
@@ -131,10 +134,12 @@ FRAMEWORKS: dict[str, FrameworkSpec] = {
             gpu_fix="install jax's CUDA plugin (jax[cuda12])",
             colour="#8e44ad",
             inline=False,
+            image=False,
         ),
     )
 }
 NAMES = tuple(FRAMEWORKS)  # framework.name's choices, in the order bench lists them
+WITH_IMAGE = tuple(n for n, s in FRAMEWORKS.items() if s.image)  # launcher=docker's
 
 
 def own_environment(name: str) -> bool:

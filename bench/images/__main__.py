@@ -16,7 +16,7 @@ import shlex
 import sys
 from typing import TYPE_CHECKING
 
-from bench.core.frameworks import NAMES
+from bench.core.frameworks import WITH_IMAGE
 from bench.images import (
     BENCH_UID,
     VARIANTS,
@@ -30,7 +30,7 @@ from bench.images import (
 if TYPE_CHECKING:
     from docker import DockerClient
 
-COMPOSE_SERVICES = (*NAMES, "mlflow")
+COMPOSE_SERVICES = (*WITH_IMAGE, "mlflow")
 
 
 def compose_env(
