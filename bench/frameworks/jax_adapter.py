@@ -45,6 +45,7 @@ import numpy as np  # noqa: E402
 from bench import models  # noqa: E402
 from bench.core.config import BenchConfig  # noqa: E402
 from bench.data import HostBatches, LabelledData, SequenceBatches  # noqa: E402
+from bench.frameworks.keras_optim import make_optimizer  # noqa: E402
 
 Batch = tuple[Any, Any]
 _POLICIES = {"fp32": "float32", "tf32": "float32", "bf16": "mixed_bfloat16"}
@@ -55,39 +56,6 @@ def _device(requested: str) -> Any:
     if requested == "cuda" and not gpus:
         raise RuntimeError("device: 'cuda' was requested but JAX sees no GPU")
     return gpus[0] if gpus and requested != "cpu" else jax.devices("cpu")[0]
-
-
-def make_optimizer(cfg: BenchConfig) -> keras.optimizers.Optimizer:
-    """The optimizer of ``cfg`` with PyTorch's arithmetic (the TF side's; weight decay is
-    added to the gradients by the step)."""
-    opt = cfg.optimizer
-    if opt.name == "adam":
-        return _torch_adam(opt.lr)
-    return keras.optimizers.SGD(learning_rate=opt.lr, momentum=opt.momentum)
-
-
-def _torch_adam(lr: float) -> keras.optimizers.Optimizer:
-    """Keras' Adam with PyTorch's epsilon, added to the bias-corrected sqrt(v) (the TF
-    adapter's ``_torch_adam``; adapters import no other adapter)."""
-
-    class TorchAdam(keras.optimizers.Adam):
-        def update_step(self, gradient: Any, variable: Any, learning_rate: Any) -> None:
-            ops = keras.ops
-            lr = ops.cast(learning_rate, variable.dtype)
-            gradient = ops.cast(gradient, variable.dtype)
-            step = ops.cast(self.iterations + 1, variable.dtype)
-            beta_1_power = ops.power(ops.cast(self.beta_1, variable.dtype), step)
-            beta_2_power = ops.power(ops.cast(self.beta_2, variable.dtype), step)
-            m = self._momentums[self._get_variable_index(variable)]
-            v = self._velocities[self._get_variable_index(variable)]
-            correction = ops.sqrt(1 - beta_2_power)
-            alpha = lr * correction / (1 - beta_1_power)
-            self.assign_add(m, ops.multiply(ops.subtract(gradient, m), 1 - self.beta_1))
-            self.assign_add(v, ops.multiply(ops.subtract(ops.square(gradient), v), 1 - self.beta_2))
-            denominator = ops.add(ops.sqrt(v), self.epsilon * correction)
-            self.assign_sub(variable, ops.divide(ops.multiply(m, alpha), denominator))
-
-    return TorchAdam(learning_rate=lr, epsilon=1e-8)
 
 
 def _labelled(
