@@ -11,6 +11,10 @@
 # Optional files in docker/: version.lock (a framework version other than the pinned one:
 # bench.envs.environments.image_lock's hashed lock, installed instead of the pins) and
 # wheelhouse/*.whl (wheels pip may install).
+# keras-hub and tensorflow-text (model=hf under framework=tf; never in the torch image):
+# tensorflow-text requires the distribution `tensorflow`, which the cpu variant has as
+# tensorflow-cpu, so both are installed without their dependencies, then keras-hub's own
+# (tensorflow-text's is TensorFlow alone).
 # Needs BuildKit (bench builds with it; compose: see compose.yaml): pip's downloads are kept
 # in a cache mount between builds, and a CA bundle for pip comes in as the build secret
 # `ca` (`--secret id=ca,src=FILE`), never part of a layer.
@@ -37,8 +41,18 @@ RUN --mount=type=cache,target=/var/cache/bench-pip --mount=type=secret,id=ca \
     else \
       $pip install --constraint /ctx/constraints-tf.txt --find-links /ctx \
         "$framework" keras numpy psutil nvidia-ml-py scikit-learn matplotlib; \
+      $pip install --constraint /ctx/constraints-tf.txt --no-deps keras-hub tensorflow-text; \
+      deps=$(/opt/venv/bin/python -c "from importlib.metadata import requires; \
+from packaging.requirements import Requirement as R; \
+rs = [R(r) for r in requires('keras-hub')]; \
+print(' '.join(r.name for r in rs if r.name != 'tensorflow-text' \
+      and (r.marker is None or r.marker.evaluate({'extra': ''}))))"); \
+      $pip install --constraint /ctx/constraints-tf.txt $deps; \
     fi; \
-    /opt/venv/bin/python -c "import tensorflow as tf; print('tensorflow', tf.__version__)"
+    /opt/venv/bin/python -c "import tensorflow as tf; print('tensorflow', tf.__version__)"; \
+    if [ ! -s /ctx/version.lock ]; then \
+      /opt/venv/bin/python -c "import keras_hub; print('keras-hub', keras_hub.__version__)"; \
+    fi
 
 FROM ${BASE_IMAGE}
 ARG BENCH_UID=1000

@@ -49,7 +49,7 @@ from bench.envs.environments import TRIAL_SIDE, lock_pins, run_uv  # noqa: E402
 
 PYTHON, PLATFORM = "3.11", "x86_64-manylinux_2_28"
 TORCH, TENSORFLOW, MXNET = "2.13.0", "2.21.0", "1.9.1"
-HOST_EXTRAS = ("torch", "tf", "jax", "hf", "dev")
+HOST_EXTRAS = ("torch", "tf", "jax", "hf", "keras-hub", "dev")
 # MXNet's environment: numpy below 1.24 and what was tested beside it.
 MXNET_TESTED = (
     "numpy==1.23.5",
@@ -109,10 +109,15 @@ GRID = (
             f"tensorflow=={TENSORFLOW}",
             f"tensorflow-cpu=={TENSORFLOW}",
             "keras",
+            "keras-hub",
+            "tensorflow-text",
             *TRIAL_SIDE,
         ),
         under_host=True,
-        notes=("cpu variant: tensorflow-cpu; cuda variant: tensorflow.",),
+        notes=(
+            "cpu variant: tensorflow-cpu; cuda variant: tensorflow.",
+            "keras-hub and tensorflow-text: model=hf under framework=tf (never the torch image).",
+        ),
     ),
     Lock(
         "docker/constraints-mlflow.txt",
