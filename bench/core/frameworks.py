@@ -1,8 +1,9 @@
 """The frameworks bench compares, one spec each: facts only (module and package names, the
 supported version range, its environment, where its adapter, profiler and model builders
-are), read by every part of bench that needs a framework's name for something.  Imports no
-framework and nothing of bench: the adapters (:mod:`bench.frameworks`) and the model
-builders (:mod:`bench.models`) are the only other places that name a framework."""
+are, how its devices are probed and its weights read and written), read by every part of
+bench that needs a framework's name for something.  Imports no framework and nothing of
+bench: the adapters (:mod:`bench.frameworks`) and the model builders (:mod:`bench.models`)
+are the only other places that name a framework."""
 
 from __future__ import annotations
 
@@ -27,6 +28,13 @@ class FrameworkSpec:
     # The package a version's environment installs from, without and with a GPU.
     cpu_package: str
     gpu_package: str
+    # How it is asked which GPUs it sees: the function of bench.runtime.device_probe that a
+    # child process of its own interpreter runs (python -m bench.runtime.device_probe NAME).
+    device_probe: str
+    # How its sessions' weights are exported and loaded in the canonical form (and dropout
+    # switched off, the last step settled): the name of the form in
+    # bench.frameworks.weights.FORMS, shared by the frameworks that hold a model alike.
+    weights: str
     # The one release bench runs, where it has one (''): no other version is accepted.
     only_release: str = ""
     # The variable naming the interpreter of its own environment ('': it runs in bench's).
@@ -70,6 +78,8 @@ FRAMEWORKS: dict[str, FrameworkSpec] = {
             distributions=("torch",),
             cpu_package="torch",
             gpu_package="torch",
+            device_probe="torch_gpus",
+            weights="torch",
             build_file="version.py",
             build_fields={"__version__": "version", "cuda": "cuda"},
             cuda_image="pytorch/pytorch:2.13.0-cuda12.8-cudnn9-runtime",
@@ -88,6 +98,8 @@ FRAMEWORKS: dict[str, FrameworkSpec] = {
             distributions=("tensorflow", "tensorflow-cpu", "tensorflow-gpu"),
             cpu_package="tensorflow-cpu",
             gpu_package="tensorflow",
+            device_probe="tf_gpus",
+            weights="keras",
             companions=("keras",),
             build_file="python/platform/build_info.py",
             build_fields={"cuda_version": "cuda", "cudnn_version": "cudnn"},
@@ -107,6 +119,8 @@ FRAMEWORKS: dict[str, FrameworkSpec] = {
             distributions=("mxnet", "mxnet-cu117", "mxnet-cu112", "mxnet-cu110", "mxnet-cu102"),
             cpu_package="mxnet",
             gpu_package="mxnet",
+            device_probe="mxnet_gpus",
+            weights="gluon",
             only_release="1.9.1",
             own_python_env="BENCH_MXNET_PYTHON",
             # MXNet 1.9.1 (retired): its CUDA 11.7 build on NVIDIA's matching runtime image.
@@ -127,6 +141,8 @@ FRAMEWORKS: dict[str, FrameworkSpec] = {
             distributions=("jax", "jaxlib"),
             cpu_package="jax[cpu]",
             gpu_package="jax[cuda12]",
+            device_probe="jax_gpus",
+            weights="keras_stateless",  # the Keras model's, its state held by the jitted step
             companions=("keras",),
             build_file="version.py",
             build_fields={"_version": "version"},

@@ -4,15 +4,19 @@ running statistics), as a list of float32 arrays with a kind each.
 
 Read and written through a framework's own session (:mod:`bench.frameworks`), so the
 parity check trains exactly the model a trial trains.  Each framework is imported only by
-its own functions.
+its own functions.  Which :class:`Form` a framework's sessions use is a fact of its spec
+(``FrameworkSpec.weights``): TensorFlow's and JAX's sessions both hold a Keras model.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from bench.core.frameworks import FRAMEWORKS
 
 PARAM, BUFFER = "param", "buffer"  # trained by the optimizer / running statistics
 
@@ -24,9 +28,28 @@ class Tensor:
     value: np.ndarray
 
 
+def _already_final(session: Any) -> None:
+    """Nothing to settle: the session's copy of the weights is the job's final one."""
+
+
+@dataclass(frozen=True)
+class Form:
+    """How one kind of session reads and writes its model's weights in canonical form."""
+
+    export: Callable[[Any], list[Tensor]]
+    load: Callable[[Any, list[np.ndarray]], None]  # the values, shapes already checked
+    disable_dropout: Callable[[Any], int]
+    settle: Callable[[Any], None] = _already_final
+
+
+def form(framework: str) -> Form:
+    """The form framework ``framework``'s sessions use (its spec's ``weights``)."""
+    return FORMS[FRAMEWORKS[framework].weights]
+
+
 def export(framework: str, session: Any) -> list[Tensor]:
     """The session's model's weights in canonical form."""
-    return _EXPORT[framework](session)
+    return form(framework).export(session)
 
 
 def load(framework: str, session: Any, tensors: list[Tensor]) -> None:
@@ -43,7 +66,7 @@ def load(framework: str, session: Any, tensors: list[Tensor]) -> None:
             else f"{len(found)} tensors vs {len(tensors)}"
         )
         raise ValueError(f"{framework}'s model does not have the reference's tensors: {mismatch}")
-    _LOAD[framework](session, [t.value for t in tensors])
+    form(framework).load(session, [t.value for t in tensors])
 
 
 def settle(framework: str, session: Any) -> None:
@@ -51,13 +74,12 @@ def settle(framework: str, session: Any) -> None:
     the job's final ones.  A worker of an MXNet parameter-server job waits for every worker
     to finish (a barrier) and pulls the servers' weights, which in dist_async may hold
     updates the worker's last pull preceded; elsewhere the session's copy is final."""
-    if framework == "mxnet":
-        _mxnet_settle(session)
+    form(framework).settle(session)
 
 
 def disable_dropout(framework: str, session: Any) -> int:
     """Make every dropout layer the identity (before the first step); return how many."""
-    return _DROPOUT[framework](session)
+    return form(framework).disable_dropout(session)
 
 
 # -- PyTorch ---------------------------------------------------------------------------------
@@ -261,16 +283,10 @@ def _jax_load(session: Any, values: list[np.ndarray]) -> None:
     session.from_model()
 
 
-_EXPORT = {
-    "torch": _torch_export,
-    "tf": _keras_export,
-    "mxnet": _mxnet_export,
-    "jax": _jax_export,
-}
-_LOAD = {"torch": _torch_load, "tf": _keras_load, "mxnet": _mxnet_load, "jax": _jax_load}
-_DROPOUT = {
-    "torch": _torch_dropout,
-    "tf": _keras_dropout,
-    "mxnet": _mxnet_dropout,
-    "jax": _keras_dropout,
+# Each form by the name a framework's spec gives it.
+FORMS = {
+    "torch": Form(_torch_export, _torch_load, _torch_dropout),
+    "keras": Form(_keras_export, _keras_load, _keras_dropout),
+    "gluon": Form(_mxnet_export, _mxnet_load, _mxnet_dropout, _mxnet_settle),
+    "keras_stateless": Form(_jax_export, _jax_load, _keras_dropout),
 }

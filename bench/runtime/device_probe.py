@@ -1,7 +1,8 @@
 """What a framework sees of this machine's GPUs, asked in a child process of the framework's
 own interpreter: ``python -m bench.runtime.device_probe FRAMEWORK`` prints one JSON line
 ``{"gpus": N, "detail": "..."}``.  Imports only the framework asked about (so it runs in
-MXNet's environment, which has no torch, Hydra or MLflow).  The sweep's preflight
+MXNet's environment, which has no torch, Hydra or MLflow).  Which function asks a framework
+is a fact of its spec (``FrameworkSpec.device_probe``).  The sweep's preflight
 (:mod:`bench.checks.preflight`) reads it; a trial decides its device the same way.
 """
 
@@ -10,12 +11,13 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
-from bench.core.frameworks import JAX, MXNET, TF, TORCH
+from bench.core.frameworks import FRAMEWORKS
 
 
-def _torch() -> dict[str, Any]:
+def torch_gpus() -> dict[str, Any]:
     import torch
 
     cuda = torch.version.cuda
@@ -25,7 +27,7 @@ def _torch() -> dict[str, Any]:
     return {"gpus": n, "detail": f"torch {torch.__version__}, {build}", "names": names}
 
 
-def _tf() -> dict[str, Any]:
+def tf_gpus() -> dict[str, Any]:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import tensorflow as tf
 
@@ -43,7 +45,7 @@ def _tf() -> dict[str, Any]:
     return {"gpus": len(gpus), "detail": f"TensorFlow {tf.__version__}, {build}", "names": []}
 
 
-def _mxnet() -> dict[str, Any]:
+def mxnet_gpus() -> dict[str, Any]:
     import mxnet as mx
 
     cuda = mx.runtime.Features().is_enabled("CUDA")
@@ -57,7 +59,7 @@ def _mxnet() -> dict[str, Any]:
     return {"gpus": n, "detail": f"MXNet {mx.__version__}, {build}", "names": []}
 
 
-def _jax() -> dict[str, Any]:
+def jax_gpus() -> dict[str, Any]:
     import jax
 
     try:
@@ -69,7 +71,11 @@ def _jax() -> dict[str, Any]:
     return {"gpus": len(gpus), "detail": f"jax {jax.__version__}, {build}", "names": names}
 
 
-PROBES = {TORCH: _torch, TF: _tf, MXNET: _mxnet, JAX: _jax}
+_FUNCTIONS = {f.__name__: f for f in (torch_gpus, tf_gpus, mxnet_gpus, jax_gpus)}
+# Each framework's probe, the function its spec names.
+PROBES: dict[str, Callable[[], dict[str, Any]]] = {
+    name: _FUNCTIONS[spec.device_probe] for name, spec in FRAMEWORKS.items()
+}
 
 
 def main(argv: list[str]) -> int:

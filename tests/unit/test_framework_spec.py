@@ -8,6 +8,8 @@ import ast
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from bench.core import frameworks, versions
 from bench.core.frameworks import FRAMEWORKS, NAMES
 
@@ -84,3 +86,28 @@ def test_the_tables_other_modules_read_are_the_specs() -> None:
         assert versions.package(name, gpu=True) == spec.gpu_package
     assert [n for n, s in FRAMEWORKS.items() if s.only_release] == ["mxnet"]
     assert versions.pinned("mxnet") == versions.locked("mxnet") == "1.9.1"
+
+
+def test_the_device_probe_and_the_weights_form_are_the_specs() -> None:
+    from bench.frameworks import weights
+    from bench.runtime import device_probe
+
+    assert list(device_probe.PROBES) == list(NAMES)
+    for name, spec in FRAMEWORKS.items():
+        assert device_probe.PROBES[name].__name__ == spec.device_probe
+        assert weights.form(name) is weights.FORMS[spec.weights]
+    # TensorFlow's and JAX's sessions hold a Keras model, JAX's weights in the jitted
+    # step's state: two forms.
+    assert weights.form("tf") is not weights.form("jax")
+    # Only MXNet's parameter-server workers have weights to settle after the last step.
+    settled = [n for n in NAMES if weights.form(n).settle is not weights.Form.settle]
+    assert settled == ["mxnet"]
+
+
+def test_the_device_probe_refuses_a_framework_without_a_spec(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from bench.runtime import device_probe
+
+    assert device_probe.main(["caffe"]) == 2
+    assert "torch,tf,mxnet,jax" in capsys.readouterr().err
