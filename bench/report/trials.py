@@ -168,7 +168,8 @@ class Labeller:
     """Short names for configurations: the standard fields and whatever else varies."""
 
     def __init__(self, trials: Iterable[Trial]) -> None:
-        configs = [dict(t.config) for t in trials]
+        # Runs of one configuration share its tuple (to_trial): look at each one once.
+        configs = [dict(config) for config in {t.config for t in trials}]
         keys = {k for config in configs for k in config}
         # A key some runs lack (e.g. data.name before labelled data existed) varies too.
         varying = {k for k in keys if len({c.get(k, "") for c in configs}) > 1}
