@@ -25,6 +25,7 @@ cannot change its verdict.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +39,14 @@ EQUIVALENT = "equivalent"
 FUTILE = "futile"  # settled: no verdict is reachable within the remaining rounds
 OPEN = "open"  # not settled yet: another round may settle it
 SETTLED = (FASTER, EQUIVALENT, FUTILE)
+
+# The chance of a verdict that "about N more runs a side" aims at (the usual 80% power of a
+# sample-size estimate: N for an even chance would read like a promise kept half the time).
+POWER = 0.8
+# An interval wider than this factor (high / low) is printed as unbounded: with 2 runs a
+# side Welch's t has about 1 degree of freedom, and at round 2's level its interval can run
+# from 0.000 to 58,487,079, which says only that the runs are too few.
+UNBOUNDED_SPAN = 100.0
 
 
 def spent(t: float, alpha: float = ALPHA) -> float:
@@ -61,8 +70,42 @@ class Look:
     high: float
     alpha: float  # the level this look tested at
     runs: int  # runs a side (the smaller side)
-    more: int  # OPEN: about how many more runs a side would settle it (0: unknown)
+    # OPEN: about how many more runs a side give a POWER chance of a verdict if the observed
+    # difference is the true one; 0: not within the rounds left (``left``)
+    more: int
     why: str
+    left: int = 0  # looks left after this one
+
+    @property
+    def bounded(self) -> bool:
+        return bounded(self.low, self.high)
+
+
+def bounded(low: float, high: float) -> bool:
+    """Whether an interval of a ratio says more than "too few runs" (see UNBOUNDED_SPAN)."""
+    return low > 0 and math.isfinite(high) and high / low <= UNBOUNDED_SPAN
+
+
+def interval_text(low: float, high: float, runs: str = "") -> str:
+    """``interval [0.970, 1.060]``, or what an unbounded one says."""
+    if bounded(low, high):
+        return f"interval [{low:.3f}, {high:.3f}]"
+    return f"too few runs for a bounded interval{f' ({runs})' if runs else ''}"
+
+
+def more_text(more: int | None, left: int | None = None, unit: str = "runs a side") -> str:
+    """The estimate, with its assumption: "about 6 more runs a side for an 80% chance of a
+    verdict, if the observed difference is the true one"; ``left`` the rounds left (None:
+    no limit) when ``more`` is 0 (none within them)."""
+    assume = "if the observed difference is the true one"
+    if more:
+        return f"about {more} more {unit} for an {100 * POWER:.0f}% chance of a verdict, {assume}"
+    if left is not None:
+        return f"no verdict likely within the {left} rounds left, {assume}"
+    return f"more than {MORE_SHOWN} more {unit}, {assume}"
+
+
+MORE_SHOWN = 1000  # the fixed-repeats estimate is not counted past this many runs a side
 
 
 def welch(la: np.ndarray, lb: np.ndarray) -> tuple[float, float, float]:
@@ -124,27 +167,56 @@ def look(
     # Reachable if any difference the interval still allows could be shown, or equivalence
     # could be: futility is declared only when neither end of the interval would settle.
     reachable = abs(d) + half > h_max or max(0.0, abs(d) - half) + e_max < bound
-    more = runs_needed(d, spread, bound, last_alpha) - n
-    where = f"interval [{low:.3f}, {high:.3f}]"
+
+    def levels(extra: np.ndarray) -> np.ndarray:  # the levels of the looks to come
+        return np.array([look_alpha(k + int(e), looks, alpha) for e in extra])
+
+    more = more_runs(d, spread, bound, levels, n, left) or 0
+    where = interval_text(low, high, f"{len(la)} vs {len(lb)} runs")
     if left == 0 or not reachable:
         why = f"{where}: no verdict within {looks + 1} rounds at this spread"
-        return Look(FUTILE, ratio, low, high, a_k, n, max(more, 0), why)
-    if low < 1 < high:
+        return Look(FUTILE, ratio, low, high, a_k, n, 0, why, left)
+    if not bounded(low, high):
+        why = where
+    elif low < 1 < high:
         why = f"{where} spans both sides"
     else:
         why = f"{where} is not yet within ±{100 * margin:g}%"
-    return Look(OPEN, ratio, low, high, a_k, n, max(more, 0), why)
+    return Look(OPEN, ratio, low, high, a_k, n, more, why, left)
 
 
-def runs_needed(d: float, spread: float, bound: float, level: float) -> int:
-    """About how many runs a side settle a difference ``d`` (log) at per-run spread
-    ``spread``: the fewer of what shows a difference and what shows equivalence."""
-    options = []
-    if d != 0:
-        options.append((_z(1 - level / 2) * spread / abs(d)) ** 2)
-    if abs(d) < bound:
-        options.append((_z(1 - level) * spread / (bound - abs(d))) ** 2)
-    return math.ceil(min(options)) if options else 0
+def more_runs(
+    d: float,
+    spread: float,
+    bound: float,
+    level: Callable[[np.ndarray], np.ndarray] | float,
+    n: int,
+    limit: int,
+    least: int = 2,
+) -> int | None:
+    """About how many more runs a side (1 to ``limit``; None: not within them) give a POWER
+    chance of a verdict if ``d`` (the observed difference of mean log times) is the true one
+    and ``spread`` (the standard error at one run a side) the true spread: the fewest
+    ``extra`` for which, with ``m = n + extra`` runs a side, Welch's t at its ``2 (m - 1)``
+    degrees of freedom and level ``level(extra)`` (the look's, for repeats=auto) shows the
+    difference, or equivalence within ``bound``, with that chance.  ``least``: the fewest
+    runs a side the test can decide on.  t quantiles rather than normal ones, so that the
+    estimate is never below what the current look already failed to show."""
+    from scipy.stats import norm
+    from scipy.stats import t as student
+
+    if limit < 1 or spread <= 0 or not math.isfinite(spread):
+        return None
+    extra = np.arange(1, limit + 1)
+    m = n + extra
+    levels = np.asarray(level(extra) if callable(level) else np.full(len(extra), level), float)
+    se = spread / np.sqrt(m)
+    df = 2.0 * (m - 1)
+    z = float(norm.ppf(POWER))
+    differs = abs(d) >= (student.ppf(1 - levels / 2, df) + z) * se
+    same = abs(d) + (student.ppf(1 - levels, df) + z) * se <= bound
+    found = np.flatnonzero((differs | same) & (m >= least))
+    return int(extra[found[0]]) if len(found) else None
 
 
 def naive(a: ArrayLike, b: ArrayLike, alpha: float = ALPHA) -> bool:

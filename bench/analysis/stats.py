@@ -26,7 +26,8 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 import numpy as np
 
@@ -35,6 +36,8 @@ UNSTABLE_CV = 0.10
 BOOTSTRAP_MIN_RUNS = 8
 BOOTSTRAP_RESAMPLES = 10_000
 SEED = 20240917
+
+T = TypeVar("T")
 
 FASTER = "faster"
 SAME = "no significant difference"
@@ -60,6 +63,9 @@ class Sample:
     # its last look spent (bench.analysis.sequential), not a fixed-level test.
     looks: int = 0
     margin: float = DEFAULT_MARGIN  # the sweep's equivalence_margin
+    # Per run: the round (0-based repeat) it ran in, for a repeats=auto verdict to be the one
+    # at the look where the pair stopped (empty: the look its runs reach, as before).
+    rounds: Sequence[int] = field(default_factory=list)
 
 
 @dataclass
@@ -205,10 +211,12 @@ def _interval_text(ratio: float, low: float, high: float) -> str:
 
 def equivalence(
     a: Sequence[float], b: Sequence[float], margin: float, alpha: float = ALPHA
-) -> tuple[bool, int]:
+) -> tuple[bool, int | None]:
     """Two one-sided tests at ``alpha`` (Welch's t on log times): whether the ratio of
-    geometric means lies within ±``margin``, and about how many more runs a side would
-    settle the comparison (a difference or equivalence), 0 when unknown."""
+    geometric means lies within ±``margin``, and about how many more runs a side would give
+    a verdict (a difference or equivalence) with an 80% chance if the observed difference
+    is the true one (bench.analysis.sequential.more_runs; None: more than
+    ``sequential.MORE_SHOWN``, 0: the runs have no spread to estimate from)."""
     from bench.analysis import sequential
 
     la, lb = np.log(np.asarray(a, dtype=float)), np.log(np.asarray(b, dtype=float))
@@ -218,8 +226,10 @@ def equivalence(
         return abs(d) < bound, 0
     inside = abs(d) + sequential.t_quantile(1 - alpha, df) * se < bound
     n = min(len(la), len(lb))
-    needed = sequential.runs_needed(d, se * math.sqrt(n), bound, alpha)
-    return inside, max(needed - n, 0)
+    least = next(m for m in range(2, BOOTSTRAP_MIN_RUNS + 1) if smallest_p(m, m) < alpha)
+    spread = se * math.sqrt(n)
+    more = sequential.more_runs(d, spread, bound, alpha, n, sequential.MORE_SHOWN, least)
+    return inside, more
 
 
 def compare(
@@ -232,9 +242,17 @@ def compare(
     compares two architectures on purpose (VGG-16 against ResNet-50): the parameter counts
     must then agree within each side only.
     """
-    na, nb = len(a.values), len(b.values)
-    if na == 0 or nb == 0:
+    if not a.values or not b.values:
         raise ValueError("compare: each side needs at least one run")
+    sequential = bool(a.looks) and a.looks == b.looks
+    sequential = sequential and all(v > 0 for v in (*a.values, *b.values))
+    stop = stopped_at(a, b, min(a.margin, b.margin)) if sequential else None
+    later = 0
+    if stop is not None:  # the pair's verdict is the look where the rounds stopped it
+        later = len(a.values) + len(b.values)
+        a, b = _until(a, stop), _until(b, stop)
+        later -= len(a.values) + len(b.values)
+    na, nb = len(a.values), len(b.values)
     verdict = Verdict(SAME, "")
     verdict.ratio, verdict.ci_low, verdict.ci_high = bootstrap_ratio(a.values, b.values)
     small = min(na, nb) < BOOTSTRAP_MIN_RUNS
@@ -245,9 +263,8 @@ def compare(
         verdict.kind = NOT_COMPARABLE
         verdict.text = f"{NOT_COMPARABLE}: " + "; ".join(verdict.reasons)
         return verdict
-    if a.looks and a.looks == b.looks and min(na, nb) >= 2:
-        if all(v > 0 for v in (*a.values, *b.values)):
-            return _sequential(a, b, verdict, min(a.margin, b.margin))
+    if sequential and min(na, nb) >= 2:
+        return _sequential(a, b, verdict, min(a.margin, b.margin), stop, later)
     ratio, low, high = verdict.ratio, verdict.ci_low, verdict.ci_high
     significant = low > 1 or high < 1
     if small:
@@ -287,24 +304,87 @@ def compare(
             f"[95% CI {low:.3f}, {high:.3f}])"
         )
         return verdict
-    hint = f"; inconclusive: needs about {more} more runs a side" if more else ""
-    verdict.text = f"{SAME} ({why}){hint}"
+    verdict.text = f"{SAME} ({why}){_inconclusive(more)}"
     return verdict
 
 
-def _sequential(a: Sample, b: Sample, verdict: Verdict, margin: float) -> Verdict:
-    """The verdict of a repeats=auto sweep: the look its rounds reached, at that look's
-    spent level, as the sweep itself decided when to stop (its error rates hold only so)."""
+def _inconclusive(more: int | None, left: int | None = None) -> str:
+    """The estimate of more runs a verdict gives when the runs did not decide."""
+    from bench.analysis import sequential
+
+    if more == 0 and left is None:
+        return ""  # no spread to estimate from
+    text = sequential.more_text(more, left)
+    return f"; inconclusive: {'needs ' if more or left is None else ''}{text}"
+
+
+def stopped_at(a: Sample, b: Sample, margin: float) -> int | None:
+    """The round (1-based: after that many rounds) at which a repeats=auto sweep stopped
+    looking at the pair ``a`` / ``b`` (bench.sweep.rounds.settle's rule: the first look that
+    is faster, equivalent or futile with neither side unstable by UNSTABLE_CV), or the last
+    round of their runs when none did; None without every run's round."""
+    from bench.analysis import sequential
+
+    if len(a.rounds) != len(a.values) or len(b.rounds) != len(b.values) or not a.values:
+        return None
+    if min(*a.rounds, *b.rounds) < 0:  # a run whose round is not known
+        return None
+    last = max(*a.rounds, *b.rounds) + 1
+    for done in range(2, last):
+        xa = [v for r, v in zip(a.rounds, a.values, strict=True) if r < done]
+        xb = [v for r, v in zip(b.rounds, b.values, strict=True) if r < done]
+        if min(len(xa), len(xb)) < 2:
+            continue
+        seen = sequential.look(xa, xb, min(done - 1, a.looks), a.looks, margin)
+        if seen.kind in sequential.SETTLED and max(cv(xa), cv(xb)) < UNSTABLE_CV:
+            return done
+    return last
+
+
+def _until(side: Sample, done: int) -> Sample:
+    """``side`` with only its runs of the first ``done`` rounds."""
+    keep = [i for i, r in enumerate(side.rounds) if r < done]
+
+    def pick(values: Sequence[T]) -> list[T]:
+        return [values[i] for i in keep] if len(values) == len(side.rounds) else list(values)
+
+    return replace(
+        side,
+        values=pick(side.values),
+        environments=pick(side.environments),
+        num_parameters=pick(side.num_parameters),
+        windows_s=pick(side.windows_s),
+        rounds=pick(side.rounds),
+    )
+
+
+def _sequential(
+    a: Sample, b: Sample, verdict: Verdict, margin: float, stop: int | None, later: int
+) -> Verdict:
+    """The verdict of a repeats=auto sweep: the look at which its rounds stopped looking at
+    the pair (``stop``: after that many rounds, its runs up to then, that look's spent
+    level; ``later``: the runs of its sides after it, not counted), as the sweep itself
+    decided when to stop (its error rates hold only so).  Without the runs' rounds
+    (``stop`` None): the look its runs reach."""
     from bench.analysis import sequential
 
     n = min(len(a.values), len(b.values))
-    k = min(n - 1, a.looks)
+    k = min((stop or n) - 1, a.looks)
     seen = sequential.look(a.values, b.values, k, a.looks, margin)
     verdict.ratio, verdict.ci_low, verdict.ci_high = seen.ratio, seen.low, seen.high
     verdict.p_value = math.nan
     runs = f"{len(a.values)} vs {len(b.values)} runs"
     level = f"sequential look {k} of {a.looks} at level {seen.alpha:.3g}"
     interval = f"ratio {seen.ratio:.3f} [{seen.low:.3f}, {seen.high:.3f}]"
+    if not seen.bounded:
+        interval = f"ratio {seen.ratio:.3f}, {sequential.interval_text(seen.low, seen.high)}"
+    if stop is not None:
+        settled = seen.kind in (FASTER, EQUIVALENT) or (
+            seen.kind == sequential.FUTILE and k < a.looks
+        )
+        level += f"; {'settled' if settled else 'not settled'} at round {stop}"
+        if settled and later:
+            level += f" ({later} later run{'s' if later != 1 else ''} of its sides not counted)"
     if seen.kind == sequential.FASTER:
         fast, slow = (a, b) if seen.ratio > 1 else (b, a)
         verdict.kind, verdict.faster = FASTER, fast.name
@@ -315,11 +395,12 @@ def _sequential(a: Sample, b: Sample, verdict: Verdict, margin: float) -> Verdic
     elif seen.kind == sequential.EQUIVALENT:
         verdict.kind = EQUIVALENT
         verdict.text = f"{EQUIVALENT} within ±{100 * margin:g}% ({runs}; {interval}; {level})"
+    elif seen.kind == sequential.FUTILE and k == a.looks:
+        verdict.text = f"{SAME} ({runs}; {interval}; {level}; max_repeats reached)"
     elif seen.kind == sequential.FUTILE:
         verdict.text = f"{SAME} ({runs}; {interval}; {level}; settled: more rounds cannot decide)"
     else:
-        hint = f"; inconclusive: needs about {seen.more} more runs a side" if seen.more else ""
-        verdict.text = f"{SAME} ({runs}; {interval}; {level}){hint}"
+        verdict.text = f"{SAME} ({runs}; {interval}; {level}){_inconclusive(seen.more, seen.left)}"
     return verdict
 
 

@@ -132,6 +132,7 @@ def _builders(ctx: Context) -> list[Callable[[], Section | None]]:
         lambda: sections.epochs_and_utilization(ctx),
         lambda: sections.oom_frontier(ctx),
         lambda: sections.accuracy(ctx),
+        lambda: sections.other_pairs(ctx),  # last: the verdicts above keep their order
     ]
 
 

@@ -19,16 +19,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bench.analysis import sequential, stats
+from bench.analysis import pairs, sequential, stats
 
-# Keys whose values describe the workload: configurations that differ in one of them are
-# not two sides of a comparison (the report does not pit ResNet-50 against VGG-16).
-NOT_COMPARED = (
-    "model", "model.name", "batch_size", "image_size", "mode", "device", "data", "data.name",
-    "num_classes", "seed", "+experiment", "scale",
-)  # fmt: skip
-
-Config = tuple[str, ...]
+# The pairs of configurations that differ in one compared key: the report's rule too.
+NOT_COMPARED = pairs.NOT_COMPARED
+Comparison = pairs.Comparison
+Config = pairs.Config
 
 
 def config_of(job: Sequence[str]) -> Config:
@@ -43,47 +39,19 @@ def round_of(job: Sequence[str]) -> int:
     return 0
 
 
-@dataclass(frozen=True)
-class Comparison:
-    a: Config
-    b: Config
-    key: str  # the override they differ in
-    label: str  # e.g. "model=lenet5: framework tf vs torch"
-
-
-def _split(config: Config) -> dict[str, str]:
-    return dict(o.split("=", 1) for o in config if "=" in o)
-
-
 def comparisons(configs: Sequence[Config], claims: Sequence[Any] = ()) -> list[Comparison]:
     """Every pair of ``configs`` that differ in exactly one compared key, and the pairs that
     a paired claim of the sweep (``claims:``, as bench.report.claims parses them) compares:
     its two sides, everything else equal, where sides may differ in more than one key
     (seed003's ``{framework: torch, distributed: ddp}`` against ``{framework: tf,
     distributed: multiworker}``)."""
-    parsed = [(c, _split(c)) for c in configs]
-    out = _one_key(parsed)
+    parsed = [(c, pairs.split(c)) for c in configs]
+    out = pairs.one_key(configs)
     known = {frozenset((c.a, c.b)) for c in out}
     for c in _claimed(parsed, claims):
         if frozenset((c.a, c.b)) not in known:
             known.add(frozenset((c.a, c.b)))
             out.append(c)
-    return out
-
-
-def _one_key(parsed: list[tuple[Config, dict[str, str]]]) -> list[Comparison]:
-    out = []
-    for i, (ca, a) in enumerate(parsed):
-        for cb, b in parsed[i + 1 :]:
-            if a.keys() != b.keys():
-                continue
-            differ = [k for k in a if a[k] != b[k]]
-            if len(differ) != 1 or differ[0].lstrip("+~") in NOT_COMPARED:
-                continue
-            key = differ[0]
-            shared = [f"{k}={v}" for k, v in a.items() if k != key and _varies(k, parsed)]
-            where = " ".join(shared) or "the sweep"
-            out.append(Comparison(ca, cb, key, f"{where}: {key} {a[key]} vs {b[key]}"))
     return out
 
 
@@ -130,16 +98,11 @@ def _claimed(parsed: list[tuple[Config, dict[str, str]]], items: Sequence[Any]) 
                     continue
                 key = next((k for k in a if _key(k) == "framework" and a[k] != b.get(k)), None)
                 key = key or next(k for k in a if _key(k) in sides)
-                shared = [f"{k}={v}" for k, v in rest.items() if _varies(k, parsed)]
+                shared = [f"{k}={v}" for k, v in rest.items() if pairs.varies(k, parsed)]
                 label = (f"{' '.join(shared) or 'the sweep'}: {claims_.side_name(claim.faster)} "
                          f"vs {claims_.side_name(claim.slower)} (claim: {claim.text})")  # fmt: skip
                 out.append(Comparison(ca, cb, key, label))
     return out
-
-
-def _varies(key: str, parsed: list[tuple[Config, dict[str, str]]]) -> bool:
-    """Whether ``key`` varies in the sweep (a key every configuration shares says nothing)."""
-    return len({p.get(key) for _, p in parsed}) > 1
 
 
 @dataclass
@@ -156,7 +119,7 @@ class Status:
 
 def side_name(comparison: Comparison, side: Config) -> str:
     """A side as the progress lines name it: its value of the key the pair differs in."""
-    return _split(side).get(comparison.key, " ".join(side))
+    return pairs.split(side).get(comparison.key, " ".join(side))
 
 
 def unstable(comparison: Comparison, times: dict[Config, list[float]]) -> list[str]:
@@ -199,9 +162,9 @@ def settle(
         k = min(max(rounds_done - 1, 1), looks)
         seen = sequential.look(a, b, k, looks, margin)
         settled = seen.kind in sequential.SETTLED
-        why = seen.why if seen.kind != sequential.OPEN or not seen.more else (
-            f"{seen.why}; about {seen.more} more runs a side"
-        )  # fmt: skip
+        why = seen.why  # an open one says what more runs would likely do, and its assumption
+        if seen.kind == sequential.OPEN:
+            why += "; " + sequential.more_text(seen.more, seen.left)
         noisy = unstable(c, times)
         if noisy:  # the report would call the pair "not comparable": more rounds may help
             settled, why = False, f"{'; '.join(noisy)} ({seen.why})"

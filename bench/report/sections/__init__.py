@@ -2,6 +2,7 @@
 
 from bench.report.sections.breakdown import breakdown
 from bench.report.sections.common import HISTORY_KEYS, Context
+from bench.report.sections.other_pairs import other_pairs
 from bench.report.sections.timing import inference_vs_batch, power, relative_time
 from bench.report.sections.training import (
     accuracy,
@@ -22,6 +23,7 @@ __all__ = [
     "epochs_and_utilization",
     "inference_vs_batch",
     "oom_frontier",
+    "other_pairs",
     "power",
     "relative_time",
     "versions",

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import bench.report.figures as figures
-from bench.analysis import stats
+from bench.analysis import sequential, stats
 from bench.report.document import Cell
 from bench.report.trials import (
     Config,
@@ -51,7 +51,16 @@ def sample(name: str, trials: Sequence[Trial], value: Callable[[Trial], float]) 
         windows_s=[t.epoch_time_s for t in trials],
         looks=looks,
         margin=margin,
+        rounds=[round_of(t) for t in trials] if looks else [],
     )
+
+
+def round_of(trial: Trial) -> int:
+    """The round (0-based repeat) a run ran in; -1 when its params do not say."""
+    try:
+        return int(trial.param("repeat", "-1"))
+    except ValueError:
+        return -1
 
 
 def sequential_plan(trials: Sequence[Trial]) -> tuple[int, float]:
@@ -89,6 +98,8 @@ def verdict_cell(verdict: stats.Verdict) -> Cell:
 def ratio_text(verdict: stats.Verdict) -> str:
     if math.isnan(verdict.ratio):
         return "-"
+    if not math.isnan(verdict.ci_low) and not sequential.bounded(verdict.ci_low, verdict.ci_high):
+        return f"{fmt(verdict.ratio, 4)} (too few runs for a bounded interval)"
     return f"{fmt(verdict.ratio, 4)} [{fmt(verdict.ci_low, 4)}, {fmt(verdict.ci_high, 4)}]"
 
 
