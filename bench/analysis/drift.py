@@ -8,6 +8,13 @@ measures the scheduler rather than the CPU; sized on the first round to take abo
 ``TARGET_S``), outside every trial's window.  A
 round whose reference moved more than ``THRESHOLD`` from the sweep's median is flagged:
 its trials ran on a machine that was not the one the others ran on.
+
+A reference taken before a round cannot see load that starts during it (lenet-auto: another
+benchmark began in round 9, which its reference, taken before, missed; round 10's caught
+it).  So the sweep also compares each round's reference with the one after it (the next
+round's, and one more after the last round): a round whose before and after differ by more
+than ``THRESHOLD`` changed while it ran (:func:`changed_within`).  Load that comes and goes
+within a round is still unseen.
 """
 
 from __future__ import annotations
@@ -56,3 +63,18 @@ def flagged(times: list[float], threshold: float = THRESHOLD) -> list[int]:
         return []
     middle = statistics.median(times)
     return [i for i, t in enumerate(times) if abs(t / middle - 1) > threshold]
+
+
+def changed_within(before: list[float], after_last: float | None,
+                   threshold: float = THRESHOLD) -> dict[int, float]:  # fmt: skip
+    """The rounds (0-based) whose reference after them (the next round's, ``after_last``
+    for the last round) differs by more than ``threshold`` from the one before them, each
+    with the change (a fraction: +0.07 took 7% longer after the round)."""
+    if not before:
+        return {}
+    after = [*before[1:], after_last]
+    return {
+        i: end / start - 1
+        for i, (start, end) in enumerate(zip(before, after, strict=True))
+        if end is not None and start > 0 and abs(end / start - 1) > threshold
+    }

@@ -154,6 +154,7 @@ def run_sweep(
             _run_rounds(jobs, first, run_jobs)
         else:
             run_jobs(list(range(len(jobs))))
+        drift.after()
         drift.say()
     except KeyboardInterrupt as stop:
         with shielded():  # the parent run is closed whatever else arrives
@@ -167,12 +168,18 @@ def run_sweep(
 class _Drift:
     """The drift check (bench.analysis.drift): a reference step before each round of a
     sweep with repeats whose trials run on this machine (not a Slurm array's), logged on its
-    parent run, and the rounds that moved, said at the end."""
+    parent run, and one after the last round; at the end, the rounds that moved and those
+    whose reference changed while they ran."""
 
     def __init__(self, sweep: Sweep, enabled: bool) -> None:
         self.sweep, self.enabled = sweep, enabled
         self.reference = drift.Reference()
         self.times: dict[int, float] = {}
+        self.final: float | None = None  # after the last round
+
+    def after(self) -> None:
+        if self.enabled and self.times:
+            self.final = self.reference.time()
 
     def before(self, round_: int) -> None:
         if not self.enabled or round_ in self.times:
@@ -193,6 +200,19 @@ class _Drift:
                 f"bench: the machine drifted: the reference step moved by more than "
                 f"{100 * drift.THRESHOLD:g}% from the sweep's median in {shown} (metric "
                 "reference_step_s on the sweep's run); compare those rounds' trials with care",
+                file=sys.stderr,
+            )
+        within = drift.changed_within(times, self.final)
+        if within:
+            shown = ", ".join(
+                f"round {rounds_[i] + 1} ({100 * change:+.0f}% after it)"
+                for i, change in within.items()
+            )
+            print(
+                f"bench: the machine changed during {shown}: its reference step after the "
+                f"round differs by more than {100 * drift.THRESHOLD:g}% from the one before "
+                "it (load began or ended while its trials ran); compare those rounds' trials "
+                "with care",
                 file=sys.stderr,
             )
 

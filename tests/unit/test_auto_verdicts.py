@@ -233,3 +233,36 @@ def test_an_unbounded_interval_is_said_to_be_one() -> None:
     assert "not settled at round 2" in row[4].text
     assert row[3].text.endswith("(too few runs for a bounded interval)")
     assert "too few runs for a bounded interval" in row[4].text
+
+
+# --- bug 7: load that starts during a round ---
+
+
+def test_a_round_whose_reference_changed_while_it_ran_is_named(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """lenet-auto: load began during round 9; the reference before it was normal and only
+    round 10's was flagged.  The reference after each round (the next one's, and one after
+    the last) names the round that changed while it ran."""
+    from types import SimpleNamespace
+
+    from bench.analysis import drift
+    from bench.sweep import driver
+
+    assert drift.changed_within([1.0, 1.01, 0.99, 4.6], 4.5) == {2: pytest.approx(4.6 / 0.99 - 1)}
+    assert drift.changed_within([1.0, 1.01, 0.99], 2.0) == {2: pytest.approx(2.0 / 0.99 - 1)}
+    assert drift.changed_within([1.0, 1.01], None) == {}
+    assert drift.changed_within([], 1.0) == {}
+    noted: list[tuple[int, float]] = []
+    store = SimpleNamespace(note_round=lambda _sweep, r, s: noted.append((r, s)))
+    check = driver._Drift(SimpleNamespace(store=store, sweep_id="s"), True)  # type: ignore[arg-type]
+    times = iter([1.0, 1.01, 0.99, 2.0])  # before rounds 1-3, then after round 3
+    check.reference = SimpleNamespace(time=lambda: next(times))  # type: ignore[assignment]
+    for r in range(3):
+        check.before(r)
+    check.after()
+    check.say()
+    said = capsys.readouterr().err
+    assert "the machine changed during round 3 (+102% after it)" in said
+    assert "drifted" not in said  # the references before the rounds agree
+    assert noted == [(0, 1.0), (1, 1.01), (2, 0.99)]
