@@ -78,7 +78,80 @@ def _parser() -> argparse.ArgumentParser:
         "is refused to later searches of that framework and model (docs/tuning.md)",
     )
     p.add_argument("--quiet", action="store_true", help="no per-step table")
+    lm = p.add_argument_group(
+        "causal LMs (model=hf)",
+        "the logit parity of a Hugging Face family between transformers (torch) and "
+        "keras-hub (tf): the torch model saved as a local checkpoint, loaded by keras-hub's "
+        "Backbone.from_preset, both sides' logits on one token batch (docs/parity.md)",
+    )
+    lm.add_argument("--lm", default="", help="families, comma-separated, or all")
+    lm.add_argument(
+        "--lm-config",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a config field in transformers' spelling (repeatable; default: the small "
+        "sizes of bench.parity.lm.SIZES)",
+    )
+    lm.add_argument(
+        "--perturb",
+        type=float,
+        default=0.0,
+        help="scale one weight of the keras side by 1 + this after loading (the check must "
+        "then fail)",
+    )
     return p
+
+
+def _lm_overrides(pairs: list[str]) -> tuple[dict[str, object], list[str]]:
+    import ast
+
+    fields: dict[str, object] = {}
+    problems = []
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key.strip():
+            problems.append(f"--lm-config: FIELD=VALUE, got {pair!r}")
+            continue
+        try:
+            fields[key.strip()] = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError):
+            fields[key.strip()] = text.strip()
+    return fields, problems
+
+
+def lm_main(args: argparse.Namespace) -> int:
+    """``--lm``: the logit parity of each family named; 0 when every one passes."""
+    from bench.models.keras_hub_lm import FAMILIES, spelt
+
+    names = sorted(FAMILIES) if args.lm == "all" else [n.strip() for n in args.lm.split(",")]
+    overrides, found = _lm_overrides(args.lm_config)
+    found += [
+        f"--lm: keras-hub's families are {', '.join(sorted(FAMILIES))} (or all); got {name!r}"
+        for name in names
+        if name not in FAMILIES
+    ]
+    if args.tolerance is not None and not (args.tolerance > 0):
+        found.append(f"--tolerance: above 0, got {args.tolerance}")
+    if found:
+        print("bench.parity: bad input; nothing was run:", file=sys.stderr)
+        for problem in found:
+            print(f"  {problem}", file=sys.stderr)
+        return 2
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    from bench.parity import lm
+
+    tolerance = args.tolerance if args.tolerance is not None else lm.DEFAULT_TOLERANCE
+    passed, refused = True, False
+    for name in names:
+        sizes = spelt(name, {**spelt(name, lm.default_sizes(name)), **spelt(name, overrides)})
+        outcome = lm.check_lm(name, sizes, tolerance=tolerance, seed=args.seed,
+                              perturb=args.perturb)  # fmt: skip
+        print(outcome.line(), flush=True)
+        passed &= outcome.passed
+        refused |= bool(outcome.problem)
+    return 0 if passed else (2 if refused and len(names) == 1 else 1)
 
 
 def _frameworks(args: argparse.Namespace) -> list[str]:
@@ -91,10 +164,23 @@ def _frameworks(args: argparse.Namespace) -> list[str]:
 
 def problems(args: argparse.Namespace) -> list[str]:
     from bench.envs import interpreters
-    from bench.models import MODELS, mxnet_models
+    from bench.models import MODELS, mxnet_models, native_problem
+    from bench.parity import side
 
     found: list[str] = []
     frameworks = _frameworks(args)
+    labels, frameworks = frameworks, []
+    for label in labels:  # a framework, or one with its model's source: jax[source=flax]
+        try:
+            name, settings = side.split(label)
+        except ValueError as exc:
+            found.append(f"--frameworks: {exc}")
+            continue
+        frameworks.append(name if set(settings) <= {side.SOURCE} else label)
+        source = settings.get(side.SOURCE)
+        spec = MODELS.get(args.model)
+        if source and spec is not None and not spec.has_builder(name, source):
+            found.append(f"--frameworks: {label}: {native_problem(name, args.model, source)}")
     unknown = [f for f in frameworks if f not in FRAMEWORKS]
     if distributes(args.distributed):
         if args.distributed not in STRATEGIES:
@@ -122,11 +208,11 @@ def problems(args: argparse.Namespace) -> list[str]:
     elif (
         unknown
         or len(frameworks) < (1 if args.tuning == "best" else 2)
-        or len(set(frameworks)) != len(frameworks)
+        or len(set(labels)) != len(labels)
     ):
         found.append(
-            f"--frameworks: two or more of {', '.join(FRAMEWORKS)}, each once; got "
-            f"{','.join(frameworks)!r}"
+            f"--frameworks: two or more of {', '.join(FRAMEWORKS)}, each once (jax also as "
+            f"jax[source=flax], the Flax model); got {','.join(labels)!r}"
         )
     spec = MODELS.get(args.model)
     if spec is None or spec.task != "image":
@@ -157,7 +243,7 @@ def problems(args: argparse.Namespace) -> list[str]:
     if (args.momentum is not None and not (0 <= args.momentum < 1)) or args.weight_decay < 0:
         found.append("--momentum: in [0, 1); --weight-decay: at least 0")
     runs = not distributes(args.distributed) or args.distributed in STRATEGIES
-    for framework in frameworks if runs else []:
+    for framework in dict.fromkeys(frameworks) if runs else []:
         problem = interpreters.problem(framework)
         if problem and not interpreters.overridden(framework):
             problem = _make_environment(framework) or interpreters.problem(framework)
@@ -175,6 +261,8 @@ def _make_environment(framework: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.lm:
+        return lm_main(args)
     found = problems(args)
     if found:
         print("bench.parity: bad input; nothing was run:", file=sys.stderr)
@@ -200,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         steps=args.steps,
         seed=args.seed,
     )
-    frameworks = _frameworks(args)
+    frameworks = _frameworks(args)  # the labels: jax[source=flax] a side of its own
     if asynchronous:
         outcome: check.Outcome = strategy.check_async(
             spec, frameworks[0], args.distributed, args.workers, tolerance
