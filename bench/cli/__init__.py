@@ -108,7 +108,7 @@ TOOLS = {
     "sync": "bench.cli.sync",
     "images": "bench.images.__main__",
     "reproduce": "bench.cli.reproduce",
-    "models": "bench.models.__main__",
+    "models": "bench.cli.models",
     "parity": "bench.parity.__main__",
     "data": "bench.cli.download",
     "setup": "bench.envs.setup",

@@ -18,8 +18,9 @@ PACKAGE = Path(__file__).resolve().parent.parent  # bench/, this file being benc
 # there is no Hydra, OmegaConf, MLflow nor Docker SDK.  A framework image carries these (and
 # the package's __init__) and its content hash covers nothing else of bench, so a change on
 # the host side (the CLI, the sweep, the report, tracking) rebuilds no image.  pyproject.toml's
-# import contract "The trial side imports no ..." lists the same modules; tests keep the two
-# equal and check that every bench module a trial's entry points import is in here.
+# import contracts "The trial side imports no ..." and "... nothing of the host side" list the
+# same modules (with TRIAL_MODULES); tests keep them equal and check that every bench module a
+# trial's entry points import is in here.
 TRIAL_SIDE = (
     "bench.core",
     "bench.trial",
@@ -30,9 +31,12 @@ TRIAL_SIDE = (
     "bench.profiling",
     "bench.data",
     "bench.distributed",
-    "bench.parity",
     "bench.tuning",
 )
+# Modules of a host package that run in a trial's interpreter too, though no image carries
+# them: the parity check's side (python -m bench.parity.side, in MXNet's own environment or
+# a child process of bench's).  The import contracts hold them to the trial side's rules.
+TRIAL_MODULES = ("bench.parity.side",)
 # A file each folder must hold, so that an unrelated conf/ beside site-packages is not taken.
 _MARKERS = {
     "conf": "config.yaml",

@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 
 from bench.checks.preflight import validate
+from bench.cli import models as inventory
 from bench.core.config import BenchConfig, ConfigError
 from bench.frameworks.weights import keras_order
 from bench.models import MODELS, build, common, flops, stock
-from bench.models import __main__ as inventory
 
 torch = pytest.importorskip("torch")
 keras = pytest.importorskip("keras")

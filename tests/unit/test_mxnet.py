@@ -142,7 +142,7 @@ def test_worker_side_imports_no_host_framework_in_mxnet_env() -> None:
 
 def test_the_host_never_imports_mxnet() -> None:
     code = (
-        "import sys, bench.cli, bench.launchers.process, bench.models.__main__\n"
+        "import sys, bench.cli, bench.launchers.process, bench.cli.models\n"
         "from bench.core.config import BenchConfig\n"
         "from bench.checks.preflight import validate\n"
         "cfg = BenchConfig(); cfg.framework.name = 'mxnet'; cfg.model.name = 'lenet5'\n"

@@ -1,7 +1,8 @@
-"""The trial side, one list (:data:`bench.core.paths.TRIAL_SIDE`): the import contract in
-pyproject.toml names the same modules, every bench module that a trial's entry points reach
-is in it (a container carries nothing else of bench), and the images' content hash covers
-it and nothing of the host side."""
+"""The trial side, one list (:data:`bench.core.paths.TRIAL_SIDE`): the import contracts in
+pyproject.toml name the same modules (with :data:`bench.core.paths.TRIAL_MODULES`) and forbid
+them everything else of bench, every bench module that a trial's entry points reach is in it
+(a container carries nothing else of bench), and the images' content hash covers it and
+nothing of the host side."""
 
 from __future__ import annotations
 
@@ -32,12 +33,46 @@ ENTRY_POINTS = (
 MODULE_NAME = re.compile(r"bench(\.[a-z_][a-z0-9_]*)+")
 
 
-def test_the_import_contract_lists_the_trial_side() -> None:
+def _trial_contracts() -> list[dict[str, list[str]]]:
     contracts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
-    (trial,) = [c for c in contracts["contracts"] if c["name"].startswith("The trial side")]
-    assert sorted(trial["source_modules"]) == sorted(paths.TRIAL_SIDE)
-    assert len(set(paths.TRIAL_SIDE)) == len(paths.TRIAL_SIDE)
-    assert all(_file(name) is not None for name in paths.TRIAL_SIDE)
+    return [c for c in contracts["contracts"] if c["name"].startswith("The trial side")]
+
+
+def test_the_import_contracts_list_the_trial_side() -> None:
+    trial_side = [*paths.TRIAL_SIDE, *paths.TRIAL_MODULES]
+    contracts = _trial_contracts()
+    assert len(contracts) == 2
+    for contract in contracts:
+        assert sorted(contract["source_modules"]) == sorted(trial_side)
+    assert len(set(trial_side)) == len(trial_side)
+    assert all(_file(name) is not None for name in trial_side)
+
+
+def test_the_trial_side_may_import_nothing_else_of_bench() -> None:
+    """Every package and top-level module of bench that is not on the trial side (the host
+    side, the entry points) is forbidden to it, a new one included."""
+    (host,) = [c for c in _trial_contracts() if c["name"].endswith("of the host side")]
+    everything = {
+        f"bench.{p.name}" if p.is_dir() else f"bench.{p.stem}"
+        for p in paths.PACKAGE.iterdir()
+        if (p / "__init__.py").is_file() or (p.suffix == ".py" and p.stem != "__init__")
+    }
+    assert sorted(host["forbidden_modules"]) == sorted(everything - set(paths.TRIAL_SIDE))
+
+
+def test_a_trial_module_of_a_host_package_reaches_only_the_trial_side() -> None:
+    """:data:`bench.core.paths.TRIAL_MODULES` run in MXNet's environment, which has no host
+    dependencies: they import the trial side only (and the packages above them)."""
+    parents = {m.rpartition(".")[0] for m in paths.TRIAL_MODULES}
+    for module in paths.TRIAL_MODULES:
+        seen, todo = set(), [module]
+        while todo:
+            name = todo.pop()
+            if name not in seen:
+                seen.add(name)
+                todo.extend(_reached(name) - seen)
+        outside = sorted(n for n in seen if not _inside(n) and n not in {module, *parents})
+        assert outside == [], f"{module} reaches host modules: {outside}"
 
 
 def _file(name: str) -> Path | None:
@@ -67,7 +102,9 @@ def _reached(name: str) -> set[str]:
             named.add(base)  # `from bench import data`: bench.data, if it is a module
             named.update(f"{base}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if MODULE_NAME.fullmatch(node.value):
+            # A name in a string is run (-m) or imported by name; the lists of the trial
+            # side themselves (bench.core.paths) name modules without running them.
+            if MODULE_NAME.fullmatch(node.value) and name != "bench.core.paths":
                 named.add(node.value)
     found = set()
     for full in named:
