@@ -62,10 +62,11 @@ def _sqlite_or_file_path(uri: str) -> Path | None:
 
 
 def _check_model_source(problems: list[str], cfg: BenchConfig) -> None:
-    """model.source is bench|stock, and stock only where the framework's library has it."""
+    """model.source is one of its choices; stock only where the framework's library has the
+    model, a native source (flax) only for its framework and the models it builds."""
     from bench.checks import own_models
-    from bench.core.zoo import ALL_SOURCES, OWN_SOURCES
-    from bench.models import MODELS, framework_problem, stock_problem
+    from bench.core.zoo import ALL_SOURCES, NATIVE_SOURCES, OWN_SOURCES
+    from bench.models import MODELS, framework_problem, native_problem, stock_problem
 
     choice(problems, "model.source", cfg.model.source, ALL_SOURCES)
     problems += own_models.check(cfg)  # model=py's keys, and models not the zoo's
@@ -83,6 +84,14 @@ def _check_model_source(problems: list[str], cfg: BenchConfig) -> None:
         problem = stock_problem(cfg.framework.name, cfg.model.name)
         if problem:
             problems.append(problem)
+    if (
+        cfg.model.source in NATIVE_SOURCES
+        and cfg.model.name in MODELS
+        and cfg.framework.name in FRAMEWORKS
+    ):
+        problem = native_problem(cfg.framework.name, cfg.model.name, cfg.model.source)
+        if problem:
+            problems.append(problem)
 
 
 def _check_jax(problems: list[str], cfg: BenchConfig) -> None:
@@ -93,6 +102,11 @@ def _check_jax(problems: list[str], cfg: BenchConfig) -> None:
     if cfg.precision == "fp16":
         problems.append(
             f"precision: framework={name} has no fp16 loss scaling yet; use fp32 or bf16"
+        )
+    elif cfg.precision == "bf16" and cfg.model.source == "flax":
+        problems.append(
+            "precision: model.source=flax trains in float32 so far (fp32, or tf32 on a GPU); "
+            "bf16 runs the Keras models (model.source=bench)"
         )
     if cfg.profile or cfg.breakdown:
         key = "profile" if cfg.profile else "breakdown"

@@ -10,7 +10,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
-from bench.core.frameworks import FRAMEWORKS, TF, TORCH
+from bench.core.frameworks import FRAMEWORKS, JAX, TF, TORCH
 
 # The builder function each model module has for a framework (MXNet's: Gluon, for the
 # models listed by mxnet_models()).
@@ -40,15 +40,16 @@ class ModelSpec:
     # their reference_params is the count at the sizes in conf/model/<name>.yaml.
     task: str = "image"
 
-    def builder(self, framework: str) -> Any:
+    def builder(self, framework: str, source: str = "bench") -> Any:
         module = importlib.import_module(f"bench.models.{self.module}")
-        fn = getattr(module, BUILDERS[framework])
+        fn = getattr(module, _builder_name(framework, source))
         return functools.partial(fn, **dict(self.options)) if self.options else fn
 
-    def has_builder(self, framework: str) -> bool:
-        """Whether bench builds this model for ``framework`` (imports no framework)."""
+    def has_builder(self, framework: str, source: str = "bench") -> bool:
+        """Whether bench builds this model for ``framework`` (from ``source``: bench's own
+        builder, or a native source's) (imports no framework)."""
         module = importlib.import_module(f"bench.models.{self.module}")
-        return hasattr(module, BUILDERS[framework])
+        return hasattr(module, _builder_name(framework, source))
 
     def stock_name(self, framework: str) -> str:
         """The library model model.source=stock builds for ``framework``; "" if none."""
@@ -100,11 +101,16 @@ SEQUENCE_SIZES = (
 )  # fmt: skip
 
 SOURCES = ("bench", "stock")
+# The zoo's architectures written in a framework's own library, layer for layer like bench's
+# builders (equal parameter counts): the source, the one framework it builds for and the
+# builder function each model module has for it.  "flax": Flax NNX, for framework=jax (whose
+# model.source=bench builds the Keras models on Keras' JAX backend).
+NATIVE_SOURCES = {"flax": (JAX, "build_flax")}
 # Models that are not the zoo's (docs/your-model.md): your own builder ("py"), and a library's
 # image model by its own name ("keras": keras.applications, framework=tf; "torchvision":
 # torchvision.models, framework=torch).  Their task is declared (model.task), not a fact.
 OWN_SOURCES = ("py", "keras", "torchvision")
-ALL_SOURCES = (*SOURCES, *OWN_SOURCES)
+ALL_SOURCES = (*SOURCES, *NATIVE_SOURCES, *OWN_SOURCES)
 # The tasks a model of OWN_SOURCES may declare ("causal_lm" is to come, issue 32).
 OWN_TASKS = ("image",)
 # The one framework each library source builds for.
@@ -113,6 +119,11 @@ LIBRARY_FRAMEWORK = {"keras": TF, "torchvision": TORCH}
 
 def task_of(name: str, source: str, declared: str = "") -> str:
     """The task of model ``name`` from ``source``: the zoo's fact, or what a model of
+def _builder_name(framework: str, source: str) -> str:
+    native = NATIVE_SOURCES.get(source)
+    return native[1] if native is not None and native[0] == framework else BUILDERS[framework]
+
+
     OWN_SOURCES declares (model.task; "image" where it declares none); "" for a name the zoo
     does not have."""
     if source in OWN_SOURCES:

@@ -1,8 +1,11 @@
 """JAX: bench's Keras models (the TF side's ``build_keras`` builders) on Keras' JAX backend,
 trained with a jitted, stateless step (``model.stateless_call``, the optimizer's
 ``stateless_apply``, ``jax.value_and_grad``, the state's buffers donated); inference is a
-jitted ``stateless_call`` likewise.  The always-jitted step is the idiomatic JAX loop, so
-``compile`` changes nothing here.
+jitted ``stateless_call`` likewise.  With ``model.source=flax`` the zoo's Flax NNX models
+(``build_flax``) run in the same step, split into graph and state (``nnx.split``, merged
+inside the jitted step), with PyTorch's optimizer arithmetic written in jax.numpy
+(:mod:`.jax_optim`).  The always-jitted step is the idiomatic JAX loop, so ``compile``
+changes nothing here.
 
 Keras picks its backend when first imported: ``KERAS_BACKEND=jax`` is set before this
 module imports it, and a process that already holds Keras on another backend is refused
@@ -77,6 +80,102 @@ def _labelled(
             return
 
 
+class _KerasModel:
+    """bench's Keras model (model.source=bench), stepped through Keras' stateless API:
+    ``stateless_call`` and the optimizer's ``stateless_apply`` (PyTorch's arithmetic,
+    :mod:`.keras_optim`); random state (seed generators' variables) is among the
+    non-trainable variables, carried through the call and returned updated."""
+
+    def __init__(self, cfg: BenchConfig) -> None:
+        self.model = models.build_image("jax", cfg.model, cfg.num_classes, cfg.image_size)
+        self.num_parameters = int(sum(np.prod(w.shape) for w in self.model.trainable_weights))
+        self.loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        self.trainable: Any = [v.value for v in self.model.trainable_variables]
+        self.non_trainable: Any = [v.value for v in self.model.non_trainable_variables]
+
+    def forward(self, trainable: Any, non_trainable: Any, x: Any, training: bool) -> Any:
+        return self.model.stateless_call(trainable, non_trainable, x, training=training)
+
+    def loss(self, y: Any, logits: Any) -> Any:
+        return self.loss_fn(y, logits)
+
+    def optimizer(self, cfg: BenchConfig) -> tuple[Any, Any]:
+        """The optimizer's initial state and its update(state, grads, params)."""
+        optimizer = make_optimizer(cfg)
+        optimizer.build(self.model.trainable_variables)
+
+        def update(state: Any, grads: Any, params: Any) -> tuple[Any, Any]:
+            params, state = optimizer.stateless_apply(state, grads, params)
+            return params, state
+
+        return [v.value for v in optimizer.variables], update
+
+    def to_model(self) -> None:
+        for variable, value in zip(self.model.trainable_variables, self.trainable, strict=True):
+            variable.assign(value)
+        pairs = zip(self.model.non_trainable_variables, self.non_trainable, strict=True)
+        for variable, value in pairs:
+            variable.assign(value)
+
+    def from_model(self) -> None:
+        self.trainable = [jnp.array(v.value) for v in self.model.trainable_variables]
+        self.non_trainable = [jnp.array(v.value) for v in self.model.non_trainable_variables]
+
+
+class _FlaxModel:
+    """The zoo's Flax NNX model (model.source=flax), stepped as NNX's functional API does:
+    ``nnx.split`` into a static graph and its state (``nnx.Param``, the weights the
+    optimizer trains; the rest: BatchNorm's running statistics and any RNG state, carried
+    through the step and returned updated), ``nnx.merge`` inside the jitted step.  Training
+    and inference are two graphs (BatchNorm's ``use_running_average`` is static).  Optimizer:
+    PyTorch's arithmetic in jax.numpy (:mod:`.jax_optim`); loss: PyTorch's cross-entropy
+    (log-softmax, mean over the batch)."""
+
+    def __init__(self, cfg: BenchConfig) -> None:
+        from flax import nnx
+
+        from bench.models import common
+
+        self._nnx = nnx
+        self.model = models.build_image(
+            "jax", cfg.model, cfg.num_classes, cfg.image_size, seed=cfg.seed
+        )
+        self.num_parameters = common.flax_params(self.model)
+        self.model.eval()
+        self._eval_graph = nnx.graphdef(self.model)
+        self.model.train()
+        parts: Any = nnx.split(self.model, nnx.Param, ...)
+        self._train_graph: Any = parts[0]
+        self.trainable: Any = parts[1]
+        self.non_trainable: Any = parts[2]
+
+    def forward(self, trainable: Any, non_trainable: Any, x: Any, training: bool) -> Any:
+        nnx = self._nnx
+        graph = self._train_graph if training else self._eval_graph
+        model = nnx.merge(graph, trainable, non_trainable)
+        logits = model(x)
+        return logits, nnx.state(model, nnx.Not(nnx.Param))
+
+    def loss(self, y: Any, logits: Any) -> Any:
+        log_p = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+        picked = jnp.take_along_axis(log_p, y.astype(jnp.int32)[:, None], axis=1)
+        return -jnp.mean(picked)
+
+    def optimizer(self, cfg: BenchConfig) -> tuple[Any, Any]:
+        from bench.frameworks.jax_optim import make_optimizer as make_jax_optimizer
+
+        optimizer = make_jax_optimizer(cfg)
+        return optimizer.init(self.trainable), optimizer.update
+
+    def to_model(self) -> None:
+        self._nnx.update(self.model, self.trainable, self.non_trainable)
+
+    def from_model(self) -> None:
+        parts: Any = self._nnx.split(self.model, self._nnx.Param, ...)
+        self.trainable = jax.tree.map(jnp.array, parts[1])
+        self.non_trainable = jax.tree.map(jnp.array, parts[2])
+
+
 class JaxSession:
     def __init__(
         self, cfg: BenchConfig, data: HostBatches | LabelledData | SequenceBatches
@@ -87,11 +186,13 @@ class JaxSession:
         self.device = "cpu" if self.jax_device.platform == "cpu" else "cuda:0"
         self.training = cfg.mode == "train"
         self.steps_per_pass = 0
+        self.source = cfg.model.source
         self._cfg, self._data = cfg, data
         keras.mixed_precision.set_global_policy(_POLICIES[cfg.precision])
         with jax.default_device(self.jax_device):
-            self.model = models.build_image("jax", cfg.model, cfg.num_classes, cfg.image_size)
-            self.num_parameters = int(sum(np.prod(w.shape) for w in self.model.trainable_weights))
+            self.net = _FlaxModel(cfg) if self.source == "flax" else _KerasModel(cfg)
+            self.model = self.net.model
+            self.num_parameters = self.net.num_parameters
             self._batches: Iterator[Batch]
             if isinstance(data, LabelledData):
                 self._batches = _labelled(data.train_x, data.train_y, data, cfg, True)
@@ -105,9 +206,6 @@ class JaxSession:
                     for x, y in zip(data.images, data.labels, strict=True)
                 ]
                 self._batches = itertools.cycle(batches)
-            self.loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-            self._trainable = [v.value for v in self.model.trainable_variables]
-            self._non_trainable = [v.value for v in self.model.non_trainable_variables]
             self._loss_sum = jnp.zeros((), jnp.float32)
             self._loss_steps = 0
             self._out: Any = None
@@ -118,17 +216,12 @@ class JaxSession:
             self._eval_fn = self._make_eval_step()
 
     def _make_train_step(self, cfg: BenchConfig) -> None:
-        model, loss_fn, decay = self.model, self.loss_fn, cfg.optimizer.weight_decay
-        optimizer = make_optimizer(cfg)
-        optimizer.build(model.trainable_variables)
-        self.optimizer = optimizer
-        self._opt_state = [v.value for v in optimizer.variables]
+        net, decay = self.net, cfg.optimizer.weight_decay
+        self._opt_state, update = net.optimizer(cfg)
 
         def objective(trainable: Any, non_trainable: Any, x: Any, y: Any) -> Any:
-            # Random state (seed generators' variables) is among the non-trainable ones,
-            # carried through the stateless call and returned updated.
-            logits, non_trainable = model.stateless_call(trainable, non_trainable, x, training=True)
-            return loss_fn(y, logits), non_trainable
+            logits, non_trainable = net.forward(trainable, non_trainable, x, True)
+            return net.loss(y, logits), non_trainable
 
         grad_fn = jax.value_and_grad(objective, has_aux=True)
 
@@ -138,30 +231,30 @@ class JaxSession:
         ) -> tuple[Any, Any, Any, Any]:
             (loss, non_trainable), grads = grad_fn(trainable, non_trainable, x, y)
             if decay:
-                grads = [g + decay * v for g, v in zip(grads, trainable, strict=True)]
-            trainable, opt_state = optimizer.stateless_apply(opt_state, grads, trainable)
+                grads = jax.tree.map(lambda g, v: g + decay * v, grads, trainable)
+            trainable, opt_state = update(opt_state, grads, trainable)
             return trainable, non_trainable, opt_state, loss_sum + loss.astype(jnp.float32)
 
         self._train_step = train_step
 
     def _make_infer_step(self) -> None:
-        model = self.model
+        net = self.net
 
         @jax.jit
         def infer(trainable: Any, non_trainable: Any, x: Any) -> Any:
-            logits, _ = model.stateless_call(trainable, non_trainable, x, training=False)
+            logits, _ = net.forward(trainable, non_trainable, x, False)
             return logits
 
         self._infer = infer
 
     def _make_eval_step(self) -> Any:
-        model, loss_fn = self.model, self.loss_fn
+        net = self.net
 
         @jax.jit
         def eval_step(trainable: Any, non_trainable: Any, x: Any, y: Any) -> tuple[Any, Any]:
-            logits, _ = model.stateless_call(trainable, non_trainable, x, training=False)
+            logits, _ = net.forward(trainable, non_trainable, x, False)
             logits = logits.astype(jnp.float32)
-            loss = loss_fn(y, logits) * y.shape[0]
+            loss = net.loss(y, logits) * y.shape[0]
             hits = jnp.sum(jnp.argmax(logits, axis=1) == y.astype(jnp.int32))
             return hits, loss
 
@@ -172,24 +265,24 @@ class JaxSession:
 
     def step(self, batch: Batch) -> None:
         x, y = batch
+        net = self.net
         if self.training:
-            (self._trainable, self._non_trainable, self._opt_state, self._loss_sum) = (
-                self._train_step(
-                    self._trainable, self._non_trainable, self._opt_state, self._loss_sum, x, y
-                )
+            (net.trainable, net.non_trainable, self._opt_state, self._loss_sum) = self._train_step(
+                net.trainable, net.non_trainable, self._opt_state, self._loss_sum, x, y
             )
             self._loss_steps += 1
         else:
-            self._out = self._infer(self._trainable, self._non_trainable, x)
+            self._out = self._infer(net.trainable, net.non_trainable, x)
 
     def sync(self) -> None:
         # Dispatch is asynchronous on every platform: wait for the queued steps' results.
-        jax.block_until_ready((self._trainable, self._loss_sum, self._out))
+        jax.block_until_ready((self.net.trainable, self._loss_sum, self._out))
 
     def output_finite(self) -> bool:
         x, _ = self.next_batch()
-        out = jax.jit(lambda t, n, x: self.model.stateless_call(t, n, x, training=False)[0])(
-            self._trainable, self._non_trainable, x
+        net = self.net
+        out = jax.jit(lambda t, n, x: net.forward(t, n, x, False)[0])(
+            net.trainable, net.non_trainable, x
         )
         return bool(np.isfinite(np.asarray(out, dtype=np.float32)).all())
 
@@ -206,26 +299,23 @@ class JaxSession:
         if not isinstance(data, LabelledData) or not self._cfg.data.evaluate:
             return None
         correct, loss_sum, seen = 0, 0.0, 0
+        net = self.net
         for x, y in _labelled(data.test_x, data.test_y, data, self._cfg, False):
-            hits, loss = self._eval_fn(self._trainable, self._non_trainable, x, y)
+            hits, loss = self._eval_fn(net.trainable, net.non_trainable, x, y)
             correct += int(hits)
             loss_sum += float(loss)
             seen += int(y.shape[0])
         return correct / seen, loss_sum / seen
 
     def to_model(self) -> None:
-        """Write the step's state back into the Keras model's variables (which the stateless
-        step never touches): before reading its weights (the parity check)."""
-        for variable, value in zip(self.model.trainable_variables, self._trainable, strict=True):
-            variable.assign(value)
-        pairs = zip(self.model.non_trainable_variables, self._non_trainable, strict=True)
-        for variable, value in pairs:
-            variable.assign(value)
+        """Write the step's state back into the model (Keras' variables, the NNX module's
+        state), which the stateless step never touches: before reading its weights (the
+        parity check)."""
+        self.net.to_model()
 
     def from_model(self) -> None:
-        """Take the Keras model's variables as the step's state: after setting its weights."""
-        self._trainable = [jnp.array(v.value) for v in self.model.trainable_variables]
-        self._non_trainable = [jnp.array(v.value) for v in self.model.non_trainable_variables]
+        """Take the model's weights as the step's state: after setting its weights."""
+        self.net.from_model()
 
     def peak_device_memory_mb(self) -> float | None:
         if self.device == "cpu":

@@ -270,17 +270,91 @@ def _mxnet_dropout(session: Any) -> int:
     return len(found)
 
 
+# -- Flax NNX (JAX, model.source=flax) -------------------------------------------------------
+
+
+def _flax_to_torch(name: str, layer: Any) -> list[Tensor]:
+    from flax import nnx
+
+    if isinstance(layer, nnx.BatchNorm):
+        values: tuple[Any, ...] = (layer.scale, layer.bias, layer.mean, layer.var)
+        names = ("weight", "bias", "running_mean", "running_var")
+        kinds = (PARAM, PARAM, BUFFER, BUFFER)
+        return [
+            Tensor(f"{name}.{n}", k, np.asarray(v[...], dtype=np.float32).copy())
+            for n, k, v in zip(names, kinds, values, strict=True)
+        ]
+    w = np.asarray(layer.kernel[...], dtype=np.float32)
+    if isinstance(layer, nnx.Linear):
+        w = w.T
+    elif isinstance(layer, nnx.Conv) and layer.feature_group_count == 1:
+        w = w.transpose(3, 2, 0, 1)  # (kh, kw, in, out) -> (out, in, kh, kw)
+    else:
+        raise ValueError(f"parity: no canonical form for the Flax layer {type(layer).__name__}")
+    out = [Tensor(f"{name}.weight", PARAM, np.ascontiguousarray(w))]
+    if getattr(layer, "bias", None) is not None:
+        out.append(Tensor(f"{name}.bias", PARAM, np.asarray(layer.bias[...], np.float32).copy()))
+    return out
+
+
+def _flax_export(session: Any) -> list[Tensor]:
+    """An NNX model's weights, its layers in the order its ``layers()`` lists them
+    (PyTorch's registration order: NNX's own state is keyed by attribute name)."""
+    session.to_model()
+    out: list[Tensor] = []
+    for name, layer in session.model.layers():
+        out += _flax_to_torch(name, layer)
+    return out
+
+
+def _flax_load(session: Any, values: list[np.ndarray]) -> None:
+    import jax.numpy as jnp
+    from flax import nnx
+
+    at = 0
+    for _, layer in session.model.layers():
+        if isinstance(layer, nnx.BatchNorm):
+            variables: tuple[Any, ...] = (layer.scale, layer.bias, layer.mean, layer.var)
+            for variable in variables:
+                variable.value = jnp.asarray(values[at])
+                at += 1
+            continue
+        w = values[at]
+        w = w.T if isinstance(layer, nnx.Linear) else w.transpose(2, 3, 1, 0)
+        layer.kernel.value = jnp.asarray(np.ascontiguousarray(w))
+        at += 1
+        if getattr(layer, "bias", None) is not None:
+            layer.bias.value = jnp.asarray(values[at])
+            at += 1
+    session.from_model()
+
+
 # -- Keras (JAX): the same Keras model, its weights held by the stateless step -------------
+# (or, with model.source=flax, the zoo's Flax NNX model: the session says which, ``source``)
+
+
+def _flax(session: Any) -> bool:
+    return getattr(session, "source", "bench") == "flax"
 
 
 def _jax_export(session: Any) -> list[Tensor]:
+    if _flax(session):
+        return _flax_export(session)
     session.to_model()
     return _keras_export(session)
 
 
 def _jax_load(session: Any, values: list[np.ndarray]) -> None:
+    if _flax(session):
+        _flax_load(session, values)
+        return
     _keras_load(session, values)
     session.from_model()
+
+
+def _jax_dropout(session: Any) -> int:
+    # The zoo's Flax models (lenet5, the ResNets) have no dropout.
+    return 0 if _flax(session) else _keras_dropout(session)
 
 
 # Each form by the name a framework's spec gives it.
@@ -288,5 +362,5 @@ FORMS = {
     "torch": Form(_torch_export, _torch_load, _torch_dropout),
     "keras": Form(_keras_export, _keras_load, _keras_dropout),
     "gluon": Form(_mxnet_export, _mxnet_load, _mxnet_dropout, _mxnet_settle),
-    "keras_stateless": Form(_jax_export, _jax_load, _keras_dropout),
+    "keras_stateless": Form(_jax_export, _jax_load, _jax_dropout),
 }

@@ -1,4 +1,5 @@
-"""The model zoo: one module per architecture, each with a PyTorch and a Keras builder.
+"""The model zoo: one module per architecture, each with a PyTorch and a Keras builder (and,
+for some, a Gluon and a Flax NNX one).
 
 Keeping both builders of an architecture side by side in one module makes parity easy to
 audit; the tests check that both have the same parameter count.  Nothing here imports a
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from bench.core.zoo import (  # the registry, re-exported: bench.models is its public face
     BUILDERS,
     MODELS,
+    NATIVE_SOURCES,
     OWN_SOURCES,
     SEQUENCE_SIZES,
     SOURCES,
@@ -23,7 +25,16 @@ from bench.core.zoo import (  # the registry, re-exported: bench.models is its p
 if TYPE_CHECKING:
     from bench.core.config import ModelConfig
 
-__all__ = ["BUILDERS", "MODELS", "OWN_SOURCES", "SEQUENCE_SIZES", "SOURCES", "TASKS", "ModelSpec"]
+__all__ = [
+    "BUILDERS",
+    "MODELS",
+    "NATIVE_SOURCES",
+    "OWN_SOURCES",
+    "SEQUENCE_SIZES",
+    "SOURCES",
+    "TASKS",
+    "ModelSpec",
+]
 
 
 def mxnet_models() -> list[str]:
@@ -57,16 +68,43 @@ def stock_problem(framework: str, name: str) -> str:
     )
 
 
+def native_problem(framework: str, name: str, source: str) -> str:
+    """Why model.source=``source`` (one of NATIVE_SOURCES: flax) cannot build ``name`` for
+    ``framework`` ('' if it can)."""
+    owner = NATIVE_SOURCES[source][0]
+    if framework != owner:
+        return (
+            f"model.source: {source} builds its models for framework={owner} only, not "
+            f"framework={framework}; allowed with framework={framework}: bench, stock"
+        )
+    if MODELS[name].has_builder(framework, source):
+        return ""
+    have = ", ".join(n for n, spec in MODELS.items() if spec.has_builder(framework, source))
+    return (
+        f"model.source: {source} has no {name}; {source} models: {have} (or use model.source=bench)"
+    )
+
+
 def build(
-    framework: str, name: str, num_classes: int, image_size: int, source: str = "bench"
+    framework: str,
+    name: str,
+    num_classes: int,
+    image_size: int,
+    source: str = "bench",
+    seed: int = 0,
 ) -> Any:
     """Build model ``name`` for ``framework`` ("torch" or "tf"): bench's own architecture or,
-    with ``source="stock"``, the framework library's model of that name."""
+    with ``source="stock"``, the framework library's model of that name; with a native
+    source (``"flax"``), the architecture in that library, its weights drawn from ``seed``
+    (the other frameworks draw theirs from their global seed)."""
     if source == "stock":
         from bench.models import stock
 
         return stock.build(framework, MODELS[name], num_classes, image_size)
-    return MODELS[name].builder(framework)(num_classes=num_classes, image_size=image_size)
+    builder = MODELS[name].builder(framework, source)
+    if source in NATIVE_SOURCES:
+        return builder(num_classes=num_classes, image_size=image_size, seed=seed)
+    return builder(num_classes=num_classes, image_size=image_size)
 
 
 def task(model: ModelConfig) -> str:
@@ -76,14 +114,17 @@ def task(model: ModelConfig) -> str:
     return task_of(model.name, model.source, model.task) or "image"
 
 
-def build_image(framework: str, model: ModelConfig, num_classes: int, image_size: int) -> Any:
+def build_image(
+    framework: str, model: ModelConfig, num_classes: int, image_size: int, seed: int = 0
+) -> Any:
     """Build the image model ``model`` configures for ``framework``: the zoo's (or its stock
-    twin), your own builder's (model=py), or a library's by name (model=keras, torchvision)."""
+    or Flax twin), your own builder's (model=py), or a library's by name (model=keras,
+    torchvision)."""
     if model.source in OWN_SOURCES:
         from bench.models import custom
 
         return custom.build(framework, model, num_classes, image_size)
-    return build(framework, model.name, num_classes, image_size, model.source)
+    return build(framework, model.name, num_classes, image_size, model.source, seed)
 
 
 def check_sequence_model(model: ModelConfig) -> list[str]:

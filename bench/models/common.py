@@ -1,4 +1,5 @@
-"""Building blocks shared by several architectures, for PyTorch and Keras 3.
+"""Building blocks shared by several architectures, for PyTorch, Keras 3, MXNet Gluon and
+Flax NNX.
 
 PyTorch pads a convolution or pooling window symmetrically (``padding=p`` on every side);
 Keras' "same" pads asymmetrically once the stride is above 1.  :func:`keras_conv` and
@@ -15,6 +16,12 @@ no parameters and is not in either library's core, so both versions live here.
 MXNet Gluon blocks (``mxnet_*``) take channels-first input like PyTorch and pad
 symmetrically like it, so they need no padding helpers; their weights have PyTorch's layouts
 (a Dense weight is (out, in), a Conv2D weight (out, in, kh, kw)).
+
+Flax NNX modules (``flax_*``, model.source=flax) take NHWC input like Keras and get
+PyTorch's padding from explicit ``((p, p), (p, p))`` pads; their kernels have Keras' layouts
+(a Linear kernel (in, out), a Conv kernel (kh, kw, in, out)).  Each Flax model lists its
+weighted layers in PyTorch's registration order (``layers()``), which the canonical form of
+:mod:`bench.frameworks.weights` reads: NNX's own state is keyed by attribute name.
 
 Nothing here imports a framework until it is called.
 """
@@ -42,6 +49,18 @@ def torch_fans(in_ch: int, out_ch: int, kernel: Size2 = 1, groups: int = 1) -> t
     kh, kw = pair(kernel)
     receptive = kh * kw
     return in_ch // groups * receptive, out_ch * receptive
+
+
+def pool_matrix(in_size: int, out_size: int) -> Any:
+    """(out, in) averaging matrix with PyTorch's adaptive pooling bins (a numpy array)."""
+    import numpy as np
+
+    mat = np.zeros((out_size, in_size), dtype=np.float32)
+    for i in range(out_size):
+        start = (i * in_size) // out_size
+        end = math.ceil((i + 1) * in_size / out_size)
+        mat[i, start:end] = 1.0 / (end - start)
+    return mat
 
 
 # --- Keras -------------------------------------------------------------------------------
@@ -186,6 +205,66 @@ def _torch_stochastic_depth_cls() -> type:
 def torch_stochastic_depth(p: float) -> torch.nn.Module:
     module: torch.nn.Module = _torch_stochastic_depth_cls()(p)
     return module
+
+
+# --- Flax NNX ------------------------------------------------------------------------------
+
+
+def flax_uniform(bound: float) -> Any:
+    """U(-bound, bound), a JAX initializer (jax.nn.initializers.uniform starts at 0)."""
+    import jax
+
+    def init(key: Any, shape: Any, dtype: Any = None) -> Any:
+        return jax.random.uniform(key, shape, dtype or "float32", -bound, bound)
+
+    return init
+
+
+def flax_torch_default_init(fan_in: int) -> dict[str, Any]:
+    """PyTorch's default Conv/Linear init, U(+-1/sqrt(fan_in)) for weight and bias, as NNX
+    ``kernel_init`` / ``bias_init`` arguments."""
+    bound = 1.0 / math.sqrt(fan_in)
+    return {"kernel_init": flax_uniform(bound), "bias_init": flax_uniform(bound)}
+
+
+def flax_kaiming_fan_out() -> Any:
+    """PyTorch's ``kaiming_normal_(mode="fan_out", nonlinearity="relu")``: N(0, 2/fan_out),
+    fan_out = out x kh x kw (JAX's fans of an HWIO kernel are PyTorch's)."""
+    import jax
+
+    return jax.nn.initializers.variance_scaling(2.0, "fan_out", "normal")
+
+
+def flax_bn(channels: int, eps: float, rngs: Any, torch_momentum: float = 0.1) -> Any:
+    """NNX BatchNorm with PyTorch's eps; NNX's momentum (the running statistics' share kept)
+    is the complement of PyTorch's; the batch variance in two passes, as PyTorch computes it
+    (NNX's default E[x^2] - E[x]^2 loses digits).  Its running variance takes the biased
+    batch variance, as Keras' and MXNet's do (PyTorch's the unbiased one: docs/parity.md)."""
+    from flax import nnx
+
+    return nnx.BatchNorm(
+        channels, momentum=1.0 - torch_momentum, epsilon=eps, use_fast_variance=False,
+        rngs=rngs,
+    )  # fmt: skip
+
+
+def flax_adaptive_avg_pool2d(x: Any, output_size: int) -> Any:
+    """PyTorch's AdaptiveAvgPool2d (same bins) on NHWC input, as two averaging matrices."""
+    import jax.numpy as jnp
+
+    _, h, w, _ = x.shape
+    ph = jnp.asarray(pool_matrix(h, output_size), x.dtype)
+    pw = jnp.asarray(pool_matrix(w, output_size), x.dtype)
+    x = jnp.einsum("ih,nhwc->niwc", ph, x)
+    return jnp.einsum("jw,niwc->nijc", pw, x)
+
+
+def flax_params(model: Any) -> int:
+    """Parameters that train (NNX's ``nnx.Param``; BatchNorm's running statistics excluded)."""
+    from flax import nnx
+
+    leaves = [v for v in nnx.state(model, nnx.Param).flat_state()]
+    return sum(math.prod(value.shape) for _, value in leaves)
 
 
 # --- MXNet Gluon ---------------------------------------------------------------------------

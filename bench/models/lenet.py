@@ -1,4 +1,4 @@
-"""LeNet-5 for PyTorch, Keras 3 and MXNet Gluon, on 3-channel input.
+"""LeNet-5 for PyTorch, Keras 3, MXNet Gluon and Flax NNX, on 3-channel input.
 
 The classic layout (LeCun et al., 1998) with today's usual activation and pooling: a 5x5 valid
 conv to 6 channels, ReLU, 2x2 max-pool, a 5x5 valid conv to 16 channels, ReLU, 2x2 max-pool,
@@ -14,7 +14,7 @@ frameworks so weights map 1:1.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bench.models import common
 
@@ -109,3 +109,44 @@ def build_mxnet(num_classes: int, image_size: int) -> gluon.HybridBlock:
         net.add(nn.Dense(num_classes, in_units=width, **common.mxnet_torch_default_init(width)))
     net.initialize()
     return net
+
+
+def build_flax(num_classes: int, image_size: int, seed: int = 0) -> Any:
+    """LeNet-5 as a Flax NNX module taking NHWC float32 input and returning logits, its
+    weights drawn from ``seed``; features flattened in channels-first order, as PyTorch."""
+    from flax import nnx
+
+    features = _feature_size(image_size)
+    rngs = nnx.Rngs(seed)
+
+    def conv(in_ch: int, out_ch: int) -> nnx.Conv:
+        init = common.flax_torch_default_init(in_ch * 25)
+        return nnx.Conv(in_ch, out_ch, (5, 5), padding="VALID", rngs=rngs, **init)
+
+    def linear(width: int, out: int) -> nnx.Linear:
+        return nnx.Linear(width, out, rngs=rngs, **common.flax_torch_default_init(width))
+
+    class LeNet5(nnx.Module):
+        def __init__(self) -> None:
+            self.conv1 = conv(3, _CONVS[0])
+            self.conv2 = conv(_CONVS[0], _CONVS[1])
+            width = _CONVS[1] * _FEATURES * _FEATURES
+            self.fc1 = linear(width, _HIDDEN[0])
+            self.fc2 = linear(_HIDDEN[0], _HIDDEN[1])
+            self.fc3 = linear(_HIDDEN[1], num_classes)
+
+        def __call__(self, x: Any) -> Any:
+            for layer in (self.conv1, self.conv2):
+                x = nnx.max_pool(nnx.relu(layer(x)), (2, 2), strides=(2, 2))
+            if features != _FEATURES:
+                x = common.flax_adaptive_avg_pool2d(x, _FEATURES)
+            x = x.transpose(0, 3, 1, 2).reshape(x.shape[0], -1)  # NCHW order, as torch's
+            x = nnx.relu(self.fc1(x))
+            x = nnx.relu(self.fc2(x))
+            return self.fc3(x)
+
+        def layers(self) -> list[tuple[str, nnx.Module]]:
+            """The weighted layers in PyTorch's registration order."""
+            return [(n, getattr(self, n)) for n in ("conv1", "conv2", "fc1", "fc2", "fc3")]
+
+    return LeNet5()

@@ -1,4 +1,4 @@
-"""ResNet-18, -50 and -152 (v1.5) for PyTorch, Keras 3 and MXNet Gluon.
+"""ResNet-18, -50 and -152 (v1.5) for PyTorch, Keras 3, MXNet Gluon and Flax NNX.
 
 Both builders follow the torchvision layout: a 7x7/2 stem conv, BN, ReLU and 3x3/2 max-pool,
 then four stages of residual blocks (widths 64-512), global average pooling and a linear head.
@@ -217,3 +217,92 @@ def build_mxnet(num_classes: int, image_size: int, depth: int = 50) -> gluon.Hyb
         net.add(nn.Dense(num_classes, in_units=width, **common.mxnet_torch_default_init(width)))
     net.initialize()
     return net
+
+
+def build_flax(num_classes: int, image_size: int, depth: int = 50, seed: int = 0) -> Any:
+    """ResNet-``depth`` as a Flax NNX module taking NHWC float32 input and returning logits
+    (image_size unused), its weights drawn from ``seed``.  Its blocks hold their layers as
+    torchvision's do (``conv1``, ``bn1``, ..., ``downsample``)."""
+    from flax import nnx
+
+    from bench.models import common
+
+    bottleneck, expansion = _arch(depth)
+    rngs = nnx.Rngs(seed)
+    conv_init = common.flax_kaiming_fan_out()
+
+    def conv(in_ch: int, out_ch: int, kernel: int, stride: int = 1) -> nnx.Conv:
+        pad = kernel // 2  # torch's symmetric padding
+        return nnx.Conv(
+            in_ch, out_ch, (kernel, kernel), strides=stride, padding=((pad, pad), (pad, pad)),
+            use_bias=False, kernel_init=conv_init, rngs=rngs,
+        )  # fmt: skip
+
+    def bn(channels: int) -> nnx.BatchNorm:
+        return common.flax_bn(channels, _BN_EPS, rngs)
+
+    class Downsample(nnx.Module):
+        def __init__(self, in_ch: int, out_ch: int, stride: int) -> None:
+            self.conv = conv(in_ch, out_ch, 1, stride)
+            self.bn = bn(out_ch)
+
+        def __call__(self, x: Any) -> Any:
+            return self.bn(self.conv(x))
+
+        def layers(self) -> list[tuple[str, nnx.Module]]:
+            return [("conv", self.conv), ("bn", self.bn)]
+
+    class Block(nnx.Module):
+        def __init__(self, in_ch: int, width: int, stride: int) -> None:
+            out_ch = width * expansion
+            self.names: tuple[str, ...]
+            if bottleneck:
+                self.conv1, self.bn1 = conv(in_ch, width, 1), bn(width)
+                self.conv2, self.bn2 = conv(width, width, 3, stride), bn(width)
+                self.conv3, self.bn3 = conv(width, out_ch, 1), bn(out_ch)
+                self.names = ("conv1", "bn1", "conv2", "bn2", "conv3", "bn3")
+            else:
+                self.conv1, self.bn1 = conv(in_ch, width, 3, stride), bn(width)
+                self.conv2, self.bn2 = conv(width, width, 3), bn(width)
+                self.names = ("conv1", "bn1", "conv2", "bn2")
+            projects = stride != 1 or in_ch != out_ch
+            self.downsample = Downsample(in_ch, out_ch, stride) if projects else None
+
+        def __call__(self, x: Any) -> Any:
+            identity = x if self.downsample is None else self.downsample(x)
+            out = nnx.relu(self.bn1(self.conv1(x)))
+            if bottleneck:
+                out = nnx.relu(self.bn2(self.conv2(out)))
+                out = self.bn3(self.conv3(out))
+            else:
+                out = self.bn2(self.conv2(out))
+            return nnx.relu(out + identity)
+
+        def layers(self) -> list[tuple[str, nnx.Module]]:
+            found = [(n, getattr(self, n)) for n in self.names]
+            if self.downsample is not None:
+                found += [(f"downsample.{n}", m) for n, m in self.downsample.layers()]
+            return found
+
+    class ResNet(nnx.Module):
+        def __init__(self) -> None:
+            self.conv1, self.bn1 = conv(3, 64, 7, 2), bn(64)
+            self.blocks = nnx.List([Block(*spec) for spec in _blocks(depth)])
+            width = _WIDTHS[-1] * expansion
+            self.fc = nnx.Linear(width, num_classes, rngs=rngs,
+                                 **common.flax_torch_default_init(width))  # fmt: skip
+
+        def __call__(self, x: Any) -> Any:
+            x = nnx.relu(self.bn1(self.conv1(x)))
+            x = nnx.max_pool(x, (3, 3), strides=(2, 2), padding=((1, 1), (1, 1)))
+            for block in self.blocks:
+                x = block(x)
+            return self.fc(x.mean(axis=(1, 2)))
+
+        def layers(self) -> list[tuple[str, nnx.Module]]:
+            found: list[tuple[str, nnx.Module]] = [("conv1", self.conv1), ("bn1", self.bn1)]
+            for i, block in enumerate(self.blocks):
+                found += [(f"blocks.{i}.{n}", m) for n, m in block.layers()]
+            return [*found, ("fc", self.fc)]
+
+    return ResNet()

@@ -10,7 +10,6 @@ Parameter counts are identical at any input size >= 32 (138,357,544 at 224/1000 
 from __future__ import annotations
 
 import functools
-import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -35,12 +34,10 @@ def _check_size(image_size: int) -> None:
 
 def _pool_matrix(in_size: int, out_size: int) -> np.ndarray:
     """(out, in) averaging matrix with PyTorch's adaptive pooling bins."""
-    mat = np.zeros((out_size, in_size), dtype=np.float32)
-    for i in range(out_size):
-        start = (i * in_size) // out_size
-        end = math.ceil((i + 1) * in_size / out_size)
-        mat[i, start:end] = 1.0 / (end - start)
-    return mat
+    from bench.models import common
+
+    matrix: np.ndarray = common.pool_matrix(in_size, out_size)
+    return matrix
 
 
 def build_torch(num_classes: int, image_size: int) -> torch.nn.Module:

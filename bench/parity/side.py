@@ -28,6 +28,7 @@ from bench.core.config import (
     TelemetryConfig,
 )
 from bench.core.frameworks import FRAMEWORKS
+from bench.core.zoo import NATIVE_SOURCES
 from bench.data import HostBatches
 from bench.frameworks.parity_hook import batch_arrays, load_tensors, read_batches, save_tensors
 from bench.frameworks.spaces import DEFAULTS
@@ -38,13 +39,27 @@ from bench.frameworks.weights import Tensor, disable_dropout, export, load
 AT_IMPORT = ("onednn", "threads", "inter_threads")
 
 
+# A side's label may also name the model's source (``jax[source=flax]``: the zoo's Flax
+# model in the jax trial, instead of the Keras one), where the framework has that source.
+SOURCE = "source"
+
+
 def split(label: str) -> tuple[str, dict[str, Any]]:
     """A side's label, ``tf`` or ``tf[compile=true,onednn=off]``: the framework and the
-    speed settings it runs with (bench.frameworks.spaces), typed as their defaults."""
+    speed settings it runs with (bench.frameworks.spaces), typed as their defaults; or
+    ``jax[source=flax]``: the model's source (bench.core.zoo.NATIVE_SOURCES)."""
     name, _, rest = label.partition("[")
     settings: dict[str, Any] = {}
     for item in filter(None, rest.rstrip("]").split(",")):
         key, _, value = item.partition("=")
+        if key == SOURCE:
+            if NATIVE_SOURCES.get(value, ("",))[0] != name:
+                raise ValueError(
+                    f"parity side {label!r}: source: {name} has no source {value!r} (sources: "
+                    f"{', '.join(s for s, (f, _) in NATIVE_SOURCES.items() if f == name)})"
+                )
+            settings[key] = value
+            continue
         if key not in DEFAULTS:
             raise ValueError(f"parity side {label!r}: {key!r} is not a speed setting")
         default = DEFAULTS[key]
@@ -91,12 +106,13 @@ class Spec:
 
     def config(self, side_label: str) -> BenchConfig:
         framework, settings = split(side_label)
-        return dataclasses.replace(self._config(framework), **settings)
+        source = settings.pop(SOURCE, "bench")
+        return dataclasses.replace(self._config(framework, source), **settings)
 
-    def _config(self, framework: str) -> BenchConfig:
+    def _config(self, framework: str, source: str = "bench") -> BenchConfig:
         return BenchConfig(
             framework=FrameworkConfig(name=framework),
-            model=ModelConfig(name=self.model),
+            model=ModelConfig(name=self.model, source=source),
             data=DataConfig(num_batches=self.steps, evaluate=False, workers=0),
             optimizer=OptimizerConfig(
                 name=self.optimizer,

@@ -94,6 +94,10 @@ def cases() -> list[tuple[list[str], str]]:
         (["framework=jax", "launcher=docker"], "launcher: framework=jax"),
         (["framework=jax", "profile=true"], "profile"),
         (["framework=jax", "model=transformer"], "model: framework=jax"),
+        # model.source=flax: the zoo's Flax NNX models, for framework=jax only (issue 35).
+        (["framework=torch", "model=lenet5", "model.source=flax"], "model.source: flax"),
+        (["framework=jax", "model=vgg16", "model.source=flax"], "model.source: flax has no"),
+        (["framework=jax", "model=lenet5", "model.source=flax", "precision=bf16"], "precision"),
         (["model.source=stock", "model=lenet5"], "model.source"),
         (["launcher=docker", "launcher.docker.gpus=zero"], "launcher.docker.gpus"),
         (["launcher=docker", "launcher.docker.heartbeat_timeout_s=1"], "heartbeat_timeout_s"),

@@ -25,7 +25,8 @@ SCRIPT = textwrap.dedent(
     from bench.data import synthetic
 
     cfg = BenchConfig(
-        framework=FrameworkConfig(name="jax"), model=ModelConfig(name="lenet5"),
+        framework=FrameworkConfig(name="jax"),
+        model=ModelConfig(name="lenet5", source=sys.argv[3]),
         mode=sys.argv[1], batch_size=8, image_size=32, data=DataConfig(num_batches=2),
         optimizer=OptimizerConfig(name=sys.argv[2], lr=0.01, momentum=0.9, weight_decay=1e-4),
     )
@@ -44,14 +45,15 @@ SCRIPT = textwrap.dedent(
         "losses": losses, "params": session.num_parameters, "device": session.device,
         "finite": session.output_finite(), "backend": env["keras_backend"],
         "threads": env["intra_op_threads"], "tensorflow": "tensorflow" in sys.modules,
+        "flax": "flax" in sys.modules,
     }))
     """
 )
 
 
-def run(mode: str, optimizer: str = "sgd") -> dict:
+def run(mode: str, optimizer: str = "sgd", source: str = "bench") -> dict:
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, mode, optimizer],
+        [sys.executable, "-c", SCRIPT, mode, optimizer, source],
         capture_output=True,
         text=True,
         timeout=300,
@@ -60,24 +62,28 @@ def run(mode: str, optimizer: str = "sgd") -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.parametrize("source", ["bench", "flax"])
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
-def test_lenet5_trains_on_jax_and_its_loss_falls(optimizer: str) -> None:
+def test_lenet5_trains_on_jax_and_its_loss_falls(optimizer: str, source: str) -> None:
+    """The Keras model (model.source=bench) and the Flax NNX one (model.source=flax)."""
     from bench.models import MODELS
 
-    out = run("train", optimizer)
+    out = run("train", optimizer, source)
     losses = out["losses"]
     assert all(loss is not None and loss == loss for loss in losses), losses
     assert losses[-1] < 0.9 * losses[0], losses
     assert out["backend"] == "jax" and out["device"] == "cpu" and out["finite"]
     assert out["threads"] == "1" and not out["tensorflow"]  # no TF in a jax trial
+    assert out["flax"] == (source == "flax")  # Flax only where the trial builds its model
     # The parameter count the other adapters report: torch's lenet5's.
     torch_model = MODELS["lenet5"].builder("torch")(num_classes=10, image_size=32)
     torch_params = sum(p.numel() for p in torch_model.parameters() if p.requires_grad)
     assert out["params"] == torch_params == MODELS["lenet5"].reference_params
 
 
-def test_inference_on_jax_has_no_loss() -> None:
-    out = run("infer")
+@pytest.mark.parametrize("source", ["bench", "flax"])
+def test_inference_on_jax_has_no_loss(source: str) -> None:
+    out = run("infer", source=source)
     assert out["losses"] == [None] * 8 and out["finite"]
 
 
