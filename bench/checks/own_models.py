@@ -1,9 +1,10 @@
 """The refusals of a model that is not the zoo's (``model=py``, ``model=keras``,
-``model=torchvision``; docs/your-model.md), before any trial: the keys' own rules, and a
-probe that imports and builds the model in a child process of the trial's interpreter
-(:mod:`bench.models.custom`), once per model and size in a sweep, so that a module that
-cannot be imported, a builder that raises or returns no model of its framework, or a name
-its library does not have is one line naming the key.
+``model=torchvision``, ``model=hf``; docs/your-model.md), before any trial: the keys' own
+rules, and a probe that imports and builds the model in a child process of the trial's
+interpreter (:mod:`bench.models.custom`; model=hf's: :mod:`bench.models.hf_lm`, on the
+meta device), once per model and size in a sweep, so that a module that cannot be imported,
+a builder that raises or returns no model of its framework, a name its library does not
+have, a config field its class lacks or a missing library is one line naming the key.
 """
 
 from __future__ import annotations
@@ -58,7 +59,14 @@ def rules(cfg: BenchConfig) -> list[str]:
 
     model, framework = cfg.model, cfg.framework.name
     problems = []
-    if model.source not in OWN_SOURCES:
+    if model.config and model.source != "hf":
+        problems.append(
+            f"model.config: only model=hf (a Hugging Face config class's fields) uses it; got "
+            f"{', '.join(sorted(map(str, model.config)))} with model.source={model.source}"
+        )
+    if model.source == "hf":
+        problems += _hf_rules(cfg)
+    elif model.source not in OWN_SOURCES:
         for key in _OWN_KEYS:
             if getattr(model, key):
                 problems.append(
@@ -66,7 +74,7 @@ def rules(cfg: BenchConfig) -> list[str]:
                     f"{getattr(model, key)!r} with model.source={model.source}"
                 )
         return problems
-    if model.source != "py":
+    elif model.source != "py":
         if not model.name:
             return [
                 f"model.name: model={model.source} builds a {_LIBRARIES[model.source]} model by "
@@ -119,16 +127,40 @@ def rules(cfg: BenchConfig) -> list[str]:
             f"launcher: docker does not see model=py's module ({', '.join(custom.modules(model))}, "
             "on this host); use launcher=process (Slurm: a shared working directory)"
         )
+    if model.source == "hf" and cfg.launcher.name == "docker":
+        problems.append(
+            "launcher: bench's torch image has no transformers (the hf extra) yet; use "
+            "launcher=process"
+        )
+    return problems
+
+
+def _hf_rules(cfg: BenchConfig) -> list[str]:
+    """model=hf's own keys: a family bench maps, built for torch (transformers)."""
+    from bench.models import hf_lm
+
+    model, framework = cfg.model, cfg.framework.name
+    problems = [p for p in [hf_lm.family_problem(model.name)] if p]
+    for key in _OWN_KEYS:
+        if getattr(model, key):
+            problems.append(f"model.{key}: only model=py uses it, not model=hf")
+    if not problems and framework != TORCH:
+        problems.append(
+            f"model.name: model=hf builds {model.name} with transformers for framework=torch; "
+            f"framework={framework} has no build of {model.name} (keras-hub's is to come)"
+        )
     return problems
 
 
 @cache
-def _probe(python: str, cwd: str, request: str) -> dict[str, object]:
+def _probe(
+    python: str, cwd: str, request: str, module: str = "bench.models.custom"
+) -> dict[str, object]:
     from bench.envs.interpreters import child_env
 
     try:
         done = subprocess.run(
-            [python, "-m", "bench.models.custom", request],
+            [python, "-m", module, request],
             capture_output=True,
             text=True,
             cwd=cwd,
@@ -155,6 +187,11 @@ def probe(cfg: BenchConfig) -> dict[str, object]:
     if not Path(python).exists():  # a version environment made before its first trial
         return {}
     m = cfg.model
+    if m.source == "hf":  # the family's config class checks the fields (bench.models.hf_lm)
+        fields = ("name", "vocab_size", "hidden", "layers", "heads", "intermediate",
+                  "max_positions", "config")  # fmt: skip
+        hf = json.dumps({k: getattr(m, k) for k in fields}, sort_keys=True)
+        return _probe(python, str(Path.cwd()), hf, "bench.models.hf_lm")
     request = {
         "framework": cfg.framework.name,
         "num_classes": cfg.num_classes,

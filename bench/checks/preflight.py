@@ -120,6 +120,37 @@ def _check_jax(problems: list[str], cfg: BenchConfig) -> None:
         )
 
 
+def _check_generate(problems: list[str], cfg: BenchConfig) -> None:
+    """mode=generate: a causal LM of model=hf under torch, undistributed, prompt and new
+    tokens within its positions (bench.trial.generate)."""
+    from bench.models import task
+
+    kind = task(cfg.model)
+    if cfg.model.source != "hf":
+        what = f"a {kind} model" if kind != "causal_lm" else "a causal LM without a KV cache here"
+        problems.append(
+            f"mode: generate runs the causal LMs of model=hf (model=hf model.name=llama); "
+            f"{cfg.model.name} is {what}"
+        )
+        return
+    if cfg.framework.name != "torch":
+        problems.append(
+            f"mode: generate is wired for framework=torch; framework={cfg.framework.name} "
+            f"has no generation loop for {cfg.model.name} yet"
+        )
+    if cfg.prompt_len + cfg.new_tokens > cfg.model.max_positions:
+        problems.append(
+            f"new_tokens: prompt_len + new_tokens = {cfg.prompt_len + cfg.new_tokens} exceeds "
+            f"the model's positions (model.max_positions={cfg.model.max_positions})"
+        )
+    for key in ("compile", "breakdown", "profile"):
+        if getattr(cfg, key):
+            problems.append(f"{key}: not wired for mode=generate; leave it false")
+    if cfg.tuning.name != "default":
+        problems.append("tuning: best searches training and inference steps; mode=generate "
+                        "takes tuning=default")  # fmt: skip
+
+
 def _check_framework(problems: list[str], cfg: BenchConfig) -> None:
     """MXNet runs in its own environment, which only a fresh process or its image reaches;
     a framework that picks Keras' backend needs a process of its own."""
@@ -282,6 +313,8 @@ def validate(cfg: BenchConfig) -> None:
                 f"got {cfg.image_size}"
             )
     _check_model_source(problems, cfg)
+    if cfg.mode == "generate":
+        _check_generate(problems, cfg)
     _check_framework(problems, cfg)
     _check_version(problems, cfg)
     _check_tracking(problems, cfg.tracking)

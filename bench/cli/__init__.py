@@ -130,6 +130,17 @@ def _without_credentials(args: list[str]) -> list[str]:
     return out
 
 
+# Keys that hold a mapping of free fields (model.config, model=hf's config class fields):
+# ``model.config.rope_theta=...`` adds the field where Hydra's struct mode would want ``++``.
+MAPPING_KEYS = ("model.config.",)
+
+
+def _mapping_overrides(args: list[str]) -> list[str]:
+    """The command line with each plain override of a mapping's field (``model.config.X=V``)
+    as Hydra's add-or-override (``++model.config.X=V``)."""
+    return [f"++{a}" if a.startswith(MAPPING_KEYS) and "=" in a else a for a in args]
+
+
 def run() -> None:
     word = sys.argv[1] if len(sys.argv) > 1 else ""
     if word == "plan":  # a dry run of the sweep the rest of the line describes
@@ -147,7 +158,7 @@ def run() -> None:
             file=sys.stderr,
         )
         sys.exit(2)
-    sys.argv = [sys.argv[0], *_without_credentials(sys.argv[1:])]
+    sys.argv = [sys.argv[0], *_mapping_overrides(_without_credentials(sys.argv[1:]))]
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
     try:

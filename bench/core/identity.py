@@ -1,6 +1,6 @@
 """A configuration's identity: the one definition of which runs measure the same thing.
 
-The typed config says, field by field, how each key takes part (:class:`bench.core.config.Identity`
+The typed config says, field by field, how each key takes part (:class:`bench.core.fields.Identity`
 in the field's metadata); this module reads those rules and nothing else decides it.  From
 the identity come:
 
@@ -27,7 +27,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bench.core.config import AUTO, BenchConfig, Identity, Uses, flatten, to_dict
+from bench.core.config import AUTO, BenchConfig, flatten, to_dict
+from bench.core.fields import Identity, Uses
 from bench.core.strategy_configs import STRATEGY_CONFIGS, DistributedConfig
 from bench.core.zoo import task_of
 
@@ -95,6 +96,10 @@ def _flat_name(path: tuple[str, ...]) -> str:
 
 
 _SCHEMA = {_flat_name(k.path): k for k in _walk(BenchConfig, (), [])}
+# Keys that hold a mapping (model.config): each of its fields flattens to a key of its own,
+# part of the identity wherever it is set (an empty mapping flattens to nothing, so every
+# configuration without one keeps its hash).
+_MAPPINGS = tuple(f"{name}." for name, k in _SCHEMA.items() if isinstance(k.default, dict))
 # The sub-configs that hash as their name alone (Identity.as_name).
 _AS_NAME = tuple(f.name for f in dataclasses.fields(BenchConfig) if _rules(f).as_name)
 _STRATEGY_RULES = [_rules(f) for f in dataclasses.fields(BenchConfig) if f.name == "distributed"]
@@ -109,6 +114,11 @@ def _key(key: str, facts: Mapping[str, Any]) -> _Key | None:
     """A flat key's place and rules; None for a key the schema does not have."""
     if key in _SCHEMA:
         return _SCHEMA[key]
+    if key.startswith(_MAPPINGS):  # a field of a mapping (model.config.<field>)
+        mapping = next(m for m in _MAPPINGS if key.startswith(m))
+        spec = _SCHEMA[mapping[:-1]]
+        return _Key((*spec.path, *key[len(mapping) :].split(".")), spec.rules, spec.conditions,
+                    None)  # fmt: skip
     prefix, _, setting = key.partition(".")
     if prefix != "distributed":
         return None
@@ -145,8 +155,12 @@ def _role(key: str, spec: _Key | None, value: Any, facts: Mapping[str, Any]) -> 
         return _DROP
     if rules.auto_only and _text(facts.get("steps_per_epoch")) != _text(AUTO):
         return _DROP
-    if rules.canonical or not _used(spec.conditions, facts):
+    if rules.canonical:
         return _CANONICAL
+    if not _used(spec.conditions, facts):
+        # hashed at its default, as before it had a condition; a key added later is left
+        # out, as runs before it were hashed without it
+        return _DROP if rules.new else _CANONICAL
     if rules.new and _text(value) == _text(spec.default):
         return _DROP
     return _KEEP

@@ -108,8 +108,10 @@ SOURCES = ("bench", "stock")
 NATIVE_SOURCES = {"flax": (JAX, "build_flax")}
 # Models that are not the zoo's (docs/your-model.md): your own builder ("py"), and a library's
 # image model by its own name ("keras": keras.applications, framework=tf; "torchvision":
-# torchvision.models, framework=torch).  Their task is declared (model.task), not a fact.
-OWN_SOURCES = ("py", "keras", "torchvision")
+# torchvision.models, framework=torch), and a Hugging Face causal LM by its family ("hf":
+# built from its config class, bench.models.hf_lm).  Their task is declared (model.task),
+# not a fact, except hf's: a causal LM.
+OWN_SOURCES = ("py", "keras", "torchvision", "hf")
 ALL_SOURCES = (*SOURCES, *NATIVE_SOURCES, *OWN_SOURCES)
 # The tasks a model of OWN_SOURCES may declare ("causal_lm" is to come, issue 32).
 OWN_TASKS = ("image",)
@@ -126,6 +128,8 @@ def _builder_name(framework: str, source: str) -> str:
 
     OWN_SOURCES declares (model.task; "image" where it declares none); "" for a name the zoo
     does not have."""
+    if source == "hf":
+        return "causal_lm"
     if source in OWN_SOURCES:
         return declared or "image"
     spec = MODELS.get(name)

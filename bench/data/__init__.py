@@ -180,11 +180,13 @@ def synthetic_sequences(cfg: BenchConfig) -> SequenceBatches:
     rng = np.random.default_rng(cfg.seed)
     task, m = task_of(cfg), cfg.model
     out = SequenceBatches(task, [], [])
+    # mode=generate: the prompts (their next tokens are not used)
+    length = cfg.prompt_len if cfg.mode == "generate" else m.seq_len
     for _ in range(cfg.data.num_batches):
         if task == "ctc":
             x, y = _speech_batch(rng, cfg.batch_size, m.seq_len, m.freq_bins, m.vocab_size)
         else:
-            x, y = _token_batch(rng, task, cfg.batch_size, m.seq_len, m.vocab_size)
+            x, y = _token_batch(rng, task, cfg.batch_size, length, m.vocab_size)
         out.inputs.append(x)
         out.targets.append(y)
     return out

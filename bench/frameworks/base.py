@@ -85,6 +85,30 @@ class PeakProbe(Protocol):
 
 
 @runtime_checkable
+class Generation(Protocol):
+    """A session of a causal LM that generates with its KV cache (an optional extension;
+    mode=generate, :mod:`bench.trial.generate` times it).  Greedy: each new token is the
+    argmax of the last position's logits, end-of-sequence ignored; the tokens stay on the
+    device (no host synchronization inside a step)."""
+
+    def start_generation(self) -> None:
+        """Forget the cache and take the next prompt batch (outside any timed window)."""
+
+    def prefill(self) -> None:
+        """The prompt batch through the model, filling the cache, and the first new token
+        chosen from its last position."""
+
+    def decode(self) -> None:
+        """One cached forward of the last chosen token, and the next token chosen."""
+
+    def generated(self) -> Any:
+        """The tokens chosen since the prefill, (batch, n), on the host."""
+
+    def sync(self) -> None:
+        """Block until all queued device work is done (a no-op on CPU)."""
+
+
+@runtime_checkable
 class WindowBarrier(Protocol):
     """A session of one rank among several that step together (an optional extension)."""
 

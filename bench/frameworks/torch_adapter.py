@@ -120,6 +120,7 @@ class TorchSession:
             self.model = self.model.to(memory_format=self._layout)
         self.num_parameters = sum(p.numel() for p in self.model.parameters())
         self._image_size = cfg.image_size if task == "image" else None
+        self._tokens_per_sample = cfg.model.seq_len if cfg.model.source == "hf" else 0
         self.forward = torch.compile(self.model) if cfg.compile else self.model
         self.training = cfg.mode == "train"
         self.amp_dtype = _DTYPES.get(cfg.precision)
@@ -210,6 +211,34 @@ class TorchSession:
         self._loss_sum += loss.detach()
         self._loss_steps += 1
 
+    # mode=generate (model=hf): the Hugging Face model's own cached forward, greedily.
+    def start_generation(self) -> None:
+        self._prompt, _ = self.next_batch()
+        self._cache: Any = None
+        self._tokens: list[torch.Tensor] = []
+
+    def _choose(self, out: Any) -> None:
+        self._cache = out.past_key_values
+        self._tokens.append(out.logits[:, -1].argmax(dim=-1, keepdim=True))
+
+    def prefill(self) -> None:
+        from bench.models.hf_lm import takes_logits_to_keep
+
+        lm = self.model.lm
+        kept = {"logits_to_keep": 1} if takes_logits_to_keep(lm) else {}
+        with torch.inference_mode(), self._autocast():
+            self._choose(lm(input_ids=self._prompt, use_cache=True, **kept))
+
+    def decode(self) -> None:
+        with torch.inference_mode(), self._autocast():
+            out = self.model.lm(
+                input_ids=self._tokens[-1], past_key_values=self._cache, use_cache=True
+            )
+            self._choose(out)
+
+    def generated(self) -> np.ndarray:
+        return torch.cat(self._tokens, dim=1).cpu().numpy()
+
     def sync(self) -> None:
         if self.dev.type == "cuda":
             torch.cuda.synchronize(self.dev)
@@ -267,9 +296,13 @@ class TorchSession:
 
     def forward_flops_per_sample(self) -> float | None:
         """One eval-mode forward of a zero image through the eager model (image models)."""
-        if self._image_size is None:
-            return None  # sequence models: not counted yet
         from bench.models import flops
+
+        if self._tokens_per_sample:  # model=hf: one sample of model.seq_len tokens
+            example = torch.zeros((1, self._tokens_per_sample), dtype=torch.int64, device=self.dev)
+            return float(flops.torch_forward_flops(self.model, example))
+        if self._image_size is None:
+            return None  # bench's own sequence models: not counted yet
 
         return float(flops.torch_flops_per_sample(self.model, self._image_size))
 

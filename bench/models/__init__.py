@@ -142,5 +142,12 @@ def check_sequence_model(model: ModelConfig) -> list[str]:
 
 
 def build_sequence(framework: str, model: ModelConfig) -> Any:
-    """Build sequence model ``model.name`` for ``framework`` from the sizes in ``model``."""
+    """Build sequence model ``model.name`` for ``framework`` from the sizes in ``model``
+    (model=hf: the Hugging Face family's causal LM, :mod:`bench.models.hf_lm`)."""
+    if model.source == "hf":
+        from bench.models import hf_lm
+
+        if framework != "torch":
+            raise ValueError(f"model=hf builds for framework=torch, not {framework}")
+        return hf_lm.build_torch(model)
     return MODELS[model.name].builder(framework)(model)

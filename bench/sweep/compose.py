@@ -34,7 +34,7 @@ def _unknown_keys(node: Any, schema: type, prefix: str = "") -> list[str]:
             continue
         child = node[key]
         sub = known[key].default_factory
-        if isinstance(child, DictConfig) and sub is not dataclasses.MISSING:
+        if isinstance(child, DictConfig) and dataclasses.is_dataclass(sub):
             typed = OmegaConf.get_type(child)  # a group's option may be a subclass (a strategy)
             schema_of = (
                 typed if isinstance(typed, type) and dataclasses.is_dataclass(typed) else None
@@ -95,6 +95,12 @@ def to_bench_config(
         obj.framework.installed = installed_build(obj)
     if obj.model.source == "py":
         obj.model.digest = builder_digest(obj)
+    if obj.model.source == "hf":  # a size in the config's spelling onto bench's key
+        from bench.models import hf_lm
+
+        problems = hf_lm.canonical(obj.model)
+        if problems:
+            raise ConfigError(problems)
     return resolve(obj)
 
 

@@ -31,6 +31,7 @@ from bench.frameworks.base import (
     DeviceEvents,
     EpochProbe,
     Framework,
+    Generation,
     OutputCheck,
     PeakProbe,
     Session,
@@ -354,41 +355,11 @@ def run_trial(
         flops = _flops_per_sample(cfg, session.forward_flops_per_sample())
         result.phases["flops_time_s"] = time.perf_counter() - t0
         telemetry.start(session.device)
-
-        if cfg.warmup_steps > 0:
-            result.phases["compile_time_s"], result.phases["warmup_time_s"] = _warm_up(
-                session, cfg.warmup_steps
-            )
-        auto = 0
-        if cfg.steps_per_epoch == AUTO:
-            probe = _probe(session)
-            result.phases["probe_time_s"] = sum(probe)
-            auto = auto_steps(cfg, probe)
-            if agree is not None:  # the ranks of a distributed trial take one count
-                auto = agree(auto)
-            cfg = dataclasses.replace(cfg, steps_per_epoch=auto)
-        result.marks["first_timed_step"] = time.time()
-        records, steps = _timed_epochs(
-            session,
-            cfg,
-            on_epoch,
-            telemetry.window,
-            flops.get("step_flops_per_sample"),
-            probes=parity is None,
-        )
-        result.marks["last_timed_step"] = time.time()
-        result.epochs = records
-        if parity is not None:
-            losses = [float("nan") if r.loss is None else r.loss for r in records]
-            parity_hook.finish(parity, cfg.framework.name, session, losses, rank)
-        result.summary = _summary(records, steps)
-        if auto:
-            result.summary["steps_per_epoch_used"] = auto
-        if flops:
-            result.summary["flops_per_sample"] = flops["flops_per_sample"]
-            result.summary["train_flops_per_sample"] = flops["train_flops_per_sample"]
-            result.summary["trial_achieved_flops_per_s"] = (
-                flops["step_flops_per_sample"] * result.summary["trial_samples_per_s"]
+        if cfg.mode == "generate":  # a causal LM's generation windows: their own loop
+            records = _generate(result, session, cfg, on_epoch, telemetry.window, flops)
+        else:
+            records, cfg = _train_or_infer(
+                result, session, cfg, on_epoch, telemetry.window, flops, agree, parity, rank
             )
         peak = session.peak_device_memory_mb()
         if peak is not None:
@@ -417,6 +388,88 @@ def run_trial(
         _add(result, telemetry.stop(workdir))  # stops the samplers if the trial failed
     result.summary["peak_host_rss_mb"] = _peak_rss_mb()
     return result
+
+
+def _train_or_infer(
+    result: TrialResult,
+    session: Session,
+    cfg: BenchConfig,
+    on_epoch: EpochCallback | None,
+    on_window: WindowCallback,
+    flops: dict[str, float],
+    agree: Callable[[int], int] | None,
+    parity: Any,
+    rank: int,
+) -> tuple[list[EpochRecord], BenchConfig]:
+    """Warm-up, the auto window's probe and the timed epochs of mode=train or infer; the
+    records and the config with the step count used."""
+    if cfg.warmup_steps > 0:
+        result.phases["compile_time_s"], result.phases["warmup_time_s"] = _warm_up(
+            session, cfg.warmup_steps
+        )
+    auto = 0
+    if cfg.steps_per_epoch == AUTO:
+        probe = _probe(session)
+        result.phases["probe_time_s"] = sum(probe)
+        auto = auto_steps(cfg, probe)
+        if agree is not None:  # the ranks of a distributed trial take one count
+            auto = agree(auto)
+        cfg = dataclasses.replace(cfg, steps_per_epoch=auto)
+    result.marks["first_timed_step"] = time.time()
+    records, steps = _timed_epochs(
+        session,
+        cfg,
+        on_epoch,
+        on_window,
+        flops.get("step_flops_per_sample"),
+        probes=parity is None,
+    )
+    result.marks["last_timed_step"] = time.time()
+    result.epochs = records
+    if parity is not None:
+        losses = [float("nan") if r.loss is None else r.loss for r in records]
+        parity_hook.finish(parity, cfg.framework.name, session, losses, rank)
+    result.summary = _summary(records, steps)
+    if auto:
+        result.summary["steps_per_epoch_used"] = auto
+    if flops:
+        result.summary["flops_per_sample"] = flops["flops_per_sample"]
+        result.summary["train_flops_per_sample"] = flops["train_flops_per_sample"]
+        result.summary["trial_achieved_flops_per_s"] = (
+            flops["step_flops_per_sample"] * result.summary["trial_samples_per_s"]
+        )
+    return records, cfg
+
+
+def _generate(
+    result: TrialResult,
+    session: Session,
+    cfg: BenchConfig,
+    on_epoch: EpochCallback | None,
+    on_window: WindowCallback,
+    flops: dict[str, float],
+) -> list[EpochRecord]:
+    """mode=generate's warm-up and timed generations (:mod:`bench.trial.generate`)."""
+    from bench.trial import generate
+
+    if not isinstance(session, Generation):
+        raise TypeError(f"mode=generate: {cfg.model.name}'s session cannot generate")
+    events = timing_method(session, cfg) == "events"
+    batch, prompt, new = cfg.batch_size, cfg.prompt_len, cfg.new_tokens
+    result.phases["compile_time_s"], result.phases["warmup_time_s"] = generate.warm_up(
+        session, new, cfg.warmup_steps
+    )
+    result.marks["first_timed_step"] = time.time()
+    records, windows = generate.timed_generations(
+        session, cfg.epochs, batch, prompt, new, events, on_epoch, on_window
+    )
+    result.marks["last_timed_step"] = time.time()
+    result.epochs = records
+    result.summary = generate.summary(records, windows, batch, prompt)
+    if flops:  # the model's, per sample of model.seq_len tokens (no achieved rate here)
+        result.summary["flops_per_sample"] = flops["flops_per_sample"]
+        result.summary["train_flops_per_sample"] = flops["train_flops_per_sample"]
+    return records
 
 
 def _check_version(cfg: BenchConfig) -> None:
