@@ -266,3 +266,20 @@ def test_a_round_whose_reference_changed_while_it_ran_is_named(
     assert "the machine changed during round 3 (+102% after it)" in said
     assert "drifted" not in said  # the references before the rounds agree
     assert noted == [(0, 1.0), (1, 1.01), (2, 0.99)]
+
+
+def test_only_time_per_sample_is_judged_at_the_rounds_stopping_look() -> None:
+    """The rounds look at time per sample; a claim on another metric (seed003's
+    communication time) is judged at the look its runs reach, not at a replay of the rounds'
+    rule on a metric they never looked at."""
+    from bench.report.sections.common import sample
+    from bench.report.trials import to_trial
+
+    runs = [
+        to_trial(record("tf", rate=100.0, repeat=i, params=AUTO, metrics={"time_comm_ms": 3.0}))
+        for i in range(4)
+    ]
+    timed = sample("tf", runs, lambda t: t.ms_per_sample)
+    assert timed.looks == 9 and timed.rounds == [0, 1, 2, 3]
+    other = sample("tf", runs, lambda t: t.metric("time_comm_ms"))
+    assert other.looks == 9 and other.rounds == []
