@@ -283,3 +283,35 @@ def test_only_time_per_sample_is_judged_at_the_rounds_stopping_look() -> None:
     assert timed.looks == 9 and timed.rounds == [0, 1, 2, 3]
     other = sample("tf", runs, lambda t: t.metric("time_comm_ms"))
     assert other.looks == 9 and other.rounds == []
+
+
+def test_the_pairs_are_every_pair_that_differs_in_one_compared_key() -> None:
+    """bench.analysis.pairs buckets configurations rather than trying every pair: the same
+    pairs, in the same order, as trying every pair, on seeded random sweeps whose keys come
+    in any order and are sometimes missing."""
+    from bench.analysis import pairs
+
+    def every_pair(configs: list[tuple[str, ...]]) -> list[tuple[int, int, str]]:
+        maps = [pairs.split(c) for c in configs]
+        out = []
+        for i, a in enumerate(maps):
+            for j in range(i + 1, len(maps)):
+                b = maps[j]
+                differ = [k for k in a if a[k] != b.get(k)]
+                if a.keys() == b.keys() and len(differ) == 1:
+                    if differ[0].lstrip("+~") not in pairs.NOT_COMPARED:
+                        out.append((i, j, differ[0]))
+        return out
+
+    rng = random.Random(3)
+    keys = ["framework", "threads", "model", "batch_size", "+precision", "seed"]
+    for _ in range(200):
+        configs: list[tuple[str, ...]] = []
+        for _ in range(rng.randint(1, 20)):
+            chosen = [k for k in keys[: rng.randint(1, 6)] if rng.random() < 0.9]
+            rng.shuffle(chosen)
+            configs.append(tuple(f"{k}={rng.choice('ab')}" for k in chosen))
+        configs = list(dict.fromkeys(configs))
+        found = pairs.one_key(configs)
+        index = {c: i for i, c in enumerate(configs)}
+        assert [(index[c.a], index[c.b], c.key) for c in found] == every_pair(configs)
