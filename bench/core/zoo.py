@@ -119,13 +119,13 @@ OWN_TASKS = ("image",)
 LIBRARY_FRAMEWORK = {"keras": TF, "torchvision": TORCH}
 
 
-def task_of(name: str, source: str, declared: str = "") -> str:
-    """The task of model ``name`` from ``source``: the zoo's fact, or what a model of
 def _builder_name(framework: str, source: str) -> str:
     native = NATIVE_SOURCES.get(source)
     return native[1] if native is not None and native[0] == framework else BUILDERS[framework]
 
 
+def task_of(name: str, source: str, declared: str = "") -> str:
+    """The task of model ``name`` from ``source``: the zoo's fact, or what a model of
     OWN_SOURCES declares (model.task; "image" where it declares none); "" for a name the zoo
     does not have."""
     if source == "hf":
