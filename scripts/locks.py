@@ -48,7 +48,7 @@ sys.path.insert(0, str(REPO))
 from bench.envs.environments import TRIAL_SIDE, lock_pins, run_uv  # noqa: E402
 
 PYTHON, PLATFORM = "3.11", "x86_64-manylinux_2_28"
-TORCH, TENSORFLOW, MXNET = "2.13.0", "2.21.0", "1.9.1"
+TORCH, TENSORFLOW, MXNET, JAX = "2.13.0", "2.21.0", "1.9.1", "0.10.2"
 HOST_EXTRAS = ("torch", "tf", "jax", "hf", "keras-hub", "dev")
 # MXNet's environment: numpy below 1.24 and what was tested beside it.
 MXNET_TESTED = (
@@ -117,6 +117,25 @@ GRID = (
         notes=(
             "cpu variant: tensorflow-cpu; cuda variant: tensorflow.",
             "keras-hub and tensorflow-text: model=hf under framework=tf (never the torch image).",
+        ),
+    ),
+    Lock(
+        "docker/constraints-jax.txt",
+        "bench's JAX image (docker/jax.Dockerfile), both variants",
+        (
+            "pip",
+            "setuptools",
+            f"jax=={JAX}",
+            f"jaxlib=={JAX}",
+            f"jax-cuda12-plugin[with-cuda]=={JAX}",
+            "keras",
+            "flax",
+            *TRIAL_SIDE,
+        ),
+        under_host=True,
+        notes=(
+            "cpu variant: jax and jaxlib; cuda variant: jax's CUDA 12 plugin and its nvidia-*",
+            "libraries from pip as well (the host's driver comes in with the GPUs).",
         ),
     ),
     Lock(

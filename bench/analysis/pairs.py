@@ -42,18 +42,29 @@ def varies(key: str, parsed: Sequence[tuple[Config, dict[str, str]]]) -> bool:
 
 def one_key(configs: Sequence[Config]) -> list[Comparison]:
     """Every pair of ``configs`` that differ in exactly one compared key (not NOT_COMPARED),
-    in the order of ``configs``."""
+    in the order of ``configs``.  Configurations are bucketed by the key they may differ in
+    and everything else, so a sweep of thousands of configurations costs no more than
+    going over each once per key."""
     parsed = [(c, split(c)) for c in configs]
+    buckets: dict[tuple[str, tuple[tuple[str, str], ...]], list[int]] = {}
+    for i, (_, p) in enumerate(parsed):
+        for key in p:
+            if key.lstrip("+~") not in NOT_COMPARED:
+                rest = tuple(sorted((k, v) for k, v in p.items() if k != key))
+                buckets.setdefault((key, rest), []).append(i)
+    found = sorted(
+        (i, j, key)
+        for (key, _), members in buckets.items()
+        for x, i in enumerate(members)
+        for j in members[x + 1 :]
+        if parsed[i][1][key] != parsed[j][1][key]
+    )
+    keys = {k for _, p in parsed for k in p}
+    varying = {k for k in keys if varies(k, parsed)}
     out = []
-    for i, (ca, a) in enumerate(parsed):
-        for cb, b in parsed[i + 1 :]:
-            if a.keys() != b.keys():
-                continue
-            differ = [k for k in a if a[k] != b[k]]
-            if len(differ) != 1 or differ[0].lstrip("+~") in NOT_COMPARED:
-                continue
-            key = differ[0]
-            shared = [f"{k}={v}" for k, v in a.items() if k != key and varies(k, parsed)]
-            where = " ".join(shared) or "the sweep"
-            out.append(Comparison(ca, cb, key, f"{where}: {key} {a[key]} vs {b[key]}"))
+    for i, j, key in found:
+        (ca, a), (cb, b) = parsed[i], parsed[j]
+        shared = [f"{k}={v}" for k, v in a.items() if k != key and k in varying]
+        where = " ".join(shared) or "the sweep"
+        out.append(Comparison(ca, cb, key, f"{where}: {key} {a[key]} vs {b[key]}"))
     return out

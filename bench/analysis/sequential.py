@@ -19,7 +19,9 @@ the ``1 - 2 alpha_k`` interval lies inside ``±log(1 + margin)`` (two one-sided 
 ``alpha_k``, so a false equivalence is bounded the same way).  A comparison is futile
 when even at ``max_rounds``, with the spread seen so far, no difference the current
 interval still allows could be shown and equivalence could not be either: more rounds
-cannot change its verdict.
+cannot change its verdict.  An open comparison says about how many more runs a side would
+give it a verdict (:func:`more_runs`): a sample-size estimate that takes the observed
+difference and spread as the truth, never counted past the rounds left.
 """
 
 from __future__ import annotations

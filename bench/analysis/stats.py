@@ -18,7 +18,11 @@ says which side is faster, and by how much, only when the data support it:
   geometric means) put the whole interval within ±``margin`` (2% by default): evidence of
   no difference that matters, which "no significant difference" is not;
 - ``no significant difference`` in every other case, with about how many more runs a
-  side would settle it either way.
+  side would give a verdict either way with an 80% chance, if the observed difference is
+  the true one (:func:`bench.analysis.sequential.more_runs`).
+
+Runs of a ``repeats=auto`` sweep get the sequential verdict instead: the look at which the
+sweep's rounds stopped looking at the pair (:func:`stopped_at`), on the runs up to it.
 """
 
 from __future__ import annotations

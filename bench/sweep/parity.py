@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from bench import tracking
 from bench.core.config import BenchConfig
 from bench.core.frameworks import MXNET
+from bench.core.zoo import NATIVE_SOURCES
 from bench.distributed.registry import distributes
 from bench.parity import at_best as tuned
 from bench.parity import check, side, strategy
@@ -76,6 +77,15 @@ def group_of(cfg: BenchConfig) -> Group:
     )  # fmt: skip
 
 
+def side_of(cfg: BenchConfig) -> str:
+    """The check's side for a trial of ``cfg``: its framework, or, for a model of a native
+    source (model.source=flax), the framework with that source (``jax[source=flax]``), a
+    side of its own beside the framework's Keras model."""
+    if cfg.model.source in NATIVE_SOURCES:
+        return side.label(cfg.framework.name, {side.SOURCE: cfg.model.source})
+    return cfg.framework.name
+
+
 def _covered(group: Group, frameworks: list[str]) -> str:
     """Why the checks cannot cover ``group`` ('' if they can)."""
     from bench.models import MODELS, mxnet_models
@@ -103,13 +113,14 @@ def run_checks(
     for cfg in cfgs:
         if cfg.parity and cfg.mode == "train":
             found = groups.setdefault(group_of(cfg), [])
-            if cfg.framework.name not in found:
-                found.append(cfg.framework.name)
+            if side_of(cfg) not in found:
+                found.append(side_of(cfg))
             if cfg.tuning.name == "best":
                 at_best.add(group_of(cfg))
     verdicts: dict[Group, str] = {}
     for group, found in groups.items():
-        frameworks = [f for f in check.FRAMEWORKS if f in found]
+        # The frameworks in the check's order; a framework's native-source side after it.
+        frameworks = sorted(found, key=lambda s: (check.FRAMEWORKS.index(side.split(s)[0]), s))
         if not distributes(group.distributed) and len(frameworks) < 2 and group not in at_best:
             continue  # one framework, undistributed, untuned: nothing to compare
         why = _covered(group, frameworks)

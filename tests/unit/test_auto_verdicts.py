@@ -266,3 +266,52 @@ def test_a_round_whose_reference_changed_while_it_ran_is_named(
     assert "the machine changed during round 3 (+102% after it)" in said
     assert "drifted" not in said  # the references before the rounds agree
     assert noted == [(0, 1.0), (1, 1.01), (2, 0.99)]
+
+
+def test_only_time_per_sample_is_judged_at_the_rounds_stopping_look() -> None:
+    """The rounds look at time per sample; a claim on another metric (seed003's
+    communication time) is judged at the look its runs reach, not at a replay of the rounds'
+    rule on a metric they never looked at."""
+    from bench.report.sections.common import sample
+    from bench.report.trials import to_trial
+
+    runs = [
+        to_trial(record("tf", rate=100.0, repeat=i, params=AUTO, metrics={"time_comm_ms": 3.0}))
+        for i in range(4)
+    ]
+    timed = sample("tf", runs, lambda t: t.ms_per_sample)
+    assert timed.looks == 9 and timed.rounds == [0, 1, 2, 3]
+    other = sample("tf", runs, lambda t: t.metric("time_comm_ms"))
+    assert other.looks == 9 and other.rounds == []
+
+
+def test_the_pairs_are_every_pair_that_differs_in_one_compared_key() -> None:
+    """bench.analysis.pairs buckets configurations rather than trying every pair: the same
+    pairs, in the same order, as trying every pair, on seeded random sweeps whose keys come
+    in any order and are sometimes missing."""
+    from bench.analysis import pairs
+
+    def every_pair(configs: list[tuple[str, ...]]) -> list[tuple[int, int, str]]:
+        maps = [pairs.split(c) for c in configs]
+        out = []
+        for i, a in enumerate(maps):
+            for j in range(i + 1, len(maps)):
+                b = maps[j]
+                differ = [k for k in a if a[k] != b.get(k)]
+                if a.keys() == b.keys() and len(differ) == 1:
+                    if differ[0].lstrip("+~") not in pairs.NOT_COMPARED:
+                        out.append((i, j, differ[0]))
+        return out
+
+    rng = random.Random(3)
+    keys = ["framework", "threads", "model", "batch_size", "+precision", "seed"]
+    for _ in range(200):
+        configs: list[tuple[str, ...]] = []
+        for _ in range(rng.randint(1, 20)):
+            chosen = [k for k in keys[: rng.randint(1, 6)] if rng.random() < 0.9]
+            rng.shuffle(chosen)
+            configs.append(tuple(f"{k}={rng.choice('ab')}" for k in chosen))
+        configs = list(dict.fromkeys(configs))
+        found = pairs.one_key(configs)
+        index = {c: i for i, c in enumerate(configs)}
+        assert [(index[c.a], index[c.b], c.key) for c in found] == every_pair(configs)

@@ -84,6 +84,17 @@ def test_one_check_per_group_of_compared_trials(scripted: list[Any]) -> None:
     assert parity.overrides(cfgs[7], verdicts) == ["++hydra.job.env_set.BENCH_PARITY=none"]
 
 
+def test_a_flax_trial_is_a_side_of_its_own(scripted: list[Any]) -> None:
+    """model.source=flax (framework=jax): the check compares its Flax model as the side
+    jax[source=flax], beside jax's Keras model and the other frameworks."""
+    flax = dataclasses.replace(cfg("jax"), model=ModelConfig("lenet5", source="flax"))
+    cfgs = [flax, cfg("jax"), cfg("torch"), cfg("jax", batch_size=8), flax]
+    verdicts = parity.run_checks(cfgs, Notes(), "sweep")
+    assert scripted == [("frameworks", ("lenet5", 32, ("torch", "jax", "jax[source=flax]")))]
+    assert parity.side_of(flax) == "jax[source=flax]" and parity.side_of(cfgs[1]) == "jax"
+    assert parity.overrides(flax, verdicts) == ["++hydra.job.env_set.BENCH_PARITY=passed"]
+
+
 def test_a_stray_parity_variable_never_tags_a_trial(monkeypatch: pytest.MonkeyPatch) -> None:
     """The sweeper hands every job a value (none without a verdict), and a job tags only
     one of the check's own verdicts."""

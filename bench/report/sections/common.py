@@ -51,8 +51,15 @@ def sample(name: str, trials: Sequence[Trial], value: Callable[[Trial], float]) 
         windows_s=[t.epoch_time_s for t in trials],
         looks=looks,
         margin=margin,
-        rounds=[round_of(t) for t in trials] if looks else [],
+        # the rounds of repeats=auto look at time per sample: a verdict on it is the one at
+        # the look that stopped the pair; another metric's, at the look its runs reach
+        rounds=[round_of(t) for t in trials] if looks and _per_sample(trials, value) else [],
     )
+
+
+def _per_sample(trials: Sequence[Trial], value: Callable[[Trial], float]) -> bool:
+    """Whether ``value`` is the runs' time per sample (what the rounds compared)."""
+    return all(value(t) == t.ms_per_sample for t in trials)
 
 
 def round_of(trial: Trial) -> int:
