@@ -402,7 +402,8 @@ def _sequential(
     elif seen.kind == sequential.FUTILE and k == a.looks:
         verdict.text = f"{SAME} ({runs}; {interval}; {level}; max_repeats reached)"
     elif seen.kind == sequential.FUTILE:
-        verdict.text = f"{SAME} ({runs}; {interval}; {level}; settled: more rounds cannot decide)"
+        futile = ": more rounds cannot decide" if stop else "; settled: more rounds cannot decide"
+        verdict.text = f"{SAME} ({runs}; {interval}; {level}{futile})"
     else:
         verdict.text = f"{SAME} ({runs}; {interval}; {level}){_inconclusive(seen.more, seen.left)}"
     return verdict

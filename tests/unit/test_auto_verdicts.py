@@ -315,3 +315,19 @@ def test_the_pairs_are_every_pair_that_differs_in_one_compared_key() -> None:
         found = pairs.one_key(configs)
         index = {c: i for i, c in enumerate(configs)}
         assert [(index[c.a], index[c.b], c.key) for c in found] == every_pair(configs)
+
+
+def test_a_pair_the_cap_ended_says_so() -> None:
+    """Open to the last look: futile there, and the verdict says the cap ended it (not
+    "settled")."""
+    a = [1.00, 1.08, 0.95, 1.04]
+    b = [1.03, 0.97, 1.06, 1.00]
+    capped = stats.compare(
+        stats.Sample("x", a, looks=3, rounds=[0, 1, 2, 3]),
+        stats.Sample("y", b, looks=3, rounds=[0, 1, 2, 3]),
+    )
+    level = seq.look_alpha(3, 3)
+    assert capped.kind == stats.SAME
+    assert capped.text.endswith(
+        f"sequential look 3 of 3 at level {level:.3g}; not settled at round 4; max_repeats reached)"
+    )
