@@ -215,9 +215,10 @@ def test_stock_without_a_library_model_is_refused_up_front(framework: str, model
 
 
 def test_model_source_must_be_one_bench_knows() -> None:
-    """bench, stock, or those of docs/your-model.md (py, keras, torchvision)."""
+    """bench, stock, flax (framework=jax's Flax models), or those of docs/your-model.md
+    (py, keras, torchvision, ...)."""
     with pytest.raises(ConfigError, match="model.source: 'timm' is not allowed; choose one of "
-                       "bench, stock, py, keras, torchvision"):  # fmt: skip
+                       "bench, stock, flax, py, keras, torchvision"):  # fmt: skip
         validate(stock_config("torch", "resnet50", source="timm"))
     validate(stock_config("tf", "resnet50"))
     validate(stock_config("torch", "alexnet"))
