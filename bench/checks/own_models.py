@@ -136,7 +136,8 @@ def rules(cfg: BenchConfig) -> list[str]:
 
 
 def _hf_rules(cfg: BenchConfig) -> list[str]:
-    """model=hf's own keys: a family bench maps, built for torch (transformers)."""
+    """model=hf's own keys: a family bench maps, built for torch (transformers) and tf
+    (keras-hub)."""
     from bench.models import hf_lm
 
     model, framework = cfg.model, cfg.framework.name
@@ -144,10 +145,23 @@ def _hf_rules(cfg: BenchConfig) -> list[str]:
     for key in _OWN_KEYS:
         if getattr(model, key):
             problems.append(f"model.{key}: only model=py uses it, not model=hf")
-    if not problems and framework != TORCH:
+    if not problems and framework == TF:  # keras-hub (bench.models.keras_hub_lm)
+        from bench.core import versions
+        from bench.models import keras_hub_lm
+
+        problems += keras_hub_lm.problems(model.name, hf_lm.config_fields(model))
+        if versions.own_release(cfg.framework.version):
+            problems.append(
+                f"framework.version: model=hf under framework=tf needs keras-hub and "
+                f"tensorflow-text, which tf {cfg.framework.version}'s environment does not "
+                "install (tensorflow-text is built for one TensorFlow minor); the pinned "
+                "version has them (keras-hub 0.32, tensorflow-text 2.21), or "
+                "framework.version=installed in an environment of yours that has them"
+            )
+    elif not problems and framework != TORCH:
         problems.append(
             f"model.name: model=hf builds {model.name} with transformers for framework=torch; "
-            f"framework={framework} has no build of {model.name} (keras-hub's is to come)"
+            f"framework={framework} has no build of {model.name} (framework=tf: keras-hub's)"
         )
     return problems
 
@@ -191,6 +205,8 @@ def probe(cfg: BenchConfig) -> dict[str, object]:
         fields = ("name", "vocab_size", "hidden", "layers", "heads", "intermediate",
                   "max_positions", "config")  # fmt: skip
         hf = json.dumps({k: getattr(m, k) for k in fields}, sort_keys=True)
+        if cfg.framework.name == TF:  # keras-hub imports and maps the fields
+            return _probe(python, str(Path.cwd()), hf, "bench.models.keras_hub_lm")
         return _probe(python, str(Path.cwd()), hf, "bench.models.hf_lm")
     request = {
         "framework": cfg.framework.name,

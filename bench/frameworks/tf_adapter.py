@@ -138,6 +138,14 @@ class TFSession:
             if task == "image"
             else _sequence_loss(task)
         )
+        if cfg.mode == "generate":  # model=hf (mode=generate is refused for other models)
+            from bench.models import keras_hub_lm
+
+            self._generate_step = tf.function(
+                keras_hub_lm.greedy_step(self.model), jit_compile=self.jit
+            )
+            length = cfg.prompt_len + cfg.new_tokens
+            self._cache_shape = keras_hub_lm.cache_shape(self.model, cfg.batch_size, length)
         if self.training:
             self._fn = self._make_train_step(cfg)
         else:
@@ -194,6 +202,28 @@ class TFSession:
             self._fn(*batch)
         if self.training:
             self._loss_steps += 1
+
+    # mode=generate (model=hf): keras-hub's cached forward (call_with_cache), greedily; the
+    # cache holds prompt_len + new_tokens positions, the tokens stay on the device.
+    def start_generation(self) -> None:
+        self._prompt, _ = self.next_batch()
+        with tf.device(self.tf_device):
+            self._cache = tf.zeros(self._cache_shape, dtype=self.model.lm.compute_dtype)
+        self._tokens: list[tf.Tensor] = []
+
+    def prefill(self) -> None:
+        with tf.device(self.tf_device):
+            token, self._cache = self._generate_step(self._prompt, self._cache, tf.constant(0))
+        self._tokens.append(token)
+
+    def decode(self) -> None:
+        index = tf.constant(int(self._prompt.shape[1]) + len(self._tokens) - 1)
+        with tf.device(self.tf_device):
+            token, self._cache = self._generate_step(self._tokens[-1], self._cache, index)
+        self._tokens.append(token)
+
+    def generated(self) -> np.ndarray:
+        return np.asarray(tf.concat(self._tokens, axis=1))
 
     def sync(self) -> None:
         if self.device != "cpu":

@@ -143,11 +143,16 @@ def check_sequence_model(model: ModelConfig) -> list[str]:
 
 def build_sequence(framework: str, model: ModelConfig) -> Any:
     """Build sequence model ``model.name`` for ``framework`` from the sizes in ``model``
-    (model=hf: the Hugging Face family's causal LM, :mod:`bench.models.hf_lm`)."""
+    (model=hf: the Hugging Face family's causal LM, :mod:`bench.models.hf_lm`; under tf,
+    keras-hub's at the same sizes, :mod:`bench.models.keras_hub_lm`)."""
     if model.source == "hf":
         from bench.models import hf_lm
 
+        if framework == "tf":
+            from bench.models import keras_hub_lm
+
+            return keras_hub_lm.build_tf(model)
         if framework != "torch":
-            raise ValueError(f"model=hf builds for framework=torch, not {framework}")
+            raise ValueError(f"model=hf builds for framework=torch and tf, not {framework}")
         return hf_lm.build_torch(model)
     return MODELS[model.name].builder(framework)(model)

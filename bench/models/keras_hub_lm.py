@@ -26,9 +26,11 @@ Nothing here imports keras or keras-hub until a model is built.
 from __future__ import annotations
 
 import difflib
+import os
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 EXTRA = "keras-hub"  # pyproject.toml's extra: keras-hub and tensorflow-text
 
@@ -232,6 +234,20 @@ FAMILIES: dict[str, Family] = {
 }  # fmt: skip
 
 
+class LMConfig(Protocol):
+    """What this module reads of a :class:`bench.core.config.ModelConfig` (model=hf): its
+    family and what :func:`bench.models.hf_lm.config_fields` reads."""
+
+    name: str
+    vocab_size: int
+    hidden: int
+    layers: int
+    heads: int
+    intermediate: int
+    max_positions: int
+    config: dict[str, Any]
+
+
 class ConfigProblem(ValueError):
     """An override or family the keras-hub side cannot build as transformers does; the
     message is one line naming its key."""
@@ -392,7 +408,69 @@ def build(name: str, overrides: Mapping[str, Any]) -> Any:
     return token_model(build_causal_lm(name, overrides))
 
 
+def build_tf(model: LMConfig) -> Any:
+    """The keras.Model a trial of ``model`` (a :class:`bench.core.config.ModelConfig` of
+    model=hf) trains under framework=tf: the fields transformers gets under torch
+    (:func:`bench.models.hf_lm.config_fields`), built with keras-hub."""
+    from bench.models.hf_lm import config_fields
+
+    return build(model.name, config_fields(model))
+
+
 def count_parameters(model: Any) -> int:
     import numpy as np
 
     return int(sum(np.prod(w.shape) for w in model.trainable_weights))
+
+
+def cache_shape(model: Any, batch: int, length: int) -> list[int]:
+    """The shape of the KV cache keras-hub's ``call_with_cache`` takes for ``batch``
+    sequences of up to ``length`` tokens: (batch, layers, 2, length, kv heads, head dim)."""
+    backbone = model.lm.backbone
+    queries = getattr(backbone, "num_query_heads", None) or backbone.num_heads
+    heads = getattr(backbone, "num_key_value_heads", None) or backbone.num_heads
+    head_dim = getattr(backbone, "head_dim", None) or backbone.hidden_dim // queries
+    return [batch, backbone.num_layers, 2, length, heads, head_dim]
+
+
+def greedy_step(model: Any) -> Callable[[Any, Any, Any], tuple[Any, Any]]:
+    """``step(tokens, cache, index) -> (next tokens (batch, 1), cache)``: the tokens at
+    positions ``index...`` through keras-hub's cached forward (``call_with_cache``), the next
+    token the argmax of the last position's logits, which alone are computed (the prefill
+    of transformers' ``generate()`` also computes the last position's logits only)."""
+    import keras
+
+    lm = model.lm
+
+    def step(tokens: Any, cache: Any, index: Any) -> tuple[Any, Any]:
+        _, hidden, cache = lm.call_with_cache(tokens, cache, index)
+        logits = lm.backbone.token_embedding(hidden[:, -1:, :], reverse=True)
+        chosen = keras.ops.argmax(logits, axis=-1)
+        return keras.ops.cast(chosen, tokens.dtype), cache
+
+    return step
+
+
+def probe(model: LMConfig) -> dict[str, Any]:
+    """What the host asks the trial's interpreter before a sweep (model=hf, framework=tf):
+    ``{"problem": LINE}`` where keras-hub cannot be imported or the mapping refuses an
+    override, else ``{}`` (nothing is built: the count is the trial's)."""
+    from bench.models.hf_lm import config_fields
+
+    problem = keras_hub_missing() or "".join(problems(model.name, config_fields(model)))
+    return {"problem": problem} if problem else {}
+
+
+def main(argv: list[str]) -> int:
+    import json
+
+    from bench.models.hf_lm import _Model
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    out = probe(_Model(json.loads(argv[0])))
+    print("BENCH_PROBE " + json.dumps(out), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

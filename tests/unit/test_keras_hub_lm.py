@@ -5,18 +5,17 @@ and equal parameter counts with transformers' model per family at two sizes."""
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 
 import pytest
 
-from bench.models import keras_hub_lm
+from bench.models import hf_lm, keras_hub_lm
 from bench.models.keras_hub_lm import FAMILIES, ConfigProblem, resolve
 
-# bench's default size of model=hf (conf/model/hf.yaml) and a second one, in transformers'
+# bench's default size of model=hf (conf/model/hf.yaml, hf_lm.DEFAULT_SIZES) as the torch
+# side passes it to transformers (hf_lm.config_fields), and a second size in transformers'
 # spelling (gpt2 takes these names through its attribute_map; intermediate is its n_inner).
-DEFAULT = {
-    "vocab_size": 4096, "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
-    "intermediate_size": 1024, "max_position_embeddings": 512,
-}  # fmt: skip
+DEFAULT = "default"
 OTHER = {
     "vocab_size": 1000, "hidden_size": 96, "num_hidden_layers": 3, "num_attention_heads": 6,
     "num_key_value_heads": 2, "intermediate_size": 200, "max_position_embeddings": 256,
@@ -24,7 +23,11 @@ OTHER = {
 }  # fmt: skip
 
 
-def _sizes(family: str, sizes: dict[str, object]) -> dict[str, object]:
+def _sizes(family: str, sizes: dict[str, object] | str) -> dict[str, object]:
+    if sizes == DEFAULT:
+        model = SimpleNamespace(name=family, config={}, **hf_lm.DEFAULT_SIZES)
+        return hf_lm.config_fields(model)
+    assert isinstance(sizes, dict)
     out = dict(sizes)
     if family == "gpt2":
         out["n_inner"] = out.pop("intermediate_size")
@@ -137,3 +140,81 @@ def test_a_field_given_in_two_spellings_with_two_values_is_refused() -> None:
     ]
     assert not keras_hub_lm.problems("gpt2", {"hidden_size": 64, "n_embd": 64})
     assert keras_hub_lm.spelt("gpt2", {"hidden_size": 64, "n_embd": 32}) == {"n_embd": 32}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["gpt2", "mistral"])
+def test_cached_greedy_decoding_chooses_the_uncached_forward_tokens(family: str) -> None:
+    """mode=generate's keras-hub loop (the prefill and each decode step through the KV
+    cache) picks the tokens that the whole sequence's forward pass picks."""
+    pytest.importorskip("keras_hub")
+    import numpy as np
+    import tensorflow as tf
+
+    sizes = _sizes(family, {**OTHER, "num_hidden_layers": 2})
+    model = keras_hub_lm.build(family, sizes)
+    step = tf.function(keras_hub_lm.greedy_step(model))
+    prompt = keras_hub_lm_tokens(int(sizes["vocab_size"]))  # (2, 8)
+    new = 5
+    cache = tf.zeros(keras_hub_lm.cache_shape(model, 2, prompt.shape[1] + new))
+    token, cache = step(tf.constant(prompt), cache, tf.constant(0))
+    chosen = [token]
+    for i in range(new - 1):
+        token, cache = step(token, cache, tf.constant(prompt.shape[1] + i))
+        chosen.append(token)
+    cached = np.concatenate([np.asarray(t) for t in chosen], axis=1)
+    sequence = prompt
+    for _ in range(new):
+        logits = np.asarray(model(sequence, training=False))
+        sequence = np.concatenate([sequence, logits[:, -1:].argmax(-1).astype("int32")], axis=1)
+    assert cached.tolist() == sequence[:, prompt.shape[1] :].tolist()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["llama", "gpt2"])
+def test_tf_generation_chooses_hugging_faces_tokens_from_the_same_weights(
+    family: str, tmp_path: object
+) -> None:
+    """mode=generate under tf (the TF session's prefill and decode steps) with the weights of
+    the torch side's model, read from its saved checkpoint: the greedy tokens of
+    transformers' own generate() on the same prompts."""
+    pytest.importorskip("keras_hub")
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    import dataclasses
+
+    import keras_hub
+    import numpy as np
+
+    from bench.core.config import BenchConfig, ModelConfig
+    from bench.data import synthetic_sequences
+    from bench.frameworks import tf_adapter, torch_adapter
+    from bench.trial import generate
+
+    # intermediate = 4 x hidden: keras-hub's gpt2 converter takes n_inner as that
+    tiny = {"seq_len": 16, "vocab_size": 300, "layers": 2, "hidden": 64, "heads": 4,
+            "intermediate": 256, "max_positions": 64}  # fmt: skip
+    model = ModelConfig(name=family, source="hf", **tiny)
+    cfg = dataclasses.replace(
+        BenchConfig(), model=model, mode="generate", batch_size=3, prompt_len=7, new_tokens=6,
+        device="cpu", telemetry=dataclasses.replace(BenchConfig().telemetry, enabled=False),
+    )  # fmt: skip
+    data = synthetic_sequences(cfg)
+    reference = torch_adapter.Adapter().prepare(cfg, data).model.lm
+    reference.save_pretrained(str(tmp_path), safe_serialization=True)
+    adapter = tf_adapter.Adapter()
+    adapter.configure(cfg, 1)
+    session = adapter.prepare(cfg, data)
+    loaded = keras_hub.models.Backbone.from_preset(str(tmp_path), dtype="float32")
+    session.model.lm.backbone.set_weights(loaded.get_weights())
+    assert session.num_parameters == sum(p.numel() for p in reference.parameters())
+    generate.generation(session, cfg.new_tokens, events=False)
+    ours = session.generated()
+    prompt = torch.from_numpy(np.asarray(session._prompt))
+    with torch.no_grad():
+        theirs = reference.generate(
+            prompt, attention_mask=torch.ones_like(prompt), do_sample=False,
+            max_new_tokens=6, min_new_tokens=6, use_cache=True, pad_token_id=0,
+            eos_token_id=None,
+        )  # fmt: skip
+    np.testing.assert_array_equal(ours, theirs[:, 7:].numpy())
