@@ -1,6 +1,6 @@
 """Every check a trial's config must pass before a sweep starts, in one place.
 
-:func:`validate` gathers the config's own rules (:func:`bench.core.config.check`), each family's
+:func:`validate` gathers the config's own rules (:func:`bench.core.rules.check`), each family's
 (data sets, models, frameworks, strategies, the Docker launcher) and the probes of this
 machine (a visible GPU, the framework's environment, a writable tracking store, the Docker
 engine), and raises one :class:`~bench.core.config.ConfigError` listing every problem, each
@@ -20,11 +20,10 @@ from bench.core.config import (
     BenchConfig,
     ConfigError,
     TrackingConfig,
-    check,
-    choice,
 )
 from bench.core.frameworks import FRAMEWORKS as SPECS
 from bench.core.frameworks import JAX, MXNET
+from bench.core.rules import check, choice
 
 
 def _check_precision(problems: list[str], cfg: BenchConfig) -> None:

@@ -1,22 +1,25 @@
 """Typed configuration: the one boundary where input is checked.
 
 Hydra composes the YAML in ``conf/`` on top of :class:`BenchConfig`, so an unknown key or a
-wrongly typed value is refused at composition.  :func:`check` then checks what types cannot
-(ranges, choices) and names the field of every problem; :func:`bench.checks.preflight.validate`
-adds each family's rules and the machine probes.  This module imports nothing of bench but
-the strategies' typed configs (:mod:`bench.core.strategy_configs`): everything else builds on it.
+wrongly typed value is refused at composition.  :func:`bench.core.rules.check` then checks
+what types cannot (ranges, choices) and names the field of every problem;
+:func:`bench.checks.preflight.validate` adds each family's rules and the machine probes.  Here:
+the schema, each field's part in a configuration's identity (:mod:`bench.core.fields`),
+what a config implies (threads, timeouts), its conversion to and from plain dicts.  This module
+imports nothing of bench but the framework names and the strategies' typed configs
+(:mod:`bench.core.strategy_configs`): everything else builds on it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from bench.core.fields import Uses, keyed
 from bench.core.frameworks import NAMES, TORCH
-from bench.core.strategy_configs import STRATEGY_CHOICES, STRATEGY_CONFIGS, DistributedConfig
+from bench.core.strategy_configs import STRATEGY_CONFIGS, DistributedConfig
 
 FRAMEWORKS = NAMES  # bench.core.frameworks: each one's spec
 # generate: a causal LM's prefill and greedy decoding with its KV cache (bench.trial.generate).
@@ -37,54 +40,6 @@ TIMINGS = ("auto", "step", "events")
 TUNINGS = ("default", "best")
 # oneDNN (MKL-DNN) kernels on the CPU: the framework's own default, or forced on or off.
 ONEDNN = ("auto", "on", "off")
-
-
-@dataclass(frozen=True)
-class Uses:
-    """A key is used only where the (flat) key ``key`` has one of ``values`` (``unless``:
-    none of them); ``model.task`` is the model's task (bench.models), a fact of model.name."""
-
-    key: str
-    values: tuple[str, ...]
-    unless: bool = False
-
-
-@dataclass(frozen=True)
-class Identity:
-    """How a config key takes part in a configuration's identity, the one definition of
-    which runs measure the same thing (:mod:`bench.core.identity` reads it from the field's
-    ``metadata["identity"]``; a sub-config's rules apply to every key inside it).  A key
-    without rules is part of the identity, hashed and logged as a param."""
-
-    # False: says where or how a result is recorded or a sweep runs; never hashed.
-    measured: bool = True
-    # False: not logged as a run param (the whole config is the run's config.json).
-    logged: bool = True
-    # Part of the identity only under steps_per_epoch=auto (the auto window's settings).
-    auto_only: bool = False
-    # Added after runs were logged without it: part of the identity only away from its
-    # default, so every configuration that leaves it alone keeps its hash.
-    new: bool = False
-    # Not logged as a param at its default (a run without it had the default).
-    quiet_default: bool = False
-    # Decides nothing, but was hashed before that was noticed: hashed at its default, so a
-    # run with another value keeps the hash (and the group) of the run it measures the same as.
-    canonical: bool = False
-    # Where this does not hold the key cannot matter: not logged, not part of the identity,
-    # hashed at its default (the hash runs had while they still hashed every key).
-    used: Uses | None = None
-    # A sub-config that was a plain name before it had settings: it hashes as its name alone
-    # while none of its other keys is part of the identity, and those count only away from
-    # their defaults.
-    as_name: bool = False
-
-
-def keyed(default: Any = dataclasses.MISSING, *, factory: Any = None, **rules: Any) -> Any:
-    """A dataclass field with identity rules (:class:`Identity`)."""
-    metadata = {"identity": Identity(**rules)}
-    if factory is not None:
-        return field(default_factory=factory, metadata=metadata)
-    return field(default=default, metadata=metadata)
 
 
 _SEQUENCE_MODEL = Uses("model.task", ("image",), unless=True)  # sizes image models ignore
@@ -403,166 +358,8 @@ def samples_per_step(cfg: BenchConfig) -> int:
     return cfg.batch_size * (cfg.workers if cfg.distributed.per_device else 1)
 
 
-def choice(problems: list[str], name: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        problems.append(f"{name}: {value!r} is not allowed; choose one of {', '.join(allowed)}")
-
-
-def at_least(problems: list[str], name: str, value: float, low: float) -> None:
-    if value < low:
-        problems.append(f"{name}: must be >= {low:g}, got {value:g}")
-
-
-# An image reference as Docker's reference grammar has it ([registry[:port]/]path[:tag]
-# [@digest]), or an image id; anything else (shell characters, spaces) is refused before the
-# engine sees it, which answered such a name with a 53-line traceback.
-_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_IMAGE_REFERENCE = re.compile(
-    rf"(?:[a-zA-Z0-9](?:[a-zA-Z0-9.-]*[a-zA-Z0-9])?(?::[0-9]+)?/)?{_COMPONENT}(?:/{_COMPONENT})*"
-    r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?"
-    r"|(?:sha256:)?[0-9a-f]{12,64}"
-)
-
-
-def _check_images(problems: list[str], d: DockerConfig) -> None:
-    for name in ("image", "base_image"):
-        value = getattr(d, name)
-        if value and not _IMAGE_REFERENCE.fullmatch(value):
-            problems.append(
-                f"launcher.docker.{name}: {value!r} is not an image reference "
-                "([REGISTRY[:PORT]/]NAME[:TAG][@DIGEST], lower-case NAME, or an image id)"
-            )
-
-
-def _check_telemetry(problems: list[str], t: TelemetryConfig) -> None:
-    # Below 10 ms the samples cost more than they tell (NVML itself averages over longer).
-    if not 0.01 <= t.interval_s <= 60:
-        problems.append(
-            f"telemetry.interval_s: must be between 0.01 and 60 seconds, got {t.interval_s:g}"
-        )
-
-
-def check(cfg: BenchConfig) -> list[str]:
-    """The rules of the config's own fields (choices, ranges), each problem naming its
-    field.  The families' rules and the machine probes are
-    :func:`bench.checks.preflight.validate`'s."""
-    problems: list[str] = []
-    choice(problems, "framework", cfg.framework.name, FRAMEWORKS)
-    choice(problems, "data", cfg.data.name, DATASETS)
-    choice(problems, "launcher", cfg.launcher.name, LAUNCHERS)
-    choice(problems, "optimizer.name", cfg.optimizer.name, OPTIMIZERS)
-    choice(problems, "mode", cfg.mode, MODES)
-    choice(problems, "device", cfg.device, DEVICES)
-    choice(problems, "precision", cfg.precision, PRECISIONS)
-    choice(problems, "timing", cfg.timing, TIMINGS)
-    for name in ("batch_size", "epochs", "num_classes", "prompt_len"):
-        at_least(problems, name, getattr(cfg, name), 1)
-    if cfg.new_tokens < 2:
-        problems.append(
-            f"new_tokens: must be >= 2 (the first token comes from the prefill, the decode "
-            f"figures from the others), got {cfg.new_tokens}"
-        )
-    at_least(problems, "data.num_batches", cfg.data.num_batches, 1)
-    at_least(problems, "data.workers", cfg.data.workers, 0)
-    lowest = 1 if cfg.data.name == "synthetic" else 0
-    if cfg.steps_per_epoch != AUTO and cfg.steps_per_epoch < lowest:
-        full = "" if lowest else ", 0 (one full pass over the training set)"
-        problems.append(
-            f"steps_per_epoch: -1 (auto: windows of at least min_window_s){full} or a count "
-            f">= 1; got {cfg.steps_per_epoch}"
-            + (" (a full pass needs a labelled data set)" if cfg.steps_per_epoch == 0 else "")
-        )
-    if cfg.steps_per_epoch == AUTO:
-        if not cfg.min_window_s > 0:
-            problems.append(f"min_window_s: must be > 0 seconds, got {cfg.min_window_s:g}")
-        at_least(problems, "max_steps_per_epoch", cfg.max_steps_per_epoch, AUTO_MIN_STEPS)
-    if cfg.compile and cfg.warmup_steps < 1:
-        problems.append(
-            "warmup_steps: compile=true needs at least 1 warm-up step, so that compilation "
-            "stays out of the timed window"
-        )
-    at_least(problems, "warmup_steps", cfg.warmup_steps, 0)
-    at_least(problems, "threads", cfg.threads, 0)
-    at_least(problems, "inter_threads", cfg.inter_threads, 0)
-    choice(problems, "onednn", cfg.onednn, ONEDNN)
-    choice(problems, "tuning", cfg.tuning.name, TUNINGS)
-    if cfg.tuning.budget_s <= 0:
-        problems.append(f"tuning.budget_s: must be > 0 seconds, got {cfg.tuning.budget_s:g}")
-    for key in cfg.tuning.keys:
-        choice(problems, "tuning.keys", key, TUNABLE)
-    if cfg.tuning.probe_s <= 0:
-        problems.append(f"tuning.probe_s: must be > 0 seconds, got {cfg.tuning.probe_s:g}")
-    if cfg.tuning.name == "best" and cfg.launcher.name == "inline":
-        problems.append(
-            "tuning: best sets threads and oneDNN, which a framework fixes when it is imported; "
-            "launcher=inline runs trials in bench's own process (use launcher=process)"
-        )
-    if cfg.cudnn_benchmark and cfg.framework.name != TORCH:
-        problems.append(
-            f"cudnn_benchmark: only torch has this setting (framework={cfg.framework.name}: "
-            "TensorFlow autotunes cuDNN by default); leave it false"
-        )
-    if cfg.channels_last and cfg.framework.name != TORCH:
-        problems.append(
-            f"channels_last: only torch has a memory-format setting (framework="
-            f"{cfg.framework.name}: TensorFlow's models are channels-last already, MXNet's "
-            "Gluon convolutions here are channels-first only); leave it false"
-        )
-    at_least(problems, "seed", cfg.seed, 0)
-    _check_repeats(problems, cfg)
-    at_least(problems, "repeat", cfg.repeat, 0)
-    at_least(problems, "launcher.kill_grace_s", cfg.launcher.kill_grace_s, 0)
-    at_least(problems, "launcher.memory_limit_mb", cfg.launcher.memory_limit_mb, 0)
-    at_least(problems, "optimizer.momentum", cfg.optimizer.momentum, 0)
-    at_least(problems, "optimizer.weight_decay", cfg.optimizer.weight_decay, 0)
-    if cfg.optimizer.lr <= 0:
-        problems.append(f"optimizer.lr: must be > 0, got {cfg.optimizer.lr:g}")
-    if cfg.timeout_s <= 0:
-        problems.append(f"timeout_s: must be > 0 seconds, got {cfg.timeout_s:g}")
-    for key, value in cfg.distributed.settings().items():
-        if key in STRATEGY_CHOICES:
-            choice(problems, f"distributed.{key}", value, STRATEGY_CHOICES[key])
-    _check_telemetry(problems, cfg.telemetry)
-    if not cfg.tracking.experiment.strip():
-        problems.append("tracking.experiment: must be a non-empty name")
-    # Sizes of the sequence models: image models do not use them, but a size below 1 is
-    # a mistake whatever the model.
-    for key in ("seq_len", "vocab_size", "layers", "hidden", "heads", "intermediate"):
-        at_least(problems, f"model.{key}", getattr(cfg.model, key), 1)
-    at_least(problems, "model.max_positions", cfg.model.max_positions, 1)
-    at_least(problems, "model.freq_bins", cfg.model.freq_bins, 1)
-    # launcher=docker's own settings, checked whichever launcher runs (a typo is a typo).
-    choice(problems, "launcher.docker.variant", cfg.launcher.docker.variant, DOCKER_VARIANTS)
-    _check_images(problems, cfg.launcher.docker)
-    if cfg.launcher.docker.heartbeat_timeout_s <= 0:
-        problems.append(
-            "launcher.docker.heartbeat_timeout_s: must be > 0 seconds, got "
-            f"{cfg.launcher.docker.heartbeat_timeout_s:g}"
-        )
-    return problems
-
-
 def auto_repeats(cfg: BenchConfig) -> bool:
     return isinstance(cfg.repeats, str) and cfg.repeats.strip().lower() == "auto"
-
-
-def _check_repeats(problems: list[str], cfg: BenchConfig) -> None:
-    if cfg.max_repeats < 2:
-        problems.append(
-            f"max_repeats: repeats=auto needs at least 2 rounds to compare, got {cfg.max_repeats}"
-        )
-    whole = isinstance(cfg.repeats, int) and not isinstance(cfg.repeats, bool)
-    if not auto_repeats(cfg) and (not whole or cfg.repeats < 1):
-        problems.append(f"repeats: an integer >= 1 or auto; got {cfg.repeats!r}")
-    if cfg.repeats_budget_s < 0:
-        problems.append(
-            f"repeats_budget_s: >= 0 seconds (0: no budget), got {cfg.repeats_budget_s:g}"
-        )
-    if not 0 < cfg.equivalence_margin < 0.5:
-        problems.append(
-            f"equivalence_margin: a fraction in (0, 0.5), e.g. 0.02 for ±2%; got "
-            f"{cfg.equivalence_margin:g}"
-        )
 
 
 def to_dict(cfg: BenchConfig) -> dict[str, Any]:

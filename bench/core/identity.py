@@ -1,6 +1,6 @@
 """A configuration's identity: the one definition of which runs measure the same thing.
 
-The typed config says, field by field, how each key takes part (:class:`bench.core.config.Identity`
+The typed config says, field by field, how each key takes part (:class:`bench.core.fields.Identity`
 in the field's metadata); this module reads those rules and nothing else decides it.  From
 the identity come:
 
@@ -27,7 +27,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bench.core.config import AUTO, BenchConfig, Identity, Uses, flatten, to_dict
+from bench.core.config import AUTO, BenchConfig, flatten, to_dict
+from bench.core.fields import Identity, Uses
 from bench.core.strategy_configs import STRATEGY_CONFIGS, DistributedConfig
 from bench.core.zoo import task_of
 

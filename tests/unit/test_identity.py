@@ -10,7 +10,8 @@ import dataclasses
 import random
 from typing import Any
 
-from bench.core.config import BenchConfig, Identity, flatten, to_dict
+from bench.core.config import BenchConfig, flatten, to_dict
+from bench.core.fields import Identity
 from bench.core.identity import config_hash, identity, logged_params
 from bench.core.strategy_configs import STRATEGY_CONFIGS
 from bench.report.trials import to_trial

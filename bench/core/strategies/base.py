@@ -49,7 +49,7 @@ class DistributedConfig:
     multi_node: ClassVar[bool] = False
     per_device: ClassVar[bool] = False  # the workers are devices of one process
     kvstore: ClassVar[str] = ""  # the MXNet kvstore type it trains through ("": none)
-    # Each of its settings' allowed values (bench.core.config.check checks them).
+    # Each of its settings' allowed values (bench.core.rules.check checks them).
     choices: ClassVar[dict[str, tuple[str, ...]]] = {}
 
     def settings(self) -> dict[str, Any]:
