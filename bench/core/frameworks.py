@@ -147,10 +147,12 @@ FRAMEWORKS: dict[str, FrameworkSpec] = {
             build_file="version.py",
             build_fields={"_version": "version"},
             tag="jax_version",
+            # JAX has no official CUDA image: its cuda variant takes the CUDA libraries from
+            # pip (jax[cuda12]) on the official Python image, as its cpu variant does jaxlib.
+            cuda_image="python:3.11-slim-bookworm",
             gpu_fix="install jax's CUDA plugin (jax[cuda12])",
             colour="#8e44ad",
             inline=False,
-            image=False,
         ),
     )
 }

@@ -91,7 +91,6 @@ def cases() -> list[tuple[list[str], str]]:
         (["framework=mxnet", "precision=bf16"], "precision"),
         # jax sets Keras' backend before Keras loads: a process of its own (issue 35).
         (["framework=jax", "launcher=inline"], "launcher: inline"),
-        (["framework=jax", "launcher=docker"], "launcher: framework=jax"),
         (["framework=jax", "profile=true"], "profile"),
         (["framework=jax", "model=transformer"], "model: framework=jax"),
         # model.source=flax: the zoo's Flax NNX models, for framework=jax only (issue 35).

@@ -16,6 +16,7 @@ import yaml
 from bench import images
 from bench.checks.preflight import validate
 from bench.core.config import BenchConfig, ConfigError
+from bench.core.frameworks import WITH_IMAGE
 from bench.envs import environments
 from bench.launchers import docker as launcher
 from bench.launchers import docker_host as host
@@ -218,7 +219,7 @@ def test_image_pins_match_the_host_lock(name: str) -> None:
 
 def test_default_bases_agree_across_dockerfiles_compose_and_bench() -> None:
     compose = yaml.safe_load((REPO / "compose.yaml").read_text())["services"]
-    for name in ("torch", "tf", "mxnet"):
+    for name in WITH_IMAGE:
         dockerfile = (REPO / "docker" / f"{name}.Dockerfile").read_text()
         arg = re.search(r"^ARG BASE_IMAGE=(\S+)$", dockerfile, re.M)
         assert arg is not None
