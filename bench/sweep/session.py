@@ -47,6 +47,8 @@ class Row:
     samples_per_s: float | None
     seconds: float
     run_id: str = ""
+    # mode=generate: its own figures in a few words (time to first token, decode rate)
+    detail: str = ""
 
 
 class TrialStopped(KeyboardInterrupt):
@@ -142,6 +144,7 @@ class Progress:
 
     def end(self, row: Row, note: str = "") -> None:
         rate = f"{row.samples_per_s:,.1f} samples/s" if row.samples_per_s else "-"
+        rate += f"  [{row.detail}]" if row.detail else ""
         line = f"{self.prefix}  {row.status}  {rate}  ({row.seconds:.1f} s)"
         self._write(
             f"\r{line}\x1b[K" if self.tty else f"  -> {row.status}  {rate}  ({row.seconds:.1f} s)"
@@ -174,8 +177,21 @@ def _before_epochs(cfg: BenchConfig) -> str:
     return ""
 
 
+def generation_detail(summary: dict[str, float]) -> str:
+    """A mode=generate trial's figures for the summary table ('' for the other modes; its
+    samples/s are generated tokens/s, prefill included)."""
+    if "decode_tokens_per_s" not in summary:
+        return ""
+    return (
+        f"TTFT {summary['time_to_first_token_ms']:,.1f} ms, "
+        f"TPOT p50 {summary['time_per_output_token_p50_ms']:,.1f} ms, "
+        f"decode {summary['decode_tokens_per_s']:,.1f} tok/s"
+    )
+
+
 def format_table(rows: list[Row]) -> str:
-    header = ("#", "trial", "status", "samples/s", "time_s", "run")
+    header: tuple[str, ...] = ("#", "trial", "status", "samples/s", "time_s", "run")
+    detail = any(row.detail for row in rows)  # mode=generate: a column of its own
     body = [
         (
             str(i),
@@ -184,10 +200,11 @@ def format_table(rows: list[Row]) -> str:
             f"{row.samples_per_s:,.1f}" if row.samples_per_s else "-",
             f"{row.seconds:.1f}",
             row.run_id[:8],
+            *([row.detail or "-"] if detail else []),
         )
         for i, row in enumerate(rows, 1)
     ]
-    return text_table(header, body)
+    return text_table((*header, "generation") if detail else header, body)
 
 
 @dataclass
@@ -398,7 +415,14 @@ class Sweep:
             run.finish(result, taken.files + (extra or []))
         result.marks["logged"] = time.time()
         rate = result.summary.get("trial_samples_per_s")
-        row = Row(label, result.status, rate, time.time() - started, getattr(run, "run_id", ""))
+        row = Row(
+            label,
+            result.status,
+            rate,
+            time.time() - started,
+            getattr(run, "run_id", ""),
+            generation_detail(result.summary),
+        )
         last = result.error.strip().splitlines()[-1] if result.error.strip() else ""
         progress.end(row, last[:300] if result.status != OK else "")
         return row
