@@ -120,8 +120,8 @@ def _check_jax(problems: list[str], cfg: BenchConfig) -> None:
 
 
 def _check_generate(problems: list[str], cfg: BenchConfig) -> None:
-    """mode=generate: a causal LM of model=hf under torch, undistributed, prompt and new
-    tokens within its positions (bench.trial.generate)."""
+    """mode=generate: a causal LM of model=hf under torch or tf, undistributed, prompt and
+    new tokens within its positions (bench.trial.generate)."""
     from bench.models import task
 
     kind = task(cfg.model)
@@ -132,10 +132,10 @@ def _check_generate(problems: list[str], cfg: BenchConfig) -> None:
             f"{cfg.model.name} is {what}"
         )
         return
-    if cfg.framework.name != "torch":
+    if cfg.framework.name not in ("torch", "tf"):  # transformers' and keras-hub's cached forward
         problems.append(
-            f"mode: generate is wired for framework=torch; framework={cfg.framework.name} "
-            f"has no generation loop for {cfg.model.name} yet"
+            f"mode: generate is wired for framework=torch and tf; framework="
+            f"{cfg.framework.name} has no generation loop for {cfg.model.name}"
         )
     if cfg.prompt_len + cfg.new_tokens > cfg.model.max_positions:
         problems.append(

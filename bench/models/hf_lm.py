@@ -148,10 +148,13 @@ def _special_ids(config: Any, vocab_size: int) -> None:
 
 
 def known_fields(config: Any) -> set[str]:
-    """The fields a config class has: its defaults' keys, its constructor's parameters and
-    the aliases of its attribute_map."""
+    """The fields a config class has: its defaults' keys, its constructor's parameters, the
+    aliases of its attribute_map and the RoPE fields it takes at the top level."""
     known = set(config.to_dict()) | set(getattr(config, "attribute_map", {}))
     known |= {p for p in inspect.signature(type(config).__init__).parameters if p != "self"}
+    rope = getattr(config, "rope_parameters", None)
+    if isinstance(rope, dict):  # transformers 5 folds rope_theta (and rope_scaling) into it
+        known |= set(rope) | {"rope_scaling"}
     return known - {"kwargs", "args", "_name_or_path", "transformers_version"}
 
 

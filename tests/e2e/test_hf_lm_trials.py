@@ -1,0 +1,41 @@
+"""A Hugging Face causal LM through ``python -m bench`` (model=hf): a generate trial and a
+training trial of a tiny llama in one sweep, tracked in MLflow with generation's figures."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import TINY
+
+pytestmark = pytest.mark.e2e
+
+HF_TINY = [
+    "model=hf", "model.name=llama", "model.seq_len=16", "model.vocab_size=128",
+    "model.hidden=32", "model.layers=2", "model.heads=2", "model.intermediate=64",
+    "model.config.num_key_value_heads=1",
+]  # fmt: skip
+GENERATION = [
+    "time_to_first_token_ms", "time_per_output_token_p50_ms", "time_per_output_token_p90_ms",
+    "decode_tokens_per_s", "prefill_tokens_per_s", "peak_host_rss_mb",
+]  # fmt: skip
+
+
+def test_llama_generates_and_trains_through_the_cli(bench) -> None:  # noqa: ANN001
+    result = bench.run("-m", "mode=generate,train", *HF_TINY, "prompt_len=8", "new_tokens=5", *TINY)
+    assert result.returncode == 0, result.output
+    children = {c.data.params["mode"]: c for c in bench.children()}
+    assert sorted(children) == ["generate", "train"]
+    for child in children.values():
+        assert child.data.tags["bench.status"] == "ok", child.data.tags.get("bench.error")
+        assert child.data.tags["bench.model"] == "llama"
+        params = child.data.params
+        assert (params["model.source"], params["model.hidden"]) == ("hf", "32")
+        assert params["model.config.num_key_value_heads"] == "1"
+        assert int(params["num_parameters"]) > 0
+        assert child.data.metrics["flops_per_sample"] > 0
+    gen = children["generate"]
+    assert (gen.data.params["prompt_len"], gen.data.params["new_tokens"]) == ("8", "5")
+    for name in GENERATION:
+        assert gen.data.metrics[name] > 0, name
+    assert "prompt_len" not in children["train"].data.params
+    assert children["train"].data.metrics["final_loss"] > 0
