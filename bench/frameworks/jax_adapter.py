@@ -152,7 +152,9 @@ class _FlaxModel:
     def forward(self, trainable: Any, non_trainable: Any, x: Any, training: bool) -> Any:
         nnx = self._nnx
         graph = self._train_graph if training else self._eval_graph
-        model = nnx.merge(graph, trainable, non_trainable)
+        # copy: Variables of their own, made at this trace's level (inside the gradient's),
+        # which BatchNorm's update may mutate; the state's own are the jitted step's inputs.
+        model = nnx.merge(graph, trainable, non_trainable, copy=True)
         logits = model(x)
         return logits, nnx.state(model, nnx.Not(nnx.Param))
 

@@ -61,8 +61,10 @@ def adam(lr: float, beta1: float = BETA1, beta2: float = BETA2, eps: float = EPS
     import jax.numpy as jnp
 
     def init(params: Any) -> Any:
-        zeros = jax.tree.map(jnp.zeros_like, params)
-        return {"step": jnp.zeros((), jnp.int32), "m": zeros, "v": zeros}
+        # Two trees of their own: the step donates its state, and a buffer donated twice
+        # (m and v the same zeros) is refused.
+        m, v = (jax.tree.map(jnp.zeros_like, params) for _ in range(2))
+        return {"step": jnp.zeros((), jnp.int32), "m": m, "v": v}
 
     def update(state: Any, grads: Any, params: Any) -> tuple[Any, Any]:
         step = state["step"] + 1

@@ -26,7 +26,7 @@ SCRIPT = textwrap.dedent(
 
     cfg = BenchConfig(
         framework=FrameworkConfig(name="jax"),
-        model=ModelConfig(name="lenet5", source=sys.argv[3]),
+        model=ModelConfig(name=sys.argv[4], source=sys.argv[3]),
         mode=sys.argv[1], batch_size=8, image_size=32, data=DataConfig(num_batches=2),
         optimizer=OptimizerConfig(name=sys.argv[2], lr=0.01, momentum=0.9, weight_decay=1e-4),
     )
@@ -51,9 +51,9 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def run(mode: str, optimizer: str = "sgd", source: str = "bench") -> dict:
+def run(mode: str, optimizer: str = "sgd", source: str = "bench", model: str = "lenet5") -> dict:
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, mode, optimizer, source],
+        [sys.executable, "-c", SCRIPT, mode, optimizer, source, model],
         capture_output=True,
         text=True,
         timeout=300,
@@ -85,6 +85,15 @@ def test_lenet5_trains_on_jax_and_its_loss_falls(optimizer: str, source: str) ->
 def test_inference_on_jax_has_no_loss(source: str) -> None:
     out = run("infer", source=source)
     assert out["losses"] == [None] * 8 and out["finite"]
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_resnet18_trains_as_a_flax_model(optimizer: str) -> None:
+    """BatchNorm's running statistics, mutated inside the jitted gradient (the merged
+    model's Variables its own copies), and Adam's two state trees, each donated."""
+    out = run("train", optimizer, "flax", "resnet18")
+    assert all(loss is not None and loss == loss for loss in out["losses"]), out["losses"]
+    assert out["finite"] and out["params"] == 11_181_642  # torch's resnet18, 10 classes
 
 
 def test_xla_flags_set_the_threads_and_keep_the_rest() -> None:

@@ -52,3 +52,15 @@ def test_a_wrong_learning_rate_is_caught() -> None:
     """The comparison can fail: 0.9x the learning rate is far outside its tolerance."""
     with pytest.raises(AssertionError):
         _trajectories(lambda p: torch.optim.Adam(p, lr=0.01), jax_optim.adam(0.009))
+
+
+@pytest.mark.parametrize("make", [lambda: jax_optim.sgd(0.1, 0.9), lambda: jax_optim.adam(0.01)])
+def test_the_state_can_be_donated(make: object) -> None:
+    """The jitted step donates the optimizer's state: no buffer may appear in it twice."""
+    ours = make()  # type: ignore[operator]
+    params = {"w": jax.numpy.ones((4, 3)), "b": jax.numpy.zeros(3)}
+    grads = {k: jax.numpy.full(v.shape, 0.5) for k, v in params.items()}
+    step = jax.jit(ours.update, donate_argnums=(0, 2))
+    params, state = step(ours.init(params), grads, params)
+    params, state = step(state, grads, params)
+    assert np.isfinite(np.asarray(params["w"])).all()
