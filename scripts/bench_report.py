@@ -223,6 +223,9 @@ uri, sweep, out, reader = sys.argv[1:5]
 EXPERIMENT = sys.argv[6]
 kwargs = {"reader": reader} if reader != "-" else {}
 t1 = time.perf_counter()
+import bench.report as _report
+if hasattr(_report, "warm_imports"):  # as `bench report` does (older checkouts: not there)
+    _report.warm_imports()
 runs = tracking.load_runs(uri, sweep=sweep, history_keys=HISTORY_KEYS, **kwargs)
 t2 = time.perf_counter()
 report = build(runs)

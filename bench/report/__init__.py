@@ -142,6 +142,30 @@ def _verdicts_of(ctx: Context) -> list[tuple[str, str, stats.Verdict]]:
     return ctx.verdicts
 
 
+# What the build imports that the read does not: scipy's statistics and matplotlib's Agg
+# canvas (2-3 s on a 2-core machine).  ``warm_imports`` loads them in a background thread
+# while the runs are read, which over HTTP is mostly waiting on the server.
+_BUILD_MODULES = ("scipy.stats", "matplotlib.figure", "matplotlib.backends.backend_agg")
+
+
+def warm_imports() -> None:
+    """Import the build's heavy modules in a daemon thread; the build imports them again as
+    usual (at once if the thread got there first, waiting on the module's import lock if it
+    is still importing one).  A module that fails here fails again, with its error, where
+    the build imports it."""
+    import importlib
+    import threading
+
+    def load() -> None:
+        for name in _BUILD_MODULES:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - said where the build imports it
+                return
+
+    threading.Thread(target=load, name="bench-report-imports", daemon=True).start()
+
+
 def build(
     runs: RunSet,
     title: str = "",

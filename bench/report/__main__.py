@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from bench import tracking
-from bench.report import HISTORY_KEYS, baseline, build, claims, write
+from bench.report import HISTORY_KEYS, baseline, build, claims, warm_imports, write
 from bench.report.trials import REPORT_TAGS, to_trial
 
 
@@ -93,6 +93,7 @@ def _main(argv: list[str] | None = None) -> int:
     if problem:
         print(f"bench.report: {problem}", file=sys.stderr)
         return 2
+    warm_imports()  # while the runs are read
     try:
         runs = tracking.load_runs(
             args.uri,
