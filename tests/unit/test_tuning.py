@@ -19,12 +19,12 @@ from bench.core.config import (
     FrameworkConfig,
     ModelConfig,
     TuningConfig,
-    check,
     flatten,
     to_dict,
 )
 from bench.core.identity import config_hash, identity
 from bench.core.result import OK, EpochRecord, TrialResult
+from bench.core.rules import check
 from bench.frameworks import spaces
 from bench.parity import at_best
 from bench.parity import side as sides
