@@ -22,7 +22,7 @@ from bench.core.config import (
     TrackingConfig,
 )
 from bench.core.frameworks import FRAMEWORKS as SPECS
-from bench.core.frameworks import JAX, MXNET
+from bench.core.frameworks import JAX, MXNET, TF, TORCH
 from bench.core.rules import check, choice
 
 
@@ -132,7 +132,7 @@ def _check_generate(problems: list[str], cfg: BenchConfig) -> None:
             f"{cfg.model.name} is {what}"
         )
         return
-    if cfg.framework.name not in ("torch", "tf"):  # transformers' and keras-hub's cached forward
+    if cfg.framework.name not in (TORCH, TF):  # transformers' and keras-hub's cached forward
         problems.append(
             f"mode: generate is wired for framework=torch and tf; framework="
             f"{cfg.framework.name} has no generation loop for {cfg.model.name}"

@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.core.frameworks import TF, TORCH
+
 # float32 logits of a random-initialised LM agree to ~3e-7 of their size (summation order);
 # 1% more in one query projection moves them ~1e-4 of their size (attention at random
 # initialisation is nearly uniform, so a query's scale shows little).
@@ -139,7 +141,7 @@ def check_lm(
     with torch.no_grad():  # weights float16 can hold: see _FLOAT16
         for parameter in reference.parameters():
             parameter.copy_(parameter.half().float())
-    out.num_parameters["torch"] = int(sum(p.numel() for p in reference.parameters()))
+    out.num_parameters[TORCH] = int(sum(p.numel() for p in reference.parameters()))
     vocab = int(reference.config.vocab_size)
     tokens = np.random.default_rng(seed).integers(0, vocab, size=(batch, seq_len))
     with torch.no_grad():
@@ -155,7 +157,7 @@ def check_lm(
         backbone, preprocessor=None
     )
     model = keras_hub_lm.token_model(lm)
-    out.num_parameters["tf"] = keras_hub_lm.count_parameters(model)
+    out.num_parameters[TF] = keras_hub_lm.count_parameters(model)
     if perturb:
         kernel = _first_query_kernel(backbone)
         kernel.assign(kernel.numpy() * (1.0 + perturb))
