@@ -26,6 +26,7 @@ YOUR_MODEL = {
     ("model", "py"): ["model.builder=examples.custom_cnn:build"],
     ("model", "keras"): ["model.name=MobileNetV3Small", "framework=tf"],
     ("model", "torchvision"): ["model.name=resnet18"],
+    ("model", "hf"): ["model.name=gpt2"],
 }
 
 
