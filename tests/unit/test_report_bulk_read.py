@@ -138,6 +138,7 @@ def test_bulk_and_client_build_the_same_report(store: tuple[str, str]) -> None:
         "Version against version", "Inference time against batch size",
         "Power and energy against batch size", "Time breakdown", "Distributed training",
         "Time per epoch and GPU utilization", "Out-of-memory frontier", "Test accuracy per epoch",
+        "Other compared pairs",
     ]  # fmt: skip
     assert sum(len(rows) for *_, rows in _cells(a)) > 100
 
