@@ -30,7 +30,9 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
+
+from bench.models.hf_lm import LMConfig  # the fields both sides read (model=hf)
 
 EXTRA = "keras-hub"  # pyproject.toml's extra: keras-hub and tensorflow-text
 
@@ -232,20 +234,6 @@ FAMILIES: dict[str, Family] = {
         ),
     )
 }  # fmt: skip
-
-
-class LMConfig(Protocol):
-    """What this module reads of a :class:`bench.core.config.ModelConfig` (model=hf): its
-    family and what :func:`bench.models.hf_lm.config_fields` reads."""
-
-    name: str
-    vocab_size: int
-    hidden: int
-    layers: int
-    heads: int
-    intermediate: int
-    max_positions: int
-    config: dict[str, Any]
 
 
 class ConfigProblem(ValueError):
