@@ -150,6 +150,16 @@ def run_cli(args: list[str], root: Path, monkeypatch: pytest.MonkeyPatch) -> int
     return int(done.value.code or 0)
 
 
+def refused(args: list[str], root: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> str:
+    """What the CLI said on stderr for ``args``, asserting it exited 2 before any store
+    (and so any run) was made."""
+    code = run_cli(args, root, monkeypatch)
+    err = str(capsys.readouterr().err)
+    assert code == 2, err
+    assert not (root / "mlflow.db").exists(), "no store (and so no run) may be made"
+    return err
+
+
 @pytest.mark.parametrize(("args", "field"), CASES, ids=[" ".join(a) for a, _ in CASES])
 def test_bad_input_is_refused_naming_its_field(
     args: list[str], field: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
