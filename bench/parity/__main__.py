@@ -134,10 +134,7 @@ def lm_main(args: argparse.Namespace) -> int:
     if args.tolerance is not None and not (args.tolerance > 0):
         found.append(f"--tolerance: above 0, got {args.tolerance}")
     if found:
-        print("bench.parity: bad input; nothing was run:", file=sys.stderr)
-        for problem in found:
-            print(f"  {problem}", file=sys.stderr)
-        return 2
+        return _refuse(found)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     from bench.parity import lm
@@ -259,16 +256,21 @@ def _make_environment(framework: str) -> str:
     return "" if done.returncode == 0 else f"{framework}: `bench setup {framework}` failed"
 
 
+def _refuse(found: list[str]) -> int:
+    """Say every problem of the command line, nothing having run: exit status 2."""
+    print("bench.parity: bad input; nothing was run:", file=sys.stderr)
+    for problem in found:
+        print(f"  {problem}", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.lm:
         return lm_main(args)
     found = problems(args)
     if found:
-        print("bench.parity: bad input; nothing was run:", file=sys.stderr)
-        for problem in found:
-            print(f"  {problem}", file=sys.stderr)
-        return 2
+        return _refuse(found)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     from bench.parity import check, side, strategy
 
