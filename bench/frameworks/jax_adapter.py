@@ -18,8 +18,9 @@ Threads: XLA's CPU client takes its intra-op threads from ``XLA_FLAGS``
 (``intra_op_parallelism_threads``, Eigen's multi-threading off for one thread), set by
 :func:`bench.frameworks.before_import` before JAX loads.  JAX has no inter-op setting: XLA
 runs one compiled program's operations itself, so ``inter_threads`` has no effect here.
-Out of memory is XLA's allocator's ``RESOURCE_EXHAUSTED``.  Not yet: sequence models,
-fp16 (loss scaling), a FLOP count, a profiler.
+Out of memory is XLA's allocator's ``RESOURCE_EXHAUSTED``.  FLOPs: the zoo's count
+(contractions only) on the traced forward (:func:`bench.models.flops.jax_forward_flops`).
+Not yet: sequence models, fp16 (loss scaling).
 """
 
 from __future__ import annotations
@@ -327,7 +328,17 @@ class JaxSession:
         return None if peak is None else float(peak) / 2**20
 
     def forward_flops_per_sample(self) -> float | None:
-        return None  # the zoo's way (contractions only) is not wired for JAX yet
+        """The zoo's way (contractions only, :func:`bench.models.flops.jax_forward_flops`):
+        the inference forward of one sample traced to a jaxpr; nothing runs."""
+        from bench.models import flops
+
+        net, size = self.net, self._cfg.image_size
+        x = jnp.zeros((1, size, size, 3), jnp.float32)
+        with jax.default_device(self.jax_device):
+            count = flops.jax_forward_flops(
+                lambda t, n, x: net.forward(t, n, x, False)[0], net.trainable, net.non_trainable, x
+            )
+        return None if count is None else float(count)
 
 
 def _seed(seed: int) -> None:

@@ -17,6 +17,14 @@ count the same thing: the multiply-accumulates of contractions, at 2 FLOPs each.
   inferred for one sample, and its ``Convolution`` (2 x output elements x the weight's
   in-channels-per-group x kernel window) and ``FullyConnected`` (2 x output elements x input
   features) nodes are counted, the same arithmetic as the other two.
+- JAX (the Keras models on Keras' JAX backend, and the Flax NNX models): the inference
+  forward of one sample is traced to a jaxpr (``jax.make_jaxpr``, nothing runs) and its
+  ``conv_general_dilated`` (2 x output elements x the kernel's in-features per group x
+  kernel window) and ``dot_general`` (2 x output elements x the contracted dimensions)
+  equations are counted, nested jaxprs (``jit``, custom derivatives) included and a
+  ``scan``'s body times its length.  XLA's own cost analysis is not used: it also counts
+  element-wise work (activations, normalization, additions), which the zoo's count leaves
+  out.  A jaxpr with a ``while`` or ``cond`` gets no count (None), as TF's control flow.
 
 Not counted, in any of them: bias additions, normalization, activations, pooling, element-wise
 products (squeeze-excitation gates, residual additions) and softmax -- a few percent of the
@@ -177,6 +185,50 @@ def mxnet_flops_per_sample(model: Any, image_size: int) -> int:
         weight = shape_of(nodes[node["inputs"][1][0]])  # (out, in/groups, kh, kw) / (out, in)
         total += 2 * math.prod(shape_of(node)) * math.prod(weight[1:])
     return total
+
+
+# jaxpr primitives whose work depends on values a static count cannot see.
+_JAX_OPAQUE = {"while", "cond"}
+
+
+def _jaxpr_flops(jaxpr: Any) -> int | None:
+    """Contraction FLOPs of a (open) jaxpr and the jaxprs nested in its equations."""
+    total = 0
+    for eqn in jaxpr.eqns:
+        name = eqn.primitive.name
+        if name in _JAX_OPAQUE:
+            return None
+        if name == "conv_general_dilated":
+            rhs = eqn.invars[1].aval.shape
+            out_features = rhs[eqn.params["dimension_numbers"].rhs_spec[0]]
+            # the kernel's in-features per group times its window, per output element
+            per_output = math.prod(rhs) // out_features
+            total += 2 * math.prod(eqn.outvars[0].aval.shape) * per_output
+            continue
+        if name == "dot_general":
+            (contracting, _), _ = eqn.params["dimension_numbers"]
+            lhs = eqn.invars[0].aval.shape
+            inner = math.prod(lhs[d] for d in contracting)
+            total += 2 * math.prod(eqn.outvars[0].aval.shape) * inner
+            continue
+        repeat = int(eqn.params["length"]) if name == "scan" else 1
+        for value in eqn.params.values():
+            for sub in value if isinstance(value, tuple | list) else (value,):
+                inner_jaxpr = getattr(sub, "jaxpr", sub)  # a ClosedJaxpr's own jaxpr
+                if hasattr(inner_jaxpr, "eqns"):
+                    count = _jaxpr_flops(inner_jaxpr)
+                    if count is None:
+                        return None
+                    total += repeat * count
+    return total
+
+
+def jax_forward_flops(fn: Any, *args: Any) -> int | None:
+    """FLOPs of the JAX function ``fn(*args)``, traced (not run) to a jaxpr; None where it
+    has data-dependent control flow (``while``, ``cond``)."""
+    import jax
+
+    return _jaxpr_flops(jax.make_jaxpr(fn)(*args).jaxpr)
 
 
 def flops_per_sample(framework: str, model: Any, image_size: int) -> int | None:
