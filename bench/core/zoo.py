@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,3 +135,23 @@ def task_of(name: str, source: str, declared: str = "") -> str:
         return declared or "image"
     spec = MODELS.get(name)
     return spec.task if spec is not None else ""
+
+
+# The builder keys of model=py, in the order a label names them.
+_BUILDER_KEYS = ("model.builder", "model.torch", "model.tf")
+
+
+def model_label(flat: Mapping[str, Any]) -> str:
+    """A model as the report and the sweep's summary name it, from a flat config or a run's
+    params: ``model.name`` for the zoo's own architecture, ``SOURCE:NAME`` for any other
+    source (``stock:resnet50``, ``torchvision:resnet50``, ``hf:llama``), so that two networks
+    never share one name.  model=py is named by its builders
+    (``py:examples.custom_cnn:build``), or by its own ``model.name`` where one is given."""
+    name = str(flat.get("model.name") or "?")
+    source = str(flat.get("model.source") or "bench")
+    if source == "bench":
+        return name
+    if source == "py" and name == "py":
+        builders = [str(flat[k]) for k in _BUILDER_KEYS if flat.get(k)]
+        name = ",".join(dict.fromkeys(builders)) or name
+    return f"{source}:{name}"

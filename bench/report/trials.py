@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from bench.core.frameworks import TORCH
 from bench.core.identity import identity
+from bench.core.zoo import model_label
 from bench.tracking import RunRecord
 
 # A trial's configuration is its run's identity (bench.core.identity, the one definition the
@@ -18,8 +19,9 @@ from bench.tracking import RunRecord
 # pick, tuned.*, is no part of an identity: torch's best and tf's best are one configuration.)
 _COMPARED = ("repeat",)
 _COMPARED_PREFIXES = ("framework.",)
-# Shown in their own columns or words; any other param that varies joins the label.
-_STANDARD = ("model.name", "mode", "batch_size", "image_size", "device")
+# Shown in their own columns or words; any other param that varies joins the label.  The
+# model's source is part of its name (``hf:llama``, bench.core.zoo.model_label).
+_STANDARD = ("model.name", "model.source", "mode", "batch_size", "image_size", "device")
 # Tags (without "bench.") that describe what a run ran on.
 ENVIRONMENT_TAGS = (
     "parity",  # the verdict of the sweep's training parity check (parity=true)
@@ -134,7 +136,9 @@ def to_trial(record: RunRecord) -> Trial:
     return Trial(
         record=record,
         framework=f"{name}=={version}" if version else name,
-        model=tags.get("bench.model") or params.get("model.name", "?"),
+        model=model_label(
+            {**params, "model.name": tags.get("bench.model") or params.get("model.name")}
+        ),
         mode=tags.get("bench.mode") or params.get("mode", "?"),
         device=device,
         batch_size=int(_float(params.get("batch_size"), 0)),
@@ -177,12 +181,16 @@ class Labeller:
         self.varying = sorted(varying - set(_STANDARD))
 
     def label(self, config: Config, *skip: str) -> str:
-        """e.g. ``resnet50 · batch 32 · 224 px · cuda:0 · precision=bf16``; ``skip`` leaves
-        out fields that a table shows in a column of their own."""
+        """e.g. ``resnet50 · batch 32 · 224 px · cuda:0 · precision=bf16``, or
+        ``hf:llama · ...`` for a model that is not the zoo's; ``skip`` leaves out fields that
+        a table shows in a column of their own (``model.source``: the model's bare name,
+        where the sources are the compared sides)."""
         pairs = dict(config)
         parts = []
         if "model.name" not in skip:
-            parts.append(pairs.get("model.name", "?"))
+            parts.append(
+                pairs.get("model.name", "?") if "model.source" in skip else model_of(config)
+            )
         if self.mode_varies and "mode" not in skip:
             parts.append(pairs.get("mode", "?"))
         if "batch_size" not in skip:
@@ -193,6 +201,12 @@ class Labeller:
             parts.append(pairs.get("device", "?"))
         parts += [f"{k}={pairs[k]}" for k in self.varying if k in pairs and k not in skip]
         return " · ".join(parts)
+
+
+def model_of(config: Config) -> str:
+    """The model of a configuration as the report names it: ``resnet50`` for the zoo's,
+    ``SOURCE:NAME`` for any other source (:func:`bench.core.zoo.model_label`)."""
+    return model_label(dict(config))
 
 
 K = TypeVar("K", bound=Hashable)

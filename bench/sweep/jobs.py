@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from bench.checks.preflight import validate
 from bench.core.config import BenchConfig, ConfigError
+from bench.core.zoo import model_label
 from bench.envs import interpreters
 
 # The job's environment (hydra.job.env_set) that ties it to its sweep's parent run.
@@ -93,12 +94,17 @@ def varying(jobs: Sequence[Sequence[str]]) -> tuple[str, ...]:
 
 
 def trial_label(cfg: BenchConfig, overrides: Sequence[str], keys: Sequence[str]) -> str:
-    """A short name for a trial: framework, model and whatever the sweep varies."""
+    """A short name for a trial: framework, model and whatever the sweep varies.  The model
+    is named as the report names it, with its source where it is not the zoo's
+    (``model=hf:llama``, ``model=stock:resnet50``: :func:`bench.core.zoo.model_label`)."""
     given = pairs(overrides)
     built = cfg.framework.installed.split(" ", 1)[0] or cfg.framework.version
     version = f"=={built}" if built else ""
-    shown = [f"framework={cfg.framework.name}{version}", f"model={cfg.model.name}"]
-    own = ("framework", "model", "model.name", "framework.version")  # shown above
+    m = cfg.model
+    model = model_label({"model.name": m.name, "model.source": m.source, "model.builder": m.builder,
+                         "model.torch": m.torch, "model.tf": m.tf})  # fmt: skip
+    shown = [f"framework={cfg.framework.name}{version}", f"model={model}"]
+    own = ("framework", "model", "model.name", "model.source", "framework.version")  # shown above
     shown += [f"{k}={given[k]}" for k in keys if k in given and k not in own]
     return " ".join(shown)
 

@@ -493,3 +493,30 @@ def test_a_sweeps_context_opens_its_store_once_and_travels_without_it() -> None:
     job = pickle.loads(pickle.dumps(functools.partial(task, context=sent)))
     assert job.func is task and job.keywords["context"].store is None
     assert job.keywords["context"].open_store is tracking.open_store
+
+
+def test_the_summary_names_a_models_source_where_it_is_not_the_zoos(
+    store: FakeStore, hydra_conf: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """Issue 32: model=hf model.name=llama is hf:llama, the zoo's mobilenet_v2 and its stock
+    twin are two rows with two names, in the progress lines and the summary table."""
+    from bench.checks import own_models
+
+    monkeypatch.setattr(own_models, "probe", lambda cfg: {})  # no child process to build it
+    run = ["epochs=2", "steps_per_epoch=2", "warmup_steps=1", "batch_size=4"]
+    code, launched = sweep(
+        store, ["framework=torch", "model=hf,lenet5", *run], tmp_path, monkeypatch
+    )
+    assert code == 0 and len(launched) == 2
+    out = capsys.readouterr()
+    rows = [line.split()[1:4] for line in out.out.splitlines() if " framework=" in line]
+    assert rows == [["framework=torch", "model=hf:llama", "ok"],
+                    ["framework=torch", "model=lenet5", "ok"]]  # fmt: skip
+    assert "[1/2] framework=torch model=hf:llama ..." in out.err  # its progress line
+    args = ["framework=tf", "model=mobilenet_v2", "model.source=bench,stock", *run]
+    code, launched = sweep(store, args, tmp_path, monkeypatch)
+    assert code == 0 and len(launched) == 2
+    out = capsys.readouterr()
+    rows = [line.split()[1:4] for line in out.out.splitlines() if " framework=" in line]
+    assert rows == [["framework=tf", "model=mobilenet_v2", "ok"],
+                    ["framework=tf", "model=stock:mobilenet_v2", "ok"]]  # fmt: skip

@@ -14,6 +14,7 @@ from bench.report.trials import (
     Labeller,
     Trial,
     fmt,
+    model_of,
 )
 
 # Per-epoch metrics whose history the report reads (when a run logged them).
@@ -135,7 +136,7 @@ def sorted_configs(lab: Labeller, configs: Sequence[Config]) -> list[Config]:
     def key(config: Config) -> tuple[str, str, int, int, str]:
         pairs = dict(config)
         return (
-            pairs.get("model.name", ""),
+            model_of(config),
             pairs.get("device", ""),
             int(pairs.get("batch_size", "0") or 0),
             int(pairs.get("image_size", "0") or 0),

@@ -21,6 +21,7 @@ from bench.report.trials import (
     fmt_mean_sd,
     group,
     mean_sd,
+    model_of,
 )
 
 # --- distributed training ---
@@ -209,7 +210,7 @@ def accuracy(ctx: Context) -> Section | None:
     rows = []
     for config in sorted_configs(lab, list(by_config)):
         pairs = dict(config)
-        key = (pairs.get("model.name", "?"), pairs.get("data.name", ""))
+        key = (model_of(config), pairs.get("data.name", ""))
         panel = panels.setdefault(
             key,
             figures.Panel(
