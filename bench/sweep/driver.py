@@ -151,7 +151,7 @@ def run_sweep(
             return ran
 
         if auto:
-            _run_rounds(jobs, first, run_jobs)
+            _run_rounds(jobs, first, run_jobs, rounds.unmeasured([c for _, _, c in composed]))
         else:
             run_jobs(list(range(len(jobs))))
         drift.after()
@@ -226,13 +226,21 @@ def _repeats(value: Any) -> int:
 
 
 def _run_rounds(
-    jobs: list[list[str]], cfg: BenchConfig, run_jobs: Callable[[list[int]], list[Row]]
+    jobs: list[list[str]],
+    cfg: BenchConfig,
+    run_jobs: Callable[[list[int]], list[Row]],
+    unmeasured: frozenset[str] = frozenset(),
 ) -> None:
     """repeats=auto (bench.sweep.rounds): run round after round, each over the
     configurations whose comparisons are not all settled, until none is left, the last
-    round or the budget."""
+    round or the budget.  Overrides of ``unmeasured`` keys (:func:`rounds.unmeasured`) are
+    no part of a configuration: jobs that differ only in them are one, as in the report."""
     started = time.monotonic()
-    configs = list(dict.fromkeys(rounds.config_of(j) for j in jobs))
+
+    def config_of(job: list[str]) -> rounds.Config:
+        return rounds.config_of(job, unmeasured)
+
+    configs = list(dict.fromkeys(config_of(j) for j in jobs))
     pairs = rounds.comparisons(configs, cfg.claims)  # a claim's sides are a comparison too
     by_round: dict[int, list[int]] = {}
     for i, job in enumerate(jobs):
@@ -242,9 +250,9 @@ def _run_rounds(
     last = max(by_round)
     kept: dict[rounds.Comparison, rounds.Status] = {}  # settled is sticky
     for r in sorted(by_round):
-        chosen = [i for i in by_round[r] if rounds.config_of(jobs[i]) in active]
+        chosen = [i for i in by_round[r] if config_of(jobs[i]) in active]
         for i, row in zip(chosen, run_jobs(chosen), strict=True):
-            seen.append((rounds.config_of(jobs[i]), row.status, row.samples_per_s))
+            seen.append((config_of(jobs[i]), row.status, row.samples_per_s))
         done = r + 1
         if done < 2:
             continue

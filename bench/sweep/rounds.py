@@ -15,11 +15,13 @@ rounds left); the others run another round, until ``max_repeats`` rounds or
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from bench.analysis import pairs, sequential, stats
+from bench.core.config import BenchConfig, flatten, to_dict
+from bench.core.identity import identity
 
 # The pairs of configurations that differ in one compared key: the report's rule too.
 NOT_COMPARED = pairs.NOT_COMPARED
@@ -27,9 +29,35 @@ Comparison = pairs.Comparison
 Config = pairs.Config
 
 
-def config_of(job: Sequence[str]) -> Config:
-    """A job's configuration: its overrides without the round's ``repeat=``."""
-    return tuple(o for o in job if not o.startswith("repeat="))
+def config_of(job: Sequence[str], unmeasured: Collection[str] = ()) -> Config:
+    """A job's configuration: its overrides without the round's ``repeat=`` and without those
+    of ``unmeasured`` keys (:func:`unmeasured`)."""
+    return tuple(
+        o for o in job if not o.startswith("repeat=") and _override_key(o) not in unmeasured
+    )
+
+
+def _override_key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def unmeasured(configs: Sequence[BenchConfig]) -> frozenset[str]:
+    """The config keys no configuration of the sweep has in its identity
+    (:func:`bench.core.identity.identity`, the report's grouping): a swept
+    ``launcher.kill_grace_s`` or ``tracking.experiment`` changes nothing a run measures, so
+    the rounds neither compare along it nor split a configuration by it, as the report
+    groups such runs as one configuration.  A group override (``framework=tf``) is the
+    group's ``name``."""
+    measured = {key for cfg in configs for key in identity(cfg)}
+    out: set[str] = set()
+    for cfg in configs:
+        for key in flatten(to_dict(cfg)):
+            if key in measured:
+                continue
+            out.add(key)
+            if key.endswith(".name") and key not in measured:
+                out.add(key.removesuffix(".name"))  # the group override's own key
+    return frozenset(out)
 
 
 def round_of(job: Sequence[str]) -> int:

@@ -9,7 +9,7 @@ import random
 import pytest
 
 from bench.analysis import stats
-from bench.core.config import BenchConfig
+from bench.core.config import BenchConfig, FrameworkConfig, LauncherConfig
 from bench.core.identity import config_hash
 from bench.sweep import driver, rounds
 from bench.sweep.jobs import expand
@@ -235,3 +235,40 @@ def test_a_settled_comparison_stays_settled() -> None:
     assert not fresh.settled  # a fresh look would re-open it
     (again,) = rounds.settle(pair, late, 8, 10, 0.02, kept)
     assert again is first and rounds.still_open([torch, mxnet], [again]) == set()
+
+
+def test_a_key_outside_the_identity_is_neither_compared_nor_a_configuration(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The rounds group jobs as the report groups runs (bench.core.identity): a swept
+    launcher.kill_grace_s changes nothing measured, so its jobs pool into one configuration
+    per framework and the only comparison is torch against tf."""
+    cfgs = [
+        BenchConfig(framework=FrameworkConfig(name=fw), launcher=LauncherConfig(kill_grace_s=g))
+        for fw in ("torch", "tf")
+        for g in (5.0, 10.0)
+    ]
+    dropped = rounds.unmeasured(cfgs)
+    assert "launcher.kill_grace_s" in dropped and "framework" not in dropped
+    assert "framework.name" not in dropped and "batch_size" not in dropped
+    jobs = [
+        [f"framework={fw}", f"launcher.kill_grace_s={g}", f"repeat={r}"]
+        for r in range(3)
+        for fw in ("torch", "tf")
+        for g in (5, 10)
+    ]
+    configs = {rounds.config_of(j, dropped) for j in jobs}
+    assert configs == {("framework=torch",), ("framework=tf",)}
+    found = rounds.comparisons(sorted(configs))
+    assert [c.key for c in found] == ["framework"]
+    # without the identity's rule the grace period would be a comparison of its own
+    assert "launcher.kill_grace_s" in {c.key for c in rounds.comparisons(
+        list(dict.fromkeys(rounds.config_of(j) for j in jobs)))}  # fmt: skip
+    rng = random.Random(0)
+
+    def run_jobs(indices: list[int]) -> list[Row]:
+        rate = {"framework=torch": 100.0, "framework=tf": 50.0}
+        return [Row("x", "ok", rate[jobs[i][0]] * rng.gauss(1.0, 0.01), 1.0) for i in indices]
+
+    driver._run_rounds(jobs, BenchConfig(repeats="auto", max_repeats=3), run_jobs, dropped)
+    assert "2 rounds (every comparison is settled): 1 faster" in capsys.readouterr().err
