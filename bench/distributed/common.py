@@ -127,6 +127,20 @@ class CountedSteps(Wrapped):
         return self._last * samples_per_step / elapsed_s if elapsed_s > 0 else 0.0
 
 
+class Lockstep(CountedSteps):
+    """A one-process session over ``devices`` devices stepping in lockstep (``dp``,
+    ``jax_dp``), ``per_device`` samples each: each device's rate is the process's split
+    evenly, ``worker{i}_samples_per_s``."""
+
+    def __init__(self, inner: Any, devices: int, per_device: int) -> None:
+        super().__init__(inner)
+        self.devices, self.per_device = devices, per_device
+
+    def epoch_extra(self, elapsed_s: float) -> dict[str, float]:
+        rate = self.steps_rate(self.per_device, elapsed_s)
+        return {f"worker{i}_samples_per_s": rate for i in range(self.devices)}
+
+
 def tf_config(cluster: dict[str, list[str]], task: str, index: int) -> str:
     return json.dumps({"cluster": cluster, "task": {"type": task, "index": index}})
 

@@ -37,17 +37,7 @@ class DP(OneProcess):
 
         session = adapter.prepare(cfg, data)
         session.forward = torch.nn.DataParallel(session.model, list(range(cfg.workers)))
-        return _Session(session, cfg.workers, cfg.batch_size // cfg.workers)
-
-
-class _Session(common.CountedSteps):
-    def __init__(self, inner: Any, gpus: int, per_gpu: int) -> None:
-        super().__init__(inner)
-        self.gpus, self.per_gpu = gpus, per_gpu
-
-    def epoch_extra(self, elapsed_s: float) -> dict[str, float]:
-        rate = self.steps_rate(self.per_gpu, elapsed_s)
-        return {f"worker{i}_samples_per_s": rate for i in range(self.gpus)}
+        return common.Lockstep(session, cfg.workers, cfg.batch_size // cfg.workers)
 
 
 STRATEGY = DP()

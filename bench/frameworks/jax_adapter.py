@@ -191,6 +191,10 @@ class JaxSession:
         self.steps_per_pass = 0
         self.source = cfg.model.source
         self._cfg, self._data = cfg, data
+        # distributed=jax_dp's shardings of the state and of each batch (data_parallel).
+        self._replicated: Any = None
+        self._sharded: Any = None
+        self._fixed: list[Batch] | None = None  # synthetic data: the batches cycled through
         keras.mixed_precision.set_global_policy(_POLICIES[cfg.precision])
         with jax.default_device(self.jax_device):
             self.net = _FlaxModel(cfg) if self.source == "flax" else _KerasModel(cfg)
@@ -201,14 +205,14 @@ class JaxSession:
                 self._batches = _labelled(data.train_x, data.train_y, data, cfg, True)
                 self.steps_per_pass = data.steps_per_pass(cfg.batch_size)
             else:  # the TF side's bytes: NHWC
-                batches = [
+                self._fixed = [
                     (
                         jax.device_put(np.ascontiguousarray(x.transpose(0, 2, 3, 1))),
                         jax.device_put(y),
                     )
                     for x, y in zip(data.images, data.labels, strict=True)
                 ]
-                self._batches = itertools.cycle(batches)
+                self._batches = itertools.cycle(self._fixed)
             self._loss_sum = jnp.zeros((), jnp.float32)
             self._loss_steps = 0
             self._out: Any = None
@@ -219,8 +223,16 @@ class JaxSession:
             self._eval_fn = self._make_eval_step()
 
     def _make_train_step(self, cfg: BenchConfig) -> None:
-        net, decay = self.net, cfg.optimizer.weight_decay
-        self._opt_state, update = net.optimizer(cfg)
+        self._opt_state, self._update = self.net.optimizer(cfg)
+        self._jit_train_step(cfg)
+
+    def _jit_train_step(self, cfg: BenchConfig) -> None:
+        """The jitted step; with ``data_parallel``'s shardings as its in/out shardings."""
+        net, decay, update = self.net, cfg.optimizer.weight_decay, self._update
+        shardings: dict[str, Any] = {}
+        if self._replicated is not None:
+            rep, part = self._replicated, self._sharded
+            shardings = {"in_shardings": (rep, rep, rep, rep, part, part), "out_shardings": rep}
 
         def objective(trainable: Any, non_trainable: Any, x: Any, y: Any) -> Any:
             logits, non_trainable = net.forward(trainable, non_trainable, x, True)
@@ -228,7 +240,7 @@ class JaxSession:
 
         grad_fn = jax.value_and_grad(objective, has_aux=True)
 
-        @partial(jax.jit, donate_argnums=(0, 1, 2, 3))
+        @partial(jax.jit, donate_argnums=(0, 1, 2, 3), **shardings)
         def train_step(
             trainable: Any, non_trainable: Any, opt_state: Any, loss_sum: Any, x: Any, y: Any
         ) -> tuple[Any, Any, Any, Any]:
@@ -239,6 +251,40 @@ class JaxSession:
             return trainable, non_trainable, opt_state, loss_sum + loss.astype(jnp.float32)
 
         self._train_step = train_step
+
+    def data_parallel(self, devices: list[Any]) -> None:
+        """Train data-parallel over ``devices`` (``distributed=jax_dp``), before the first
+        step: a one-axis Mesh (``batch``) over them, each batch sharded along it, the state
+        (weights, non-trainable variables, optimizer state, loss sum) replicated on every
+        device, and the same jitted step with these as its in/out shardings, so XLA
+        partitions it and inserts the all-reduces: of the gradients, and of the batch
+        statistics of BatchNorm, which are the global batch's as in the undistributed step."""
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+        if not self.training:
+            raise ValueError("distributed=jax_dp: a training session only")
+        mesh = Mesh(np.array(devices), ("batch",))
+        self._replicated = NamedSharding(mesh, PartitionSpec())
+        self._sharded = NamedSharding(mesh, PartitionSpec("batch"))
+        self._place_state()
+        if self._fixed is not None:
+            self._fixed = [self._place_batch(b) for b in self._fixed]
+            self._batches = itertools.cycle(self._fixed)
+        else:
+            self._batches = map(self._place_batch, self._batches)
+        self._jit_train_step(self._cfg)
+
+    def _place_batch(self, batch: Batch) -> Batch:
+        x, y = batch
+        return jax.device_put(x, self._sharded), jax.device_put(y, self._sharded)
+
+    def _place_state(self) -> None:
+        """The step's state on ``data_parallel``'s devices, replicated (no-op without)."""
+        if self._replicated is None:
+            return
+        net, rep = self.net, self._replicated
+        net.trainable, net.non_trainable = jax.device_put((net.trainable, net.non_trainable), rep)
+        self._opt_state, self._loss_sum = jax.device_put((self._opt_state, self._loss_sum), rep)
 
     def _make_infer_step(self) -> None:
         net = self.net
@@ -294,6 +340,8 @@ class JaxSession:
             return None
         mean = float(self._loss_sum) / self._loss_steps
         self._loss_sum = jnp.zeros((), jnp.float32)
+        if self._replicated is not None:
+            self._loss_sum = jax.device_put(self._loss_sum, self._replicated)
         self._loss_steps = 0
         return mean
 
@@ -317,8 +365,10 @@ class JaxSession:
         self.net.to_model()
 
     def from_model(self) -> None:
-        """Take the model's weights as the step's state: after setting its weights."""
+        """Take the model's weights as the step's state: after setting its weights (placed
+        as ``data_parallel`` placed the state)."""
         self.net.from_model()
+        self._place_state()
 
     def peak_device_memory_mb(self) -> float | None:
         if self.device == "cpu":

@@ -93,6 +93,8 @@ def cases() -> list[tuple[list[str], str]]:
         (["framework=jax", "launcher=inline"], "launcher: inline"),
         (["framework=jax", "profile=true"], "profile"),
         (["framework=jax", "model=transformer"], "model: framework=jax"),
+        (["framework=jax", "distributed=ddp", "workers=2"], "distributed: 'ddp'"),
+        (["framework=torch", "distributed=jax_dp", "workers=2"], "distributed: 'jax_dp'"),
         # model.source=flax: the zoo's Flax NNX models, for framework=jax only (issue 35).
         (["framework=torch", "model=lenet5", "model.source=flax"], "model.source: flax"),
         (["framework=jax", "model=vgg16", "model.source=flax"], "model.source: flax has no"),

@@ -44,6 +44,17 @@ def test_a_torch_strategy_with_tf_lists_the_tf_strategies() -> None:
     ]
 
 
+def test_jax_takes_jax_dp_only_and_jax_dp_takes_jax_only() -> None:
+    """framework=jax with another framework's strategy, and jax_dp with another framework:
+    each refused naming distributed and what is allowed (issue 35)."""
+    (got,) = problems(framework="jax", distributed="ddp", workers=2)
+    assert got.startswith("distributed: 'ddp' ") and got.endswith("choose one of none, jax_dp")
+    (got,) = problems(framework="torch", distributed="jax_dp", workers=2)
+    assert got.startswith("distributed: 'jax_dp' (jax.sharding data parallelism")
+    assert "framework=torch; choose one of none, dp, ddp" in got
+    assert problems(framework="jax", distributed="jax_dp", workers=2) == []
+
+
 def test_unknown_strategy_names_the_allowed_ones() -> None:
     (got,) = problems(distributed="allreduce")
     assert got.startswith("distributed: 'allreduce' is not allowed; choose one of none, dp, ddp")
@@ -136,6 +147,7 @@ def test_the_registry_holds_what_the_parity_check_and_the_batch_rules_read() -> 
         "model_parallel": ("tf",),
         "kvstore_sync": ("mxnet",),
         "kvstore_device": ("mxnet",),
+        "jax_dp": ("jax",),
     }
     assert strategy.ASYNC == {"kvstore_async": ("mxnet",)}
     facts = registry.STRATEGIES.items()

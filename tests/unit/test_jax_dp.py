@@ -1,0 +1,108 @@
+"""distributed=jax_dp (issue 35): the rank process is started with XLA's host devices asked
+for in XLA_FLAGS (the user's other flags kept), and the jax session's sharded step, on 2 host
+devices in a child process, keeps its state replicated, shards each batch and trains as the
+undistributed session at the same global batch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from bench.core.config import BenchConfig
+from bench.core.strategies.jax_dp import JaxDataParallelConfig
+from bench.distributed import jax_dp
+from bench.distributed.base import ENV_RANK, ENV_WORLD
+
+
+def test_the_host_device_count_replaces_its_own_flag_and_keeps_the_rest() -> None:
+    flags = jax_dp.host_device_flags(
+        "--xla_dump_to=/tmp/x xla_force_host_platform_device_count=8", 2
+    )
+    assert flags.split() == ["--xla_dump_to=/tmp/x", "--xla_force_host_platform_device_count=2"]
+    assert jax_dp.host_device_flags("", 3) == "--xla_force_host_platform_device_count=3"
+
+
+def test_one_rank_process_asks_for_workers_host_devices(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/tmp/x")
+    cfg = BenchConfig(distributed=JaxDataParallelConfig(), workers=4)
+    (proc,) = jax_dp.STRATEGY.processes(cfg, tmp_path)
+    assert proc.env[ENV_RANK] == "0" and proc.env[ENV_WORLD] == "1"
+    assert proc.env["XLA_FLAGS"] == "--xla_dump_to=/tmp/x --xla_force_host_platform_device_count=4"
+    assert jax_dp.STRATEGY.step_batches(cfg) == 4  # one step: every device's batch
+
+
+def test_on_gpus_every_worker_needs_a_gpu() -> None:
+    cfg = BenchConfig(distributed=JaxDataParallelConfig(), workers=4)
+    (got,) = jax_dp.STRATEGY.check(cfg, gpu=True, gpus=2)
+    assert got.startswith("workers: jax_dp on GPUs") and "2 visible, got workers=4" in got
+    assert jax_dp.STRATEGY.check(cfg, gpu=False, gpus=0) == []
+
+
+SCRIPT = textwrap.dedent(
+    """
+    import json, os, sys
+    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+    from bench import frameworks
+    from bench.core.config import (
+        BenchConfig, DataConfig, FrameworkConfig, ModelConfig, OptimizerConfig,
+    )
+    from bench.data import synthetic
+
+    cfg = BenchConfig(
+        framework=FrameworkConfig(name="jax"), model=ModelConfig(name="lenet5"),
+        batch_size=8, image_size=32, data=DataConfig(num_batches=2), device="cpu",
+        optimizer=OptimizerConfig(name="sgd", lr=0.05, momentum=0.9),
+    )
+    frameworks.before_import(cfg, 1)
+    adapter = frameworks.load("jax")
+    adapter.configure(cfg, 1)
+    import jax, numpy as np
+
+    def trained(shard):
+        adapter.configure(cfg, 1)  # seeded again: the same initial weights
+        session = adapter.prepare(cfg, synthetic(cfg))
+        if shard:
+            session.data_parallel(jax.devices("cpu")[:2])
+        batch = session.next_batch()
+        for _ in range(4):
+            session.step(session.next_batch())
+        session.sync()
+        return session, batch, session.take_mean_loss()
+
+    one, _, loss_one = trained(False)
+    two, batch, loss_two = trained(True)
+    weights = two.net.trainable
+    print(json.dumps({
+        "devices": len(jax.devices("cpu")),
+        "batch": [sorted(d.id for d in a.sharding.device_set) for a in batch],
+        "batch_shards": [[s.data.shape[0] for s in a.addressable_shards] for a in batch],
+        "state": sorted(d.id for d in weights[0].sharding.device_set),
+        "replicated": all(a.sharding.is_fully_replicated for a in weights),
+        "losses": [loss_one, loss_two],
+        "apart": max(float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
+                     for a, b in zip(one.net.trainable, weights)),
+    }))
+    """
+)
+
+
+@pytest.mark.slow
+def test_the_sharded_step_replicates_the_state_and_trains_as_one_device() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["devices"] == 2
+    assert out["batch"] == [[0, 1], [0, 1]] and out["batch_shards"] == [[4, 4], [4, 4]]
+    assert out["state"] == [0, 1] and out["replicated"]
+    one, two = out["losses"]
+    assert abs(one - two) < 1e-5 * abs(one), out["losses"]
+    assert out["apart"] < 1e-5, out["apart"]
