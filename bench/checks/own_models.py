@@ -120,8 +120,10 @@ def rules(cfg: BenchConfig) -> list[str]:
             f"distributed: model={model.source} trains undistributed in this version; "
             "use distributed=none"
         )
-    if cfg.parity:
-        problems.append(f"parity: the parity check covers bench's zoo, not model={model.source}")
+    if cfg.parity and model.source != "hf":  # hf: the LM logit check (bench.sweep.parity)
+        problems.append(
+            f"parity: the parity check covers bench's zoo and model=hf, not model={model.source}"
+        )
     if model.source == "py" and cfg.launcher.name == "docker":
         problems.append(
             f"launcher: docker does not see model=py's module ({', '.join(custom.modules(model))}, "

@@ -7,19 +7,27 @@ asynchronous strategy the looser check, without momentum.  Each check's
 table is logged on the sweep's parent run (``parity/<group>.txt``, tag
 ``bench.parity.<group>``), the parent gets ``bench.parity`` = passed / failed, and every
 trial of a group its verdict as ``bench.parity``, which the report reads.
+
+A Hugging Face causal LM (``model=hf``) gets the LM logit parity check instead
+(:mod:`bench.parity.lm`, ``python -m bench.parity --lm FAMILY`` in a child process of the
+pinned TF interpreter, which has transformers and keras-hub): one check per family and size
+of the sweep's LMs that run under both torch and tf, in any mode, since the two sides are
+the same network only if their logits agree.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
+import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench import tracking
 from bench.core.config import BenchConfig
-from bench.core.frameworks import MXNET
+from bench.core.frameworks import MXNET, TF, TORCH
 from bench.core.zoo import NATIVE_SOURCES
 from bench.distributed.registry import distributes
 from bench.parity import at_best as tuned
@@ -44,9 +52,15 @@ class Group:
     distributed: str
     workers: int
     nodes: int
+    # model=hf: the family's config fields (transformers' spelling, as text) the LM logit
+    # check builds it at; () for every other model.
+    lm: tuple[tuple[str, str], ...] = ()
 
     @property
     def name(self) -> str:
+        if self.lm:  # one per family and size: hf-llama-logits-<digest of the fields>
+            digest = hashlib.sha256(repr(self.lm).encode()).hexdigest()[:8]
+            return f"hf-{self.model}-logits-{digest}"
         parts = [self.model, self.optimizer, f"b{self.batch_size}", f"{self.image_size}px"]
         if distributes(self.distributed):
             parts.append(f"{self.distributed}{self.workers}")
@@ -67,6 +81,11 @@ class Group:
 
 
 def group_of(cfg: BenchConfig) -> Group:
+    if cfg.model.source == "hf":  # the logits, whatever the batch, optimizer or mode
+        from bench.models import hf_lm
+
+        fields = tuple(sorted((k, repr(v)) for k, v in hf_lm.config_fields(cfg.model).items()))
+        return Group(cfg.model.name, "", 0.0, 0.0, 0.0, 0, 0, 0, cfg.seed, "none", 1, 1, fields)
     o = cfg.optimizer
     # every worker sees the whole batch
     shared = not distributes(cfg.distributed.name) or strategy.whole_batch(cfg.distributed.name)
@@ -90,6 +109,11 @@ def _covered(group: Group, frameworks: list[str]) -> str:
     """Why the checks cannot cover ``group`` ('' if they can)."""
     from bench.models import MODELS, mxnet_models
 
+    if group.lm:  # the LM logit check compares transformers (torch) with keras-hub (tf)
+        others = [f for f in frameworks if f not in (TORCH, TF)]
+        if others or len(frameworks) < 2:
+            return f"the LM logit check compares torch with tf, not {', '.join(frameworks)}"
+        return ""
     spec = MODELS.get(group.model)
     if spec is None or spec.task != "image":
         return f"{group.model} is not an image model"
@@ -104,6 +128,48 @@ def _covered(group: Group, frameworks: list[str]) -> str:
     return ""
 
 
+def lm_check(group: Group) -> tuple[str, str]:
+    """The LM logit parity of an hf group, torch (transformers) against tf (keras-hub), run
+    by ``python -m bench.parity --lm`` with the pinned TF interpreter: its verdict and its
+    output.  A size keras-hub's converter would drop is not covered, naming the field."""
+    from bench.envs.interpreters import child_env, python_for
+
+    command = [
+        python_for(TF),
+        "-m",
+        "bench.parity",
+        "--lm",
+        group.model,
+        "--seed",
+        str(group.seed),
+        *(arg for k, v in group.lm for arg in ("--lm-config", f"{k}={v}")),
+    ]
+    try:
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=LM_CHECK_TIMEOUT_S,
+            env=child_env(CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="3"),
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return FAILED, f"parity: {group.name}: the LM check failed to run: {exc}"
+    lines = done.stdout.strip().splitlines()
+    found = next((line for line in lines if line.startswith(f"{group.model}: ")), "")
+    fields = ", ".join(f"{k}={v}" for k, v in group.lm)
+    if not found:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return FAILED, f"parity: {group.name}: the LM check failed to run: {last}"
+    text = f"LM logit parity of {group.model} (torch: transformers, tf: keras-hub) at {fields}:\n"
+    if found.startswith(f"{group.model}: refused: "):
+        return NOT_COVERED, text + found
+    return (PASSED if done.returncode == 0 else FAILED), text + found
+
+
+LM_CHECK_TIMEOUT_S = 600.0
+
+
 def run_checks(
     cfgs: Sequence[BenchConfig], store: tracking.Store, sweep_id: str
 ) -> dict[Group, str]:
@@ -111,7 +177,7 @@ def run_checks(
     groups: dict[Group, list[str]] = {}
     at_best: set[Group] = set()  # groups with tuning=best trials: their settings are checked
     for cfg in cfgs:
-        if cfg.parity and cfg.mode == "train":
+        if cfg.parity and (cfg.mode == "train" or cfg.model.source == "hf"):
             found = groups.setdefault(group_of(cfg), [])
             if side_of(cfg) not in found:
                 found.append(side_of(cfg))
@@ -124,7 +190,13 @@ def run_checks(
         if not distributes(group.distributed) and len(frameworks) < 2 and group not in at_best:
             continue  # one framework, undistributed, untuned: nothing to compare
         why = _covered(group, frameworks)
-        if why:
+        if group.lm and why:
+            verdicts[group] = NOT_COVERED
+            text = f"parity: {group.name}: not checked: {why}"
+        elif group.lm:
+            print(f"bench: parity check of {group.name} ...", file=sys.stderr, flush=True)
+            verdicts[group], text = lm_check(group)
+        elif why:
             verdicts[group] = NOT_COVERED
             text = f"parity: {group.name}: not checked: {why}"
         else:

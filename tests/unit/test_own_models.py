@@ -134,6 +134,15 @@ def test_docker_and_the_unwired_paths_are_refused_by_the_rules_alone() -> None:
     assert "model=resnet50 model.source=stock" in refusal
 
 
+def test_parity_true_is_refused_for_a_builder_and_taken_by_model_hf() -> None:
+    """model=hf's parity is the LM logit check (bench.sweep.parity); a builder's has none."""
+    from bench.checks.own_models import rules
+
+    (refusal,) = rules(BenchConfig(model=_py(builder="my_cnn:build"), parity=True))
+    assert refusal == "parity: the parity check covers bench's zoo and model=hf, not model=py"
+    assert rules(BenchConfig(model=ModelConfig(name="llama", source="hf"), parity=True)) == []
+
+
 def test_builders_of_unequal_size_are_not_comparable_across_frameworks() -> None:
     """The report's rule holds for your own model as for the zoo: the logged parameter
     counts must be equal."""

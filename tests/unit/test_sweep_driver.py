@@ -49,6 +49,10 @@ class FakeStore:
         self.ok: dict[str, str] = {}
         self.busy: dict[str, tuple[str, int]] = {}  # config hash -> (owner, looks left)
         self.rounds: dict[int, float] = {}  # the drift check's reference step per round
+        self.parity: dict[str, str] = {}  # parity=true: each group's verdict ("": the sweep's)
+
+    def note_parity(self, sweep_id: str, group: str, text: str, verdict: str) -> None:
+        self.parity[group] = verdict
 
     def spooled_to(self) -> Path | None:
         return None
@@ -520,3 +524,30 @@ def test_the_summary_names_a_models_source_where_it_is_not_the_zoos(
     rows = [line.split()[1:4] for line in out.out.splitlines() if " framework=" in line]
     assert rows == [["framework=tf", "model=mobilenet_v2", "ok"],
                     ["framework=tf", "model=stock:mobilenet_v2", "ok"]]  # fmt: skip
+
+
+def test_parity_true_with_model_hf_runs_the_lm_logit_check_before_the_first_trial(
+    store: FakeStore, hydra_conf: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 32: an hf family under torch and tf gets one LM logit check, before any trial,
+    and every trial of it the verdict."""
+    from bench.checks import own_models
+    from bench.sweep import parity
+
+    checked: list[parity.Group] = []
+
+    def lm_check(group: parity.Group) -> tuple[str, str]:
+        checked.append(group)
+        assert ReplayLauncher.launched == []  # before the first trial
+        return parity.FAILED, "llama: FAILED: ..."
+
+    monkeypatch.setattr(own_models, "probe", lambda cfg: {})
+    monkeypatch.setattr(parity, "lm_check", lm_check)
+    args = ["framework=torch,tf", "model=hf", "parity=true", "mode=train,generate",
+            "prompt_len=8", "new_tokens=4", "epochs=2", "steps_per_epoch=2", "warmup_steps=1",
+            "batch_size=4"]  # fmt: skip
+    code, launched = sweep(store, args, tmp_path, monkeypatch)
+    assert code == 0 and len(launched) == 4 and len(checked) == 1
+    assert checked[0].model == "llama" and dict(checked[0].lm)["hidden_size"] == "256"
+    assert store.parity == {checked[0].name: "failed", "": "failed"}
+    assert all("++hydra.job.env_set.BENCH_PARITY=failed" in job for job in launched)

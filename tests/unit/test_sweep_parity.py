@@ -136,3 +136,77 @@ def test_strategies_get_their_own_kind_of_check(scripted: list[Any]) -> None:
     assert set(verdicts.values()) == {"passed"}
     (text,) = [n[2] for n in store.notes if n[0].endswith("kvstore_async2")]
     assert "momentum 0" in text
+
+
+def hf(framework: str, **kw: Any) -> BenchConfig:
+    model = ModelConfig("llama", source="hf", seq_len=16, vocab_size=512, layers=2, hidden=64,
+                        heads=4, intermediate=128, max_positions=128)  # fmt: skip
+    return dataclasses.replace(cfg(framework, **kw), model=model)
+
+
+def test_an_hf_lm_gets_the_lm_logit_check_once_per_family_and_size(
+    scripted: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """model=hf: one logit check per family and size, whatever the batch, optimizer or
+    mode; torch against tf only; the trials get its verdict."""
+    checked: list[parity.Group] = []
+
+    def fake_lm(group: parity.Group) -> tuple[str, str]:
+        checked.append(group)
+        return "passed", "llama: passed: ..."
+
+    monkeypatch.setattr(parity, "lm_check", fake_lm)
+    cfgs = [hf("torch"), hf("tf"), hf("torch", batch_size=8), hf("tf", mode="generate"),
+            hf("torch", mode="generate"), cfg("torch"), cfg("tf")]  # fmt: skip
+    bigger = dataclasses.replace(hf("torch").model, layers=4)
+    cfgs += [dataclasses.replace(c, model=bigger) for c in (hf("torch"), hf("tf"))]
+    only_torch = dataclasses.replace(hf("torch").model, hidden=128)
+    cfgs.append(dataclasses.replace(hf("torch"), model=only_torch))
+    store = Notes()
+    verdicts = parity.run_checks(cfgs, store, "sweep")
+    assert scripted == [("frameworks", ("lenet5", 32, ("torch", "tf")))]  # the zoo's, as before
+    assert [dict(g.lm)["num_hidden_layers"] for g in checked] == ["2", "4"]
+    assert dict(checked[0].lm) == {
+        "hidden_size": "64", "intermediate_size": "128", "max_position_embeddings": "128",
+        "num_attention_heads": "4", "num_hidden_layers": "2", "num_key_value_heads": "4",
+        "vocab_size": "512",
+    }  # fmt: skip
+    names = [g.name for g in verdicts]
+    assert len(names) == 3 and names[0].startswith("hf-llama-logits-")
+    assert len(set(names)) == 3
+    for c in cfgs[:5]:  # every batch and mode of the family at that size
+        assert parity.overrides(c, verdicts) == ["++hydra.job.env_set.BENCH_PARITY=passed"]
+    assert parity.overrides(cfgs[-1], verdicts) == ["++hydra.job.env_set.BENCH_PARITY=none"]
+    assert ("", "passed", "") in store.notes
+
+
+def test_the_lm_check_reads_the_childs_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench.parity --lm's output: passed (exit 0), failed (exit 1), refused (a field the
+    converter drops: not covered, naming it), or no line at all (failed to run)."""
+    import subprocess
+
+    group = parity.group_of(hf("torch"))
+    answers = {
+        "passed": (0, "llama: passed: max |logit diff| 2e-07, relative 3e-07"),
+        "failed": (1, "llama: FAILED: max |logit diff| 1e-04, relative 1e-04"),
+        "not-covered": (2, "llama: refused: model.config.n_inner: keras-hub's converter ..."),
+    }
+    for verdict, (code, line) in answers.items():
+        done = subprocess.CompletedProcess([], code, stdout=f"noise\n{line}\n", stderr="")
+        monkeypatch.setattr(subprocess, "run", lambda *a, done=done, **k: done)
+        got, text = parity.lm_check(group)
+        assert got == verdict and text.endswith(line) and "hidden_size=64" in text
+    done = subprocess.CompletedProcess([], 1, stdout="", stderr="ImportError: no keras_hub\n")
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: done)
+    assert parity.lm_check(group) == (
+        "failed",
+        f"parity: {group.name}: the LM check failed to run: ImportError: no keras_hub",
+    )
+
+
+@pytest.mark.slow
+def test_the_lm_check_runs_transformers_against_keras_hub() -> None:
+    """The real check, in a child process of the pinned TF interpreter (a minute on 2 busy cores)."""
+    verdict, text = parity.lm_check(parity.group_of(hf("torch")))
+    assert verdict == "passed", text
+    assert "llama: passed" in text and "torch 147,776, tf 147,776" in text
