@@ -99,6 +99,7 @@ class Diverging(Launcher):
         return result
 
 
+@pytest.mark.slow
 def test_a_sweep_goes_on_says_so_and_reruns_a_diverged_trial(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -111,6 +111,7 @@ def _outputs(torch_model: Any, flax_model: Any, x: np.ndarray) -> tuple[np.ndarr
     ("name", "size"),
     [("lenet5", 32), ("lenet5", 40), pytest.param("resnet18", 32, marks=pytest.mark.slow)],
 )
+@pytest.mark.slow
 def test_same_weights_give_the_same_outputs_in_eval_and_train(name: str, size: int) -> None:
     torch_model, flax_model = _same_start(name, size)
     x = np.random.default_rng(1).standard_normal((6, 3, size, size)).astype(np.float32)

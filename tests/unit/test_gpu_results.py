@@ -34,6 +34,7 @@ def _store(root: Path) -> str:
     return run.info.run_id
 
 
+@pytest.mark.slow
 def test_a_packed_store_unpacks_elsewhere_with_its_artifacts(tmp_path: Path) -> None:
     import mlflow
 

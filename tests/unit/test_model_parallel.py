@@ -70,6 +70,7 @@ def test_torch_split_moves_each_childs_inputs_to_its_device() -> None:
     assert seen == ["meta", "cpu"]
 
 
+@pytest.mark.slow
 def test_keras_split_places_the_second_stage_on_the_second_device() -> None:
     """Logical CPU devices must be configured before TensorFlow starts: a fresh process."""
     script = textwrap.dedent(

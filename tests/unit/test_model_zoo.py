@@ -61,6 +61,7 @@ def last_linear_in_features(model: Any) -> int:
                .kernel.shape[0])  # fmt: skip
 
 
+@pytest.mark.slow
 def test_parameter_counts_are_equal_and_torchvisions(pair: tuple[str, Any, Any]) -> None:
     name, torch_model, keras_model = pair
     spec = MODELS[name]
@@ -113,6 +114,7 @@ def copy_torch_weights_to_keras(torch_model: Any, keras_model: Any) -> None:
         dst.set_weights(values)
 
 
+@pytest.mark.slow
 def test_same_weights_give_the_same_outputs(pair: tuple[str, Any, Any]) -> None:
     """Architecture identity: padding, pooling, flatten order, block wiring, BN settings."""
     name, torch_model, keras_model = pair
@@ -242,6 +244,7 @@ def test_stock_torch_without_torchvision_says_so() -> None:
         build("torch", "resnet50", CLASSES, 32, source="stock")
 
 
+@pytest.mark.slow
 def test_inventory_lists_counts_and_flops(capsys: pytest.CaptureFixture[str]) -> None:
     assert inventory.main(["--model", "lenet5", "alexnet", "--num-classes", "10"]) == 0
     lines = capsys.readouterr().out.splitlines()[1:]

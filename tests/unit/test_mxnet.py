@@ -91,6 +91,7 @@ def gluon_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("name", PARITY_MODELS)
+@pytest.mark.slow
 def test_gluon_counts_equal_pytorch_and_torchvision(name: str, gluon_report: dict) -> None:
     import torch  # the fixture skipped without it
 
@@ -105,6 +106,7 @@ def test_gluon_counts_equal_pytorch_and_torchvision(name: str, gluon_report: dic
 
 
 @pytest.mark.parametrize("name", PARITY_MODELS)
+@pytest.mark.slow
 def test_gluon_with_pytorch_weights_gives_pytorchs_outputs(name: str, gluon_report: dict) -> None:
     """Architecture identity: layer order, padding, pooling bins, flatten order, BN settings."""
     entry = gluon_report[name]
@@ -116,6 +118,7 @@ def test_gluon_with_pytorch_weights_gives_pytorchs_outputs(name: str, gluon_repo
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-4 * scale)
 
 
+@pytest.mark.slow
 def test_every_gluon_model_has_the_reference_count(gluon_report: dict) -> None:
     for name, entry in gluon_report.items():
         spec = MODELS[name]

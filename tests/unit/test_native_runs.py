@@ -8,12 +8,15 @@ import getpass
 import json
 from pathlib import Path
 
+import pytest
+
 from bench.core.config import BenchConfig, flatten, to_dict
 from bench.core.identity import logged_params
 from bench.core.result import OK, TrialResult
 from bench.tracking.store import MlflowStore
 
 
+@pytest.mark.slow
 def test_a_trial_run_has_a_user_a_source_a_dataset_and_system_metrics(tmp_path: Path) -> None:
     store = MlflowStore(f"sqlite:///{tmp_path / 'mlflow.db'}", "bench")
     sweep = store.start_sweep("sweep", {})

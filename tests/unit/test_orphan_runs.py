@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bench.core.config import BenchConfig
 from bench.runtime.processes import owner_label
 from bench.tracking import OWNER_TAG, MlflowStore
@@ -21,6 +23,7 @@ def dead_owner() -> str:
     return label
 
 
+@pytest.mark.slow
 def test_runs_of_a_dead_bench_process_are_marked_killed(tmp_path: Path) -> None:
     store = MlflowStore(f"sqlite:///{tmp_path / 'mlflow.db'}", "bench")
     cfg = BenchConfig()

@@ -250,6 +250,7 @@ def server(store: tuple[str, str]) -> Iterator[str]:
         mlflow.set_tracking_uri(before[1])
 
 
+@pytest.mark.slow
 def test_over_http_bulk_and_client_read_the_same_runs(
     store: tuple[str, str], server: str, capsys: pytest.CaptureFixture
 ) -> None:
@@ -293,6 +294,7 @@ def _earlier(uri: str) -> str:
     return str(found.info.run_id)
 
 
+@pytest.mark.slow
 def test_the_baseline_reads_only_the_compared_configurations(
     store: tuple[str, str], server: str
 ) -> None:

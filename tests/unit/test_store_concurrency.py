@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 # Each process imports MLflow, says it is ready, and waits for the parent's go (a file) so
@@ -23,6 +25,7 @@ print(store.experiment_id)
 """
 
 
+@pytest.mark.slow
 def test_processes_opening_a_new_store_together_all_get_it(tmp_path: Path) -> None:
     import time
 

@@ -18,6 +18,7 @@ from bench.tracking import MlflowStore
 from bench.tracking.reach import HalfBuiltStore
 
 
+@pytest.mark.slow
 def test_ctrl_c_at_any_moment_of_creation_leaves_no_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

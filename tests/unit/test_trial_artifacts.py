@@ -18,6 +18,7 @@ FILES = {
 }
 
 
+@pytest.mark.slow
 def test_files_and_folders_survive_the_spool(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
