@@ -49,7 +49,7 @@ def _passes(framework: str, strategy: str) -> None:
     assert outcome.spec.steps == SPEC.steps, text
     (deviation,) = outcome.deviations
     assert deviation.update < 1e-3 and deviation.loss < 1e-4, text
-    if strategy in ("mirrored", "kvstore_device", "model_parallel"):  # one process
+    if strategy in ("mirrored", "kvstore_device", "model_parallel", "jax_dp"):  # one process
         assert outcome.replicas_apart is None, text
     else:
         assert outcome.replicas_apart is not None and outcome.replicas_apart < 1e-6, text
@@ -59,7 +59,8 @@ def _passes(framework: str, strategy: str) -> None:
                                                      ("tf", "multiworker"),
                                                      ("mxnet", "kvstore_sync"),
                                                      ("mxnet", "kvstore_device"),
-                                                     ("tf", "model_parallel")])  # fmt: skip
+                                                     ("tf", "model_parallel"),
+                                                     ("jax", "jax_dp")])  # fmt: skip
 def test_a_strategy_trains_like_the_undistributed_run(framework: str, strategy: str) -> None:
     _passes(framework, strategy)
 
@@ -73,7 +74,8 @@ def test_horovod_trains_like_the_undistributed_run(framework: str) -> None:
 
 @pytest.mark.parametrize(("framework", "strategy"), [("torch", "ddp"),
                                                      ("mxnet", "kvstore_device"),
-                                                     ("tf", "model_parallel")])  # fmt: skip
+                                                     ("tf", "model_parallel"),
+                                                     ("jax", "jax_dp")])  # fmt: skip
 def test_a_strategy_trial_with_a_different_step_fails(
     framework: str, strategy: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
