@@ -27,22 +27,28 @@ def before_import(cfg: BenchConfig, threads: int) -> None:
             os.environ["MXNET_CPU_WORKER_NTHREADS"] = str(cfg.inter_threads)
     if name == "jax":  # XLA's CPU threads, read when JAX's client starts; Keras' backend
         os.environ["XLA_FLAGS"] = xla_flags(os.environ.get("XLA_FLAGS", ""), threads)
+        os.environ[XLA_CPU_THREADS] = str(threads)
         os.environ["KERAS_BACKEND"] = "jax"
     variable = _ONEDNN_VARIABLES.get(name)
     if variable and cfg.onednn != "auto":
         os.environ[variable] = "1" if cfg.onednn == "on" else "0"
 
 
+# What sizes the Eigen pool of XLA's CPU client (JAX's intra-op threads): the variable its
+# default thread count reads (else the cores); XLA_FLAGS has no thread-count flag.
+XLA_CPU_THREADS = "NPROC"
+
+
 def xla_flags(existing: str, threads: int) -> str:
-    """``XLA_FLAGS`` with XLA's CPU intra-op threads set to ``threads`` (Eigen's
-    multi-threading off for one), the other flags kept."""
+    """``XLA_FLAGS`` with Eigen's multi-threading off for one thread, the other flags kept
+    (the pool's size is :data:`XLA_CPU_THREADS`).  ``intra_op_parallelism_threads``, which
+    XLA does not know (its flag parser passes a word without ``--`` over, and stops at one
+    with it), is dropped."""
     kept = re.sub(
         r"(--)?(xla_cpu_multi_thread_eigen|intra_op_parallelism_threads)=\S*", "", existing
     ).split()
     eigen = "true" if threads > 1 else "false"
-    return " ".join(
-        [*kept, f"--xla_cpu_multi_thread_eigen={eigen}", f"intra_op_parallelism_threads={threads}"]
-    )
+    return " ".join([*kept, f"--xla_cpu_multi_thread_eigen={eigen}"])
 
 
 def load(name: str) -> Framework:

@@ -14,9 +14,10 @@ weight decay an L2 term added to the gradient, Adam's epsilon added to the bias-
 sqrt(v).  Input: the same bytes as the TF side (NHWC).  JAX dispatches asynchronously, on
 the CPU too: :meth:`JaxSession.sync` blocks on the state (``block_until_ready``).
 
-Threads: XLA's CPU client takes its intra-op threads from ``XLA_FLAGS``
-(``intra_op_parallelism_threads``, Eigen's multi-threading off for one thread), set by
-:func:`bench.frameworks.before_import` before JAX loads.  JAX has no inter-op setting: XLA
+Threads: XLA's CPU client sizes its Eigen pool (the intra-op threads) from ``NPROC``, and
+Eigen's multi-threading is off for one thread (``XLA_FLAGS``), both set by
+:func:`bench.frameworks.before_import` before JAX loads.  The pool has at least one thread
+per device (``distributed=jax_dp``'s host devices share it).  JAX has no inter-op setting: XLA
 runs one compiled program's operations itself, so ``inter_threads`` has no effect here.
 Out of memory is XLA's allocator's ``RESOURCE_EXHAUSTED``.  FLOPs: the zoo's count
 (contractions only) on the traced forward (:func:`bench.models.flops.jax_forward_flops`).
@@ -28,7 +29,6 @@ from __future__ import annotations
 import itertools
 import os
 import random
-import re
 import sys
 from collections.abc import Iterator
 from functools import partial
@@ -422,14 +422,15 @@ class Adapter:
     def environment(self) -> dict[str, str]:
         import jaxlib
 
+        from bench.frameworks import XLA_CPU_THREADS
+
         flags = os.environ.get("XLA_FLAGS", "")
-        found = re.search(r"intra_op_parallelism_threads=(\d+)", flags)
         env = {
             "jax_version": jax.__version__,
             "jaxlib_version": jaxlib.__version__,
             "keras_version": keras.__version__,
             "keras_backend": keras.backend.backend(),
-            "intra_op_threads": found.group(1) if found else "default",
+            "intra_op_threads": os.environ.get(XLA_CPU_THREADS, "default"),
             "inter_op_threads": "none (JAX has no inter-op setting)",
             "xla_flags": flags,
         }

@@ -41,7 +41,10 @@ SCRIPT = textwrap.dedent(
         session.sync()
         losses.append(session.take_mean_loss())
     env = adapter.environment()
-    print(json.dumps({
+    import os
+    tasks = [open(f"/proc/self/task/{t}/comm").read().strip()
+             for t in os.listdir("/proc/self/task")]
+    print(json.dumps({"eigen_pool": tasks.count("tf_XLAEigen"),
         "losses": losses, "params": session.num_parameters, "device": session.device,
         "finite": session.output_finite(), "backend": env["keras_backend"],
         "threads": env["intra_op_threads"], "tensorflow": "tensorflow" in sys.modules,
@@ -74,6 +77,7 @@ def test_lenet5_trains_on_jax_and_its_loss_falls(optimizer: str, source: str) ->
     assert losses[-1] < 0.9 * losses[0], losses
     assert out["backend"] == "jax" and out["device"] == "cpu" and out["finite"]
     assert out["threads"] == "1" and not out["tensorflow"]  # no TF in a jax trial
+    assert out["eigen_pool"] == 1  # XLA's CPU client: one intra-op thread, as asked
     assert out["flax"] == (source == "flax")  # Flax only where the trial builds its model
     # The parameter count the other adapters report: torch's lenet5's.
     torch_model = MODELS["lenet5"].builder("torch")(num_classes=10, image_size=32)
@@ -96,11 +100,8 @@ def test_resnet18_trains_as_a_flax_model(optimizer: str) -> None:
     assert out["finite"] and out["params"] == 11_181_642  # torch's resnet18, 10 classes
 
 
-def test_xla_flags_set_the_threads_and_keep_the_rest() -> None:
+def test_xla_flags_set_eigen_threading_and_keep_the_rest() -> None:
+    """intra_op_parallelism_threads is no XLA flag (the pool's size is NPROC): dropped."""
     flags = xla_flags("--xla_dump_to=/tmp/x intra_op_parallelism_threads=7", 2)
-    assert flags.split() == [
-        "--xla_dump_to=/tmp/x",
-        "--xla_cpu_multi_thread_eigen=true",
-        "intra_op_parallelism_threads=2",
-    ]
-    assert "--xla_cpu_multi_thread_eigen=false" in xla_flags("", 1)
+    assert flags.split() == ["--xla_dump_to=/tmp/x", "--xla_cpu_multi_thread_eigen=true"]
+    assert xla_flags("", 1) == "--xla_cpu_multi_thread_eigen=false"
