@@ -224,9 +224,10 @@ EXPERIMENT = sys.argv[6]
 kwargs = {"reader": reader} if reader != "-" else {}
 t1 = time.perf_counter()
 import bench.report as _report
-if hasattr(_report, "warm_imports"):  # as `bench report` does (older checkouts: not there)
-    _report.warm_imports()
+imported = getattr(_report, "warm_imports", lambda: None)()  # as `bench report` does
 runs = tracking.load_runs(uri, sweep=sweep, history_keys=HISTORY_KEYS, **kwargs)
+if imported:  # (older checkouts: no warm_imports, or one that returns nothing to wait on)
+    imported()
 t2 = time.perf_counter()
 report = build(runs)
 t3 = time.perf_counter()

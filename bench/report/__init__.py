@@ -146,12 +146,15 @@ def _verdicts_of(ctx: Context) -> list[tuple[str, str, stats.Verdict]]:
 # canvas (2-3 s on a 2-core machine).  ``warm_imports`` loads them in a background thread
 # while the runs are read, which over HTTP is mostly waiting on the server.
 _BUILD_MODULES = ("scipy.stats", "matplotlib.figure", "matplotlib.backends.backend_agg")
+WARM_THREAD = "bench-report-imports"
 
 
-def warm_imports() -> None:
-    """Import the build's heavy modules in a daemon thread; the build imports them again as
-    usual (at once if the thread got there first, waiting on the module's import lock if it
-    is still importing one).  A module that fails here fails again, with its error, where
+def warm_imports() -> Callable[[], None]:
+    """Import the build's heavy modules in a daemon thread, and return the call that waits
+    for it.  Call that before the build: a package imported by two threads at once can hand
+    one of them a partly initialized module (matplotlib.patches half-way through
+    matplotlib's own imports: ``cannot import name 'Transform'``), so the build starts only
+    once the thread is done.  A module that fails here fails again, with its error, where
     the build imports it."""
     import importlib
     import threading
@@ -163,7 +166,9 @@ def warm_imports() -> None:
             except Exception:  # noqa: BLE001 - said where the build imports it
                 return
 
-    threading.Thread(target=load, name="bench-report-imports", daemon=True).start()
+    thread = threading.Thread(target=load, name=WARM_THREAD, daemon=True)
+    thread.start()
+    return thread.join
 
 
 def build(
