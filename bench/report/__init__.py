@@ -21,7 +21,7 @@ from bench.report.document import Cell, Report, Section, Table, num
 from bench.report.sections import HISTORY_KEYS, Context
 from bench.report.sections.claims import claims as claims_section
 from bench.report.sections.drift import section as drift_section
-from bench.report.trials import REPORT_TAGS, Trial, group, to_trial
+from bench.report.trials import REPORT_TAGS, Trial, framework_version, group, to_trial
 from bench.tracking import RunSet
 from bench.tracking.protocol import HOOKS_TAG
 
@@ -78,7 +78,7 @@ def _overview(ctx: Context, runs: RunSet) -> Section:
     rows = []
     for (framework, env), members in sorted(envs.items()):
         pairs = dict(env)
-        version = pairs.get("torch_version") or pairs.get("tensorflow_version") or "-"
+        version = framework_version(framework, pairs)
         rows.append(
             [
                 Cell(framework),

@@ -8,7 +8,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from bench.core.frameworks import TORCH
+from bench.core.frameworks import FRAMEWORKS, TORCH
 from bench.core.identity import identity
 from bench.core.zoo import model_label
 from bench.tracking import RunRecord
@@ -33,9 +33,8 @@ ENVIRONMENT_TAGS = (
     "gpu_driver",
     "cuda_version",
     "cudnn_version",
-    "torch_version",
-    "tensorflow_version",
     "keras_version",
+    *(spec.tag for spec in FRAMEWORKS.values()),  # torch_version, ..., jax_version
 )
 DOCKER_IMAGE_TAG = "mlflow.docker.image.id"
 # The tags the report reads (bench's own and the image's): tracking.load_runs reads no others.
@@ -217,6 +216,12 @@ def group(trials: Iterable[Trial], key: Callable[[Trial], K]) -> dict[K, list[Tr
     for trial in trials:
         out.setdefault(key(trial), []).append(trial)
     return out
+
+
+def framework_version(framework: str, environment: dict[str, str]) -> str:
+    """The version a run's environment tags give its framework (its spec's tag), or "-"."""
+    spec = FRAMEWORKS.get(base_framework(framework))
+    return environment.get(spec.tag, "-") if spec else "-"
 
 
 def base_framework(name: str) -> str:
