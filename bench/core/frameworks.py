@@ -135,7 +135,7 @@ FRAMEWORKS: dict[str, FrameworkSpec] = {
             "JAX",
             module="jax",
             adapter="bench.frameworks.jax_adapter",
-            profiler="bench.profiling.jax_profiler",  # not written yet: refused (preflight)
+            profiler="bench.profiling.jax_profiler",
             builder="build_keras",  # the Keras models, on Keras' JAX backend
             supported=("0.10",),
             distributions=("jax", "jaxlib"),

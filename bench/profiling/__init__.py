@@ -97,6 +97,9 @@ def run(cfg: BenchConfig, session: Any, workdir: Path | None) -> Findings:
     profiler = load(cfg.framework.name)
     if cfg.breakdown:
         report.summary.update(breakdown(profiler, session, cfg, breakdown_steps(cfg)))
+        method = getattr(profiler, "method", None)  # where some phases are derived, how
+        if method is not None:
+            report.tags["breakdown_method"] = method(cfg)
     if cfg.profile:
         steps = profile_steps(cfg)
         with tempfile.TemporaryDirectory(prefix="bench-profile-") as tmp:

@@ -6,7 +6,9 @@ norm into ``Mean``, ``Rsqrt``, ``Mul``... inside a ``batch_normalization`` name 
 category is decided from the operator's name and from its *scope*: for TensorFlow the op's
 name path (``gradient_tape/model/batch_normalization_3/mul``), for PyTorch the chain of
 profiler events around it (``autograd::engine::evaluate_function: ConvolutionBackward0/...``
-or ``Optimizer.step#SGD.step``).  The first rule whose pattern matches either wins; work
+or ``Optimizer.step#SGD.step``), for JAX the instruction's ``op_name`` (Keras' layer scopes)
+and the Python functions it was traced in (``Conv/__call__``: Flax has no layer scopes).
+The first rule whose pattern matches either wins; work
 in the backward pass (a gradient op or scope) gets the category's backward variant.  What
 matches no rule is ``other`` (``other backward`` in the backward pass).
 """
@@ -26,7 +28,7 @@ RULES: tuple[tuple[str, str], ...] = (
     (
         "optimizer update",
         r"optimizer\.(step|zero_grad)|_foreach_|resourceapply|applygradient|fused_(sgd|adam)"
-        r"|(^|/)(sgd|adam|adamw|loss_scale_optimizer)(_\d+)?(/|$)",
+        r"|(^|/)(torch_)?(sgd|adam|adamw|loss_scale_optimizer)(_\d+)?(/|$)",
     ),
     ("convolution", r"conv(?!ert)"),
     ("batch norm", r"batch_?norm"),
@@ -36,11 +38,11 @@ RULES: tuple[tuple[str, str], ...] = (
         "activation",
         r"relu|re_lu|threshold|tanh|sigmoid|gelu|silu|swish|hardtanh|(^|[^a-z])s?elu|activation",
     ),
-    ("pooling", r"pool"),
+    ("pooling", r"pool|reduce[-_]window"),
     (
         "data copy",
         r"copy|memcpy|memset|^aten::to$|contiguous|transpose|permute|identity|(^|[^a-z])cast"
-        r"|(^|[^a-z])pad|zero_padding|slice|tile|reshape|clone|concat|(^|::)cat$",
+        r"|(^|[^a-z])pad|zero_padding|slice|tile|reshape|clone|concat|(^|::)cat$|reverse",
     ),
 )
 BACKWARD = r"backward|backprop|grad|gradient_tape"

@@ -91,7 +91,6 @@ def cases() -> list[tuple[list[str], str]]:
         (["framework=mxnet", "precision=bf16"], "precision"),
         # jax sets Keras' backend before Keras loads: a process of its own (issue 35).
         (["framework=jax", "launcher=inline"], "launcher: inline"),
-        (["framework=jax", "profile=true"], "profile"),
         (["framework=jax", "model=transformer"], "model: framework=jax"),
         (["framework=jax", "distributed=ddp", "workers=2"], "distributed: 'ddp'"),
         (["framework=torch", "distributed=jax_dp", "workers=2"], "distributed: 'jax_dp'"),

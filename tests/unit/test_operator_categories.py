@@ -88,6 +88,32 @@ SEEN = [
     ("Pad", "resnet50_1/zero_padding2d_1/Pad", "data copy"),
     ("AddV2", "resnet50_1/add_3_1/Add", "other"),
     ("NcclAllReduce", "", "communication"),
+    # JAX (bench.profiling.jax_profiler): operator is the primitive (or XLA's opcode where
+    # an instruction has no metadata), scope the op_name's layer scopes and the functions
+    # it was traced in, "backward/" where JAX transposed it.
+    ("conv_general_dilated", "train_step/conv2d/conv_general_dilated", "convolution"),
+    (
+        "conv_general_dilated",
+        "backward/train_step/conv_general_dilated/Conv/__call__/build_flax/Block/__call__",
+        "convolution backward",
+    ),
+    (
+        "sub",
+        "train_step/sub/_normalize/BatchNorm/__call__/build_flax/Block/__call__",
+        "batch norm",
+    ),
+    ("sub", "train_step/sub/adam/update/move/adam/update", "optimizer update"),
+    # bench's Keras optimizers with PyTorch's arithmetic (keras_optim): their own scope
+    (
+        "add",
+        "train_step/torch_adam/add/Variable/assign_add/_backend_apply_gradients",
+        "optimizer update",
+    ),  # fmt: skip
+    ("dot_general", "backward/train_step/dense/dot_general", "matmul backward"),
+    ("dot_general", "train_step/dot_general/Linear/__call__", "matmul"),
+    ("max", "train_step/relu/max/build_flax/Block/__call__", "activation"),
+    ("reduce-window", "", "pooling"),  # XLA's instruction, no metadata left
+    ("reverse", "", "data copy"),  # a kernel flipped for a convolution's backward
 ]
 
 
