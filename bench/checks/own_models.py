@@ -21,8 +21,8 @@ from bench.distributed.registry import distributes
 
 _OWN_KEYS = ("builder", "torch", "tf", "task")
 PROBE_TIMEOUT_S = 300.0
-_LIBRARIES = {"keras": "keras.applications", "torchvision": "torchvision.models"}
-_EXAMPLES = {"keras": "EfficientNetV2S", "torchvision": "resnet50"}
+_LIBRARIES = {"keras": "keras.applications", "torchvision": "torchvision.models", "timm": "timm"}
+_EXAMPLES = {"keras": "EfficientNetV2S", "torchvision": "resnet50", "timm": "resnet50d"}
 
 
 def _library_refusal(source: str, framework: str, name: str) -> str:
@@ -30,7 +30,7 @@ def _library_refusal(source: str, framework: str, name: str) -> str:
     from bench.models import stock
 
     library = _LIBRARIES[source]
-    other = {"keras": "torchvision", "torchvision": "keras"}[source]
+    other = {"keras": "torchvision", "torchvision": "keras", "timm": "keras"}[source]
     twins = [
         spec.name
         for spec in MODELS.values()
@@ -49,8 +49,29 @@ def _library_refusal(source: str, framework: str, name: str) -> str:
     return (
         f"model.source: {source} builds {library} models for framework="
         f"{LIBRARY_FRAMEWORK[source]} only, not framework={framework}; {hint} "
-        f"(model={other} is the other library)"
+        f"(model={other} builds framework={LIBRARY_FRAMEWORK[other]}'s)"
     )
+
+
+def _library_missing(cfg: BenchConfig) -> list[str]:
+    """torchvision's or timm's absence, where the trial runs with this interpreter (the
+    pinned torch, or framework.version=installed); a version's own environment is the
+    probe's to ask."""
+    from bench.core import versions
+    from bench.models import stock
+
+    source = cfg.model.source
+    if cfg.framework.name != TORCH or versions.own_release(cfg.framework.version):
+        return []
+    if source == "timm" and stock.timm_missing():
+        return [f"model.source: {stock.timm_missing()}"]
+    if source == "torchvision" and not stock.torchvision_available():
+        return [
+            "model.source: torchvision is not importable here (it must match this "
+            "torch build; pip's torchvision wants pip's torch): install it, or run "
+            "in a framework.version environment that has it"
+        ]
+    return []
 
 
 def rules(cfg: BenchConfig) -> list[str]:
@@ -82,15 +103,7 @@ def rules(cfg: BenchConfig) -> list[str]:
             ]
         if framework != LIBRARY_FRAMEWORK[model.source]:
             problems.append(_library_refusal(model.source, framework, model.name))
-        if model.source == "torchvision" and framework == TORCH:
-            from bench.models import stock
-
-            if not stock.torchvision_available():
-                problems.append(
-                    "model.source: torchvision is not importable here (it must match this "
-                    "torch build; pip's torchvision wants pip's torch): install it, or run "
-                    "in a framework.version environment that has it"
-                )
+        problems += _library_missing(cfg)
         for key in _OWN_KEYS[:3]:
             if getattr(model, key):
                 problems.append(f"model.{key}: only model=py uses it, not model={model.source}")

@@ -72,8 +72,9 @@ class ModelConfig:
     name: str = "resnet50"
     # "bench": bench's own architecture, identical in both frameworks; "stock": the framework
     # library's model (torchvision.models / keras.applications), where it has one; "py":
-    # your own builder (model.builder); "keras", "torchvision": the library's model named
-    # model.name (keras.applications.<name>, torchvision.models.<name>), for its framework.
+    # your own builder (model.builder); "keras", "torchvision", "timm": the library's model
+    # named model.name (keras.applications.<name>, torchvision.models.<name>,
+    # timm.create_model(<name>)), for its framework; "hf": a Hugging Face causal LM.
     source: str = "bench"
     # Sizes of the sequence models (lstm, transformer, bert_base, deepspeech2), set per model
     # in conf/model/<name>.yaml; image models ignore them (and sequence models ignore

@@ -109,15 +109,16 @@ SOURCES = ("bench", "stock")
 NATIVE_SOURCES = {"flax": (JAX, "build_flax")}
 # Models that are not the zoo's (docs/your-model.md): your own builder ("py"), and a library's
 # image model by its own name ("keras": keras.applications, framework=tf; "torchvision":
-# torchvision.models, framework=torch), and a Hugging Face causal LM by its family ("hf":
-# built from its config class, bench.models.hf_lm).  Their task is declared (model.task),
-# not a fact, except hf's: a causal LM.
-OWN_SOURCES = ("py", "keras", "torchvision", "hf")
+# torchvision.models, framework=torch; "timm": timm.create_model, framework=torch), and a
+# Hugging Face causal LM by its family ("hf": built from its config class,
+# bench.models.hf_lm).  Their task is declared (model.task), not a fact, except hf's: a
+# causal LM.
+OWN_SOURCES = ("py", "keras", "torchvision", "timm", "hf")
 ALL_SOURCES = (*SOURCES, *NATIVE_SOURCES, *OWN_SOURCES)
 # The tasks a model of OWN_SOURCES may declare ("causal_lm" is to come, issue 32).
 OWN_TASKS = ("image",)
 # The one framework each library source builds for.
-LIBRARY_FRAMEWORK = {"keras": TF, "torchvision": TORCH}
+LIBRARY_FRAMEWORK = {"keras": TF, "torchvision": TORCH, "timm": TORCH}
 
 
 def _builder_name(framework: str, source: str) -> str:

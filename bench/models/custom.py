@@ -35,7 +35,7 @@ from bench.core.zoo import LIBRARY_FRAMEWORK
 SPEC = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 # What each framework's builder must return.
 MODEL_TYPES = {"torch": "torch.nn.Module", "tf": "keras.Model"}
-LIBRARIES = {"keras": "keras.applications", "torchvision": "torchvision.models"}
+LIBRARIES = {"keras": "keras.applications", "torchvision": "torchvision.models", "timm": "timm"}
 
 
 class OwnModel(Protocol):
@@ -134,13 +134,16 @@ def _build_own(framework: str, model: OwnModel, num_classes: int, image_size: in
 
 
 def build(framework: str, model: OwnModel, num_classes: int, image_size: int) -> Any:
-    """The model ``model`` names for ``framework`` (model.source py, keras or torchvision)."""
+    """The model ``model`` names for ``framework`` (model.source py, keras, torchvision or
+    timm)."""
     if model.source == "py":
         return _build_own(framework, model, num_classes, image_size)
-    from bench.models.stock import keras_model, torchvision_model
+    from bench.models.stock import keras_model, timm_model, torchvision_model
 
     if model.source == "keras":
         return keras_model(model.name, num_classes, image_size)
+    if model.source == "timm":
+        return timm_model(model.name, num_classes)
     return torchvision_model(model.name, num_classes)
 
 

@@ -17,11 +17,14 @@ auxiliary classifier in both libraries, as bench's is.
 
 ``model=keras`` and ``model=torchvision`` (model.source=keras|torchvision) build any model of
 the same two libraries by its own name, the same way (:func:`keras_model`,
-:func:`torchvision_model`); :mod:`bench.models.custom` checks the name before any trial.
+:func:`torchvision_model`), and ``model=timm`` any of timm's (:func:`timm_model`:
+``timm.create_model(name, pretrained=False, num_classes=...)``, torch only; timm needs
+torchvision too); :mod:`bench.models.custom` checks the name before any trial.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Protocol
 
 
@@ -51,6 +54,42 @@ def torchvision_available() -> bool:
     return importlib.util.find_spec("torchvision") is not None
 
 
+def timm_missing() -> str:
+    """Why ``model=timm`` cannot load here: timm or torchvision (which timm imports) is not
+    installed ('' if both are; whether they import is the probe's to find)."""
+    import importlib.util
+
+    absent = [n for n in ("timm", "torchvision") if importlib.util.find_spec(n) is None]
+    if not absent:
+        return ""
+    return (
+        f"timm needs {' and '.join(absent)}, not installed for {sys.executable}; install the "
+        "timm extra where torchvision matches the torch build (pip install 'bench[timm]' "
+        "beside pip's torch), or run in a framework.version environment that has them"
+    )
+
+
+def _timm() -> Any:
+    """timm, imported; RuntimeError with the reason where it (or torchvision) cannot load."""
+    missing = timm_missing()
+    if missing:
+        raise RuntimeError(missing)
+    try:
+        import timm
+    except Exception as exc:  # noqa: BLE001 - a torchvision built for another torch raises anything
+        last = (str(exc).strip().splitlines() or [""])[-1]
+        raise RuntimeError(
+            f"timm cannot be imported by {sys.executable}: {type(exc).__name__}: {last} "
+            "(torchvision must match this torch build)"
+        ) from exc
+    return timm
+
+
+def timm_model(name: str, num_classes: int) -> Any:
+    """``timm.create_model(name)`` with random weights and ``num_classes`` logits."""
+    return _timm().create_model(name, pretrained=False, num_classes=num_classes)
+
+
 def torchvision_model(name: str, num_classes: int) -> Any:
     """``torchvision.models.<name>`` with random weights and ``num_classes`` logits."""
     try:
@@ -77,11 +116,14 @@ def keras_model(name: str, num_classes: int, image_size: int) -> Any:
 
 def library_names(source: str) -> list[str]:
     """The models a library offers by name: keras.applications' model classes
-    (``source="keras"``), torchvision.models' builders (``"torchvision"``: needs torchvision)."""
+    (``source="keras"``), torchvision.models' builders (``"torchvision"``: needs torchvision),
+    timm's architectures (``"timm"``: needs timm and torchvision)."""
     if source == "keras":
         import keras
 
         return sorted(n for n in dir(keras.applications) if n[:1].isupper())
+    if source == "timm":
+        return sorted(_timm().list_models())
     try:
         import torchvision
     except ImportError as exc:

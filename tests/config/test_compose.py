@@ -26,6 +26,7 @@ YOUR_MODEL = {
     ("model", "py"): ["model.builder=examples.custom_cnn:build"],
     ("model", "keras"): ["model.name=MobileNetV3Small", "framework=tf"],
     ("model", "torchvision"): ["model.name=resnet18"],
+    ("model", "timm"): ["model.name=resnet50d"],
     ("model", "hf"): ["model.name=gpt2"],
 }
 
@@ -51,6 +52,10 @@ def test_every_group_option_composes_and_validates(group: str, option: str, tmp_
         assert getattr(cfg, group).name == option
     if (group, option) == ("model", "torchvision") and not stock.torchvision_available():
         with pytest.raises(ConfigError, match=r"^model.source: torchvision is not importable"):
+            validate(cfg)
+        return
+    if (group, option) == ("model", "timm") and stock.timm_missing():
+        with pytest.raises(ConfigError, match=r"^model.source: timm needs timm and torchvision"):
             validate(cfg)
         return
     if option != "docker":

@@ -52,6 +52,16 @@ CASES = [
 if not stock.torchvision_available():
     CASES.append((["model=torchvision", "model.name=resnet50"],
                   "model.source: torchvision is not importable here"))  # fmt: skip
+CASES += [
+    (["model=timm"], "model.name: model=timm builds a timm model by its name; give one, e.g. "
+                     "model.name=resnet50d"),
+    (["model=timm", "model.name=resnet50d", "framework=tf"],
+     "model.source: timm builds timm models for framework=torch only, not framework=tf; for "
+     "tf: model=keras model.name=NAME"),
+]  # fmt: skip
+if stock.timm_missing():  # bench's own environment: its CPU torch has no torchvision
+    CASES.append((["model=timm", "model.name=resnet50d"],
+                  "model.source: timm needs timm and torchvision, not installed for "))  # fmt: skip
 
 
 @pytest.mark.parametrize(("args", "expected"), CASES, ids=[" ".join(a) for a, _ in CASES])

@@ -134,6 +134,36 @@ def test_docker_and_the_unwired_paths_are_refused_by_the_rules_alone() -> None:
     assert "model=resnet50 model.source=stock" in refusal
 
 
+def test_model_timm_is_refused_where_timm_or_torchvision_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before any trial, one line naming model.source and what is missing; a version's own
+    environment is not this interpreter's: the probe asks it there."""
+    import importlib.util
+
+    from bench.checks.own_models import rules
+
+    timm = BenchConfig(model=ModelConfig(name="resnet50d", source="timm"))
+    for absent, said in ((("timm", "torchvision"), "timm and torchvision"),
+                         (("torchvision",), "torchvision")):  # fmt: skip
+        monkeypatch.setattr(
+            importlib.util,
+            "find_spec",
+            lambda n, *a, absent=absent: None if n in absent else object(),
+        )
+        (refusal,) = rules(timm)
+        assert refusal.startswith(
+            f"model.source: timm needs {said}, not installed for {sys.executable}"
+        )
+        assert "install the timm extra" in refusal
+        version = dataclasses.replace(timm, framework=FrameworkConfig("torch", version="2.14.0"))
+        assert rules(version) == []
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: object())
+    assert rules(timm) == []
+    (refusal,) = rules(dataclasses.replace(timm, framework=FrameworkConfig("tf")))
+    assert refusal.startswith("model.source: timm builds timm models for framework=torch only")
+
+
 def test_parity_true_is_refused_for_a_builder_and_taken_by_model_hf() -> None:
     """model=hf's parity is the LM logit check (bench.sweep.parity); a builder's has none."""
     from bench.checks.own_models import rules
