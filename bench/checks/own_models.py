@@ -111,8 +111,14 @@ def rules(cfg: BenchConfig) -> list[str]:
         if model.task not in OWN_TASKS:
             problems.append(
                 f"model.task: {model.task!r} is not allowed for model=py; choose one of "
-                f"{', '.join(OWN_TASKS)} (causal_lm is to come)"
+                f"{', '.join(OWN_TASKS)}"
             )
+        elif model.task == "causal_lm":  # the sizes the builder receives
+            problems += [
+                f"model.{size}: must be >= 1, got {getattr(model, size)}"
+                for size in custom.LM_SIZES
+                if getattr(model, size) < 1
+            ]
         for key in _OWN_KEYS[:3]:
             value = getattr(model, key)
             if value and not custom.SPEC.fullmatch(value):
@@ -208,7 +214,8 @@ def _probe(
 
 
 def probe(cfg: BenchConfig) -> dict[str, object]:
-    """The probe's answer for ``cfg`` (:func:`bench.models.custom.probe`): built with the
+    """The probe's answer for ``cfg`` (:func:`bench.models.custom.probe`, ``probe_lm`` for a
+    causal LM of model=py, which also says whether mode=generate can run it): built with the
     trial's interpreter, in this working directory; the same request is asked once."""
     from bench.envs.interpreters import python_for
 
@@ -223,11 +230,16 @@ def probe(cfg: BenchConfig) -> dict[str, object]:
         if cfg.framework.name == TF:  # keras-hub imports and maps the fields
             return _probe(python, str(Path.cwd()), hf, "bench.models.keras_hub_lm")
         return _probe(python, str(Path.cwd()), hf, "bench.models.hf_lm")
+    from bench.models.custom import LM_SIZES
+
+    keys: tuple[str, ...] = ("name", "source", "builder", "torch", "tf", "task")
+    if m.task == "causal_lm":  # the sizes the builder receives
+        keys += LM_SIZES
     request = {
         "framework": cfg.framework.name,
         "num_classes": cfg.num_classes,
         "image_size": cfg.image_size,
-        "model": {k: getattr(m, k) for k in ("name", "source", "builder", "torch", "tf")},
+        "model": {k: getattr(m, k) for k in keys},
         "digest": m.digest,  # an edited module is asked again
     }
     return _probe(python, str(Path.cwd()), json.dumps(request, sort_keys=True))
@@ -247,4 +259,7 @@ def check(cfg: BenchConfig) -> list[str]:
             key, text = custom.builder_key(cfg.model, cfg.framework.name)
             return [f"{key}: cannot import {text}: {type(exc).__name__}: {exc}"]
     answer = probe(cfg)
-    return [str(answer["problem"])] if "problem" in answer else []
+    if "problem" in answer:
+        return [str(answer["problem"])]
+    # a causal LM of model=py without a (working) cached forward: mode=generate is refused
+    return [str(answer["generate"])] if cfg.mode == "generate" and answer.get("generate") else []

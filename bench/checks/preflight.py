@@ -120,16 +120,17 @@ def _check_jax(problems: list[str], cfg: BenchConfig) -> None:
 
 
 def _check_generate(problems: list[str], cfg: BenchConfig) -> None:
-    """mode=generate: a causal LM of model=hf under torch or tf, undistributed, prompt and
-    new tokens within its positions (bench.trial.generate)."""
+    """mode=generate: a causal LM of model=hf, or of model=py with a cached forward (its
+    probe says, bench.checks.own_models), under torch or tf, undistributed, prompt and new
+    tokens within its positions (bench.trial.generate)."""
     from bench.models import task
 
     kind = task(cfg.model)
-    if cfg.model.source != "hf":
+    if cfg.model.source not in ("hf", "py") or kind != "causal_lm":
         what = f"a {kind} model" if kind != "causal_lm" else "a causal LM without a KV cache here"
         problems.append(
-            f"mode: generate runs the causal LMs of model=hf (model=hf model.name=llama); "
-            f"{cfg.model.name} is {what}"
+            f"mode: generate runs the causal LMs of model=hf (model=hf model.name=llama) and "
+            f"of model=py model.task=causal_lm with a cached forward; {cfg.model.name} is {what}"
         )
         return
     if cfg.framework.name not in (TORCH, TF):  # transformers' and keras-hub's cached forward

@@ -115,8 +115,9 @@ NATIVE_SOURCES = {"flax": (JAX, "build_flax")}
 # causal LM.
 OWN_SOURCES = ("py", "keras", "torchvision", "timm", "hf")
 ALL_SOURCES = (*SOURCES, *NATIVE_SOURCES, *OWN_SOURCES)
-# The tasks a model of OWN_SOURCES may declare ("causal_lm" is to come, issue 32).
-OWN_TASKS = ("image",)
+# The tasks a model of model=py may declare: "image" (logits (N, classes) from images) and
+# "causal_lm" (token ids (N, seq) to logits (N, seq, vocab), next-token loss).
+OWN_TASKS = ("image", "causal_lm")
 # The one framework each library source builds for.
 LIBRARY_FRAMEWORK = {"keras": TF, "torchvision": TORCH, "timm": TORCH}
 

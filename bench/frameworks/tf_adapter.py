@@ -138,7 +138,14 @@ class TFSession:
             if task == "image"
             else _sequence_loss(task)
         )
-        if cfg.mode == "generate":  # model=hf (mode=generate is refused for other models)
+        # mode=generate with model=py: the positions of your LM's own cache (0: keras-hub's)
+        self._own_cache_length = 0
+        if cfg.mode == "generate" and cfg.model.source == "py":
+            from bench.models import custom
+
+            self._generate_step = tf.function(custom.greedy_step(self.model), jit_compile=self.jit)
+            self._own_cache_length = cfg.prompt_len + cfg.new_tokens
+        elif cfg.mode == "generate":  # model=hf (refused for the other models)
             from bench.models import keras_hub_lm
 
             self._generate_step = tf.function(
@@ -204,11 +211,16 @@ class TFSession:
             self._loss_steps += 1
 
     # mode=generate (model=hf): keras-hub's cached forward (call_with_cache), greedily; the
-    # cache holds prompt_len + new_tokens positions, the tokens stay on the device.
+    # cache holds prompt_len + new_tokens positions, the tokens stay on the device.  A causal
+    # LM of model=py: its own init_cache and cached_forward (bench.models.custom).
     def start_generation(self) -> None:
         self._prompt, _ = self.next_batch()
         with tf.device(self.tf_device):
-            self._cache = tf.zeros(self._cache_shape, dtype=self.model.lm.compute_dtype)
+            if self._own_cache_length:
+                batch = int(self._prompt.shape[0])
+                self._cache = self.model.init_cache(batch, self._own_cache_length)
+            else:
+                self._cache = tf.zeros(self._cache_shape, dtype=self.model.lm.compute_dtype)
         self._tokens: list[tf.Tensor] = []
 
     def prefill(self) -> None:

@@ -120,7 +120,12 @@ class TorchSession:
             self.model = self.model.to(memory_format=self._layout)
         self.num_parameters = sum(p.numel() for p in self.model.parameters())
         self._image_size = cfg.image_size if task == "image" else None
-        self._tokens_per_sample = cfg.model.seq_len if cfg.model.source == "hf" else 0
+        # model=hf, and a causal LM of model=py: FLOPs counted on one sample of seq_len tokens
+        lm = task == "causal_lm" and cfg.model.source in ("hf", "py")
+        self._tokens_per_sample = cfg.model.seq_len if lm else 0
+        # mode=generate with model=py: the builder's model's own cache (docs/your-model.md)
+        self._own_cache = cfg.model.source == "py" and task == "causal_lm"
+        self._cache_length = cfg.prompt_len + cfg.new_tokens
         self.forward = torch.compile(self.model) if cfg.compile else self.model
         self.training = cfg.mode == "train"
         self.amp_dtype = _DTYPES.get(cfg.precision)
@@ -211,17 +216,31 @@ class TorchSession:
         self._loss_sum += loss.detach()
         self._loss_steps += 1
 
-    # mode=generate (model=hf): the Hugging Face model's own cached forward, greedily.
+    # mode=generate (model=hf): the Hugging Face model's own cached forward, greedily; a
+    # causal LM of model=py: its init_cache and cached_forward (bench.models.custom).
     def start_generation(self) -> None:
         self._prompt, _ = self.next_batch()
         self._cache: Any = None
         self._tokens: list[torch.Tensor] = []
+        if self._own_cache:
+            with torch.inference_mode():
+                self._cache = self.model.init_cache(len(self._prompt), self._cache_length)
 
     def _choose(self, out: Any) -> None:
         self._cache = out.past_key_values
         self._tokens.append(out.logits[:, -1].argmax(dim=-1, keepdim=True))
 
+    def _own_step(self, tokens: torch.Tensor) -> None:
+        """Your LM's cached forward of ``tokens`` at the next free position, greedily."""
+        index = int(self._prompt.shape[1]) + len(self._tokens) - 1 if self._tokens else 0
+        with torch.inference_mode(), self._autocast():
+            logits, self._cache = self.model.cached_forward(tokens, self._cache, index)
+            self._tokens.append(logits[:, -1].argmax(dim=-1, keepdim=True))
+
     def prefill(self) -> None:
+        if self._own_cache:
+            self._own_step(self._prompt)
+            return
         from bench.models.hf_lm import takes_logits_to_keep
 
         lm = self.model.lm
@@ -230,6 +249,9 @@ class TorchSession:
             self._choose(lm(input_ids=self._prompt, use_cache=True, **kept))
 
     def decode(self) -> None:
+        if self._own_cache:
+            self._own_step(self._tokens[-1])
+            return
         with torch.inference_mode(), self._autocast():
             out = self.model.lm(
                 input_ids=self._tokens[-1], past_key_values=self._cache, use_cache=True

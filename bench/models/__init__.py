@@ -144,7 +144,12 @@ def check_sequence_model(model: ModelConfig) -> list[str]:
 def build_sequence(framework: str, model: ModelConfig) -> Any:
     """Build sequence model ``model.name`` for ``framework`` from the sizes in ``model``
     (model=hf: the Hugging Face family's causal LM, :mod:`bench.models.hf_lm`; under tf,
-    keras-hub's at the same sizes, :mod:`bench.models.keras_hub_lm`)."""
+    keras-hub's at the same sizes, :mod:`bench.models.keras_hub_lm`; model=py: your builder's
+    causal LM, :mod:`bench.models.custom`)."""
+    if model.source == "py":
+        from bench.models import custom
+
+        return custom.build_lm(framework, model)
     if model.source == "hf":
         from bench.models import hf_lm
 

@@ -7,7 +7,13 @@ process trial shares with the host (the worker is ``python -m bench.trial.worker
 in the host's directory).  It is called as ``FUNCTION(framework=..., num_classes=...,
 input_shape=...)``, ``input_shape`` being one sample in the framework's layout ((3, H, W)
 for torch, (H, W, 3) for tf), and returns the framework's model (a ``torch.nn.Module``, a
-``keras.Model``) whose output is the logits.  :func:`digest` hashes the builders' module
+``keras.Model``) whose output is the logits.  A causal LM of your own (``model.task=
+causal_lm``) is called as ``FUNCTION(framework=..., vocab_size=..., hidden=..., layers=...,
+heads=..., intermediate=..., max_positions=..., seq_len=...)`` (bench's sequence sizes,
+:data:`LM_SIZES`) and maps token ids (batch, seq) to logits (batch, seq, vocab_size); it
+runs under ``mode=generate`` where it has the cached forward of :data:`CACHE_METHODS`
+(``init_cache(batch_size, max_length)``, ``cached_forward(token_ids, cache, index)`` ->
+``(logits, cache)``).  :func:`digest` hashes the builders' module
 sources into ``model.digest`` at composition, so an edited builder is a new configuration;
 the trial checks that the source it imports is still the one hashed.
 
@@ -19,6 +25,7 @@ key) that refuses it.  Nothing here imports a framework until a model is built.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import hashlib
 import importlib
@@ -27,6 +34,7 @@ import json
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -36,6 +44,13 @@ SPEC = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 # What each framework's builder must return.
 MODEL_TYPES = {"torch": "torch.nn.Module", "tf": "keras.Model"}
 LIBRARIES = {"keras": "keras.applications", "torchvision": "torchvision.models", "timm": "timm"}
+# The sizes a causal LM's builder receives, as keyword arguments (bench's sequence keys).
+LM_SIZES = ("vocab_size", "hidden", "layers", "heads", "intermediate", "max_positions", "seq_len")
+# What a causal LM of your own has for mode=generate: init_cache(batch_size, max_length) ->
+# cache; cached_forward(token_ids, cache, index) -> (logits (batch, n, vocab), cache).
+CACHE_METHODS = ("init_cache", "cached_forward")
+# The probe's batch: 2 sequences of up to 5 tokens (3 of prompt, then one cached step).
+_PROBE_BATCH, _PROBE_TOKENS = 2, 5
 
 
 class OwnModel(Protocol):
@@ -47,6 +62,14 @@ class OwnModel(Protocol):
     torch: str
     tf: str
     digest: str
+    task: str
+    vocab_size: int
+    hidden: int
+    layers: int
+    heads: int
+    intermediate: int
+    max_positions: int
+    seq_len: int
 
 
 def builder_key(model: OwnModel, framework: str) -> tuple[str, str]:
@@ -114,13 +137,18 @@ def is_model(framework: str, obj: Any) -> bool:
     return isinstance(obj, keras.Model)
 
 
-def _build_own(framework: str, model: OwnModel, num_classes: int, image_size: int) -> Any:
-    key, text = builder_key(model, framework)
+def _check_digest(model: OwnModel, key: str) -> None:
+    """Raise where the builders' modules changed since the sweep was composed."""
     if model.digest and digest(model) != model.digest:
         raise RuntimeError(
             f"{key}: the source of {', '.join(modules(model))} changed after the sweep was "
             "composed (model.digest); run the sweep again"
         )
+
+
+def _build_own(framework: str, model: OwnModel, num_classes: int, image_size: int) -> Any:
+    key, text = builder_key(model, framework)
+    _check_digest(model, key)
     shape = input_shape(framework, image_size)
     built = load(text)(framework=framework, num_classes=num_classes, input_shape=shape)
     if not is_model(framework, built):
@@ -131,6 +159,51 @@ def _build_own(framework: str, model: OwnModel, num_classes: int, image_size: in
     if framework == "tf" and not built.built:
         built.build((None, *shape))
     return built
+
+
+def _built_lm(framework: str, model: OwnModel) -> Any:
+    """The builder's causal LM, checked to be a model of ``framework`` (unbuilt: not yet)."""
+    key, text = builder_key(model, framework)
+    _check_digest(model, key)
+    sizes = {size: int(getattr(model, size)) for size in LM_SIZES}
+    built = load(text)(framework=framework, **sizes)
+    if not is_model(framework, built):
+        raise TypeError(
+            f"{key}: {text} returned {type(built).__module__}.{type(built).__qualname__}, "
+            f"not a {MODEL_TYPES[framework]} (framework={framework})"
+        )
+    return built
+
+
+def build_lm(framework: str, model: OwnModel) -> Any:
+    """The causal LM your builder returns for ``framework`` (model=py model.task=causal_lm),
+    from bench's sequence sizes; a keras.Model that is not built yet is built by a forward
+    pass of one sequence of ``seq_len`` tokens."""
+    built = _built_lm(framework, model)
+    if framework == "tf" and not built.built:
+        import numpy as np
+
+        built(np.zeros((1, min(model.seq_len, model.max_positions)), dtype=np.int64))
+    return built
+
+
+def has_cache(built: Any) -> bool:
+    """Whether a causal LM has the cached forward mode=generate runs (:data:`CACHE_METHODS`)."""
+    return all(callable(getattr(built, name, None)) for name in CACHE_METHODS)
+
+
+def greedy_step(built: Any) -> Callable[[Any, Any, Any], tuple[Any, Any]]:
+    """``step(tokens, cache, index) -> (next tokens (batch, 1), cache)`` of your Keras causal
+    LM (the TF adapter's generation loop, in a ``tf.function``): its ``cached_forward`` of the
+    tokens at positions ``index...``, the next token the argmax of the last position's logits."""
+    import keras
+
+    def step(tokens: Any, cache: Any, index: Any) -> tuple[Any, Any]:
+        logits, cache = built.cached_forward(tokens, cache, index)
+        chosen = keras.ops.argmax(logits[:, -1:, :], axis=-1)
+        return keras.ops.cast(chosen, tokens.dtype), cache
+
+    return step
 
 
 def build(framework: str, model: OwnModel, num_classes: int, image_size: int) -> Any:
@@ -205,22 +278,163 @@ def probe(framework: str, model: OwnModel, num_classes: int, image_size: int) ->
     return {"num_parameters": count_parameters(framework, built)}
 
 
+def _tensor(framework: str, array: Any) -> Any:
+    if framework == "torch":
+        import torch
+
+        return torch.from_numpy(array)
+    import keras
+
+    return keras.ops.convert_to_tensor(array)
+
+
+def _shape(out: Any) -> tuple[int, ...] | None:
+    shape = getattr(out, "shape", None)
+    return None if shape is None else tuple(int(d) for d in shape)
+
+
+def _described(out: Any) -> str:
+    shape = _shape(out)
+    return f"shape {shape}" if shape is not None else f"a {type(out).__qualname__}"
+
+
+def _numpy(out: Any) -> Any:
+    import numpy as np
+
+    detach = getattr(out, "detach", None)  # a torch tensor
+    return np.asarray((detach().float().cpu() if detach else out), dtype=np.float32)
+
+
+def _cache_problem(framework: str, built: Any, model: OwnModel, tokens: Any) -> str:
+    """Why ``built`` cannot run mode=generate ('' if it can): no cached forward
+    (:data:`CACHE_METHODS`), one that fails or returns the wrong shapes, or logits that are
+    not the forward pass's (a prefill of all but the last token, then one cached step)."""
+    key, text = builder_key(model, framework)
+    lacking = [name for name in CACHE_METHODS if not callable(getattr(built, name, None))]
+    if lacking:
+        return (
+            f"mode: generate runs a causal LM of model=py through its cached forward, and "
+            f"{text}'s {framework} model has no {' nor '.join(lacking)}; add init_cache("
+            "batch_size, max_length) and cached_forward(token_ids, cache, index) -> (logits, "
+            "cache) (docs/your-model.md), or use mode=train"
+        )
+    batch, length = tokens.shape
+    if length < 2:
+        return ""
+    import numpy as np
+
+    vocab = model.vocab_size
+    try:
+        with _inference(framework, built):
+            cache = built.init_cache(batch, length)
+            steps = []
+            for start, stop in ((0, length - 1), (length - 1, length)):
+                index = start if framework == "torch" else _tensor(framework, np.int32(start))
+                part = _tensor(framework, tokens[:, start:stop])
+                logits, cache = built.cached_forward(part, cache, index)
+                if _shape(logits) != (batch, stop - start, vocab):
+                    return (
+                        f"{key}: {text}'s cached_forward of token ids ({batch}, {stop - start})"
+                        f" returned logits of {_described(logits)}, not (batch, n, vocab_size)"
+                        f" = ({batch}, {stop - start}, {vocab})"
+                    )
+                steps.append(_numpy(logits)[:, -1])
+    except Exception as exc:  # noqa: BLE001 - the user's cached forward failing
+        return f"{key}: {text}'s init_cache/cached_forward raised {_last_line(exc)}"
+    full = _numpy(_forward(framework, built, tokens))
+    expected = np.stack([full[:, length - 2], full[:, -1]])
+    worst = float(np.abs(np.stack(steps) - expected).max())
+    if not worst <= 1e-3 * (1.0 + float(np.abs(expected).max())):
+        return (
+            f"{key}: {text}'s cached_forward gives other logits than its forward pass on the "
+            f"same tokens (largest difference {worst:.3g}); the cache must hold every "
+            "position given before index"
+        )
+    return ""
+
+
+def _inference(framework: str, built: Any) -> Any:
+    """A context without gradients, ``built`` in eval mode (torch); nothing for Keras."""
+    if framework != "torch":
+        return contextlib.nullcontext()
+    import torch
+
+    built.eval()
+    return torch.no_grad()
+
+
+def _forward(framework: str, built: Any, tokens: Any) -> Any:
+    """One forward pass of ``built`` (eval mode, no gradients) on numpy ``tokens``."""
+    with _inference(framework, built):
+        if framework == "torch":
+            return built(_tensor(framework, tokens))
+        return built(_tensor(framework, tokens), training=False)
+
+
+def probe_lm(framework: str, model: OwnModel) -> dict[str, Any]:
+    """Build your causal LM for ``framework`` as a trial would and run it on two short random
+    sequences: ``{"num_parameters": N, "generate": LINE}`` (``LINE``: why mode=generate
+    cannot run it, '' if it can), or ``{"problem": LINE}`` naming the key that refuses it."""
+    import numpy as np
+
+    key, text = builder_key(model, framework)
+    try:
+        load(text)
+    except Exception as exc:  # noqa: BLE001 - any import error is the user's to see
+        return {"problem": f"{key}: cannot import {text}: {_last_line(exc)}"}
+    try:
+        built = build_lm(framework, model)
+    except TypeError as exc:
+        if str(exc).startswith(f"{key}: "):
+            return {"problem": str(exc)}
+        return {"problem": f"{key}: {text} raised {_last_line(exc)}"}
+    except Exception as exc:  # noqa: BLE001 - the builder's own failure, reported as its key's
+        return {"problem": f"{key}: {text} raised {_last_line(exc)}"}
+    length = min(_PROBE_TOKENS, model.seq_len, model.max_positions)
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(0, model.vocab_size, size=(_PROBE_BATCH, length), dtype=np.int64)
+    want = (_PROBE_BATCH, length, model.vocab_size)
+    try:
+        out = _forward(framework, built, tokens)
+    except Exception as exc:  # noqa: BLE001 - the model's own failure on token ids
+        return {"problem": f"{key}: {text}'s model raised {_last_line(exc)} on token ids of "
+                           f"shape {want[:2]}"}  # fmt: skip
+    if _shape(out) != want:
+        return {
+            "problem": f"{key}: {text}'s model maps token ids {want[:2]} to {_described(out)}, "
+            f"not logits (batch, seq, vocab_size) = {want}"
+        }
+    prompt = (_PROBE_BATCH, min(_PROBE_TOKENS, model.max_positions))
+    cache_tokens = rng.integers(0, model.vocab_size, size=prompt, dtype=np.int64)
+    return {
+        "num_parameters": count_parameters(framework, built),
+        "generate": _cache_problem(framework, built, model, cache_tokens),
+    }
+
+
 class _Model:
     """A model config from the probe's JSON (the host sends the fields this module reads)."""
 
-    def __init__(self, fields: dict[str, str]) -> None:
+    def __init__(self, fields: dict[str, Any]) -> None:
         self.name, self.source = fields["name"], fields["source"]
         self.builder, self.torch, self.tf = fields["builder"], fields["torch"], fields["tf"]
         self.digest = ""
+        self.task = str(fields.get("task") or "image")
+        size = {key: int(fields.get(key, 1)) for key in LM_SIZES}  # a causal LM's only
+        self.vocab_size, self.hidden = size["vocab_size"], size["hidden"]
+        self.layers, self.heads = size["layers"], size["heads"]
+        self.intermediate, self.max_positions = size["intermediate"], size["max_positions"]
+        self.seq_len = size["seq_len"]
 
 
 def main(argv: list[str]) -> int:
     request = json.loads(argv[0])
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    out = probe(
-        request["framework"], _Model(request["model"]), request["num_classes"],
-        request["image_size"],
-    )  # fmt: skip
+    model = _Model(request["model"])
+    if model.task == "causal_lm":
+        out = probe_lm(request["framework"], model)
+    else:
+        out = probe(request["framework"], model, request["num_classes"], request["image_size"])
     print("BENCH_PROBE " + json.dumps(out), flush=True)
     return 0
 

@@ -36,7 +36,7 @@ CASES = [
     ([PY, "model.tf=tests.builders:torch_model", "framework=tf"],
      "model.tf: tests.builders:torch_model returned torch.nn.modules.linear.Linear, not a keras"),
     # Keys of their own.
-    ([PY, "model.builder=examples.custom_cnn:build", "model.task=causal_lm"], "model.task"),
+    ([PY, "model.builder=examples.custom_cnn:build", "model.task=masked_lm"], "model.task"),
     ([PY, "model.builder=examples.custom_cnn:build", "framework=mxnet"], "framework: model=py"),
     ([PY, "model.builder=examples.custom_cnn:build", "distributed=ddp", "workers=2"],
      "distributed: model=py"),
