@@ -39,3 +39,17 @@ def test_llama_generates_and_trains_through_the_cli(bench) -> None:  # noqa: ANN
         assert gen.data.metrics[name] > 0, name
     assert "prompt_len" not in children["train"].data.params
     assert children["train"].data.metrics["final_loss"] > 0
+
+
+def test_llama_trains_under_tf_with_keras_hub(bench) -> None:  # noqa: ANN001
+    """framework=tf model=hf: keras-hub's llama (the keras-hub extra), one tiny training
+    trial, with transformers' parameter count and the model named hf:llama."""
+    result = bench.run("framework=tf", *HF_TINY, *TINY)
+    assert result.returncode == 0, result.output
+    (run,) = bench.children()
+    assert run.data.tags["bench.status"] == "ok", run.data.tags.get("bench.error")
+    assert run.data.tags["bench.framework"] == "tf"
+    assert run.data.params["model.source"] == "hf"
+    assert int(run.data.params["num_parameters"]) == 26_784  # transformers' count of it
+    assert run.data.metrics["final_loss"] > 0
+    assert run.data.metrics["trial_samples_per_s"] > 0
