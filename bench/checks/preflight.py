@@ -107,9 +107,6 @@ def _check_jax(problems: list[str], cfg: BenchConfig) -> None:
             "precision: model.source=flax trains in float32 so far (fp32, or tf32 on a GPU); "
             "bf16 runs the Keras models (model.source=bench)"
         )
-    if cfg.profile or cfg.breakdown:
-        key = "profile" if cfg.profile else "breakdown"
-        problems.append(f"{key}: framework={name} has no profiler nor breakdown yet")
     from bench.models import task
 
     if task(cfg.model) != "image":
