@@ -8,9 +8,10 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from bench.core.config import BenchConfig
 from bench.core.frameworks import FRAMEWORKS, TORCH
 from bench.core.identity import identity
-from bench.core.zoo import model_label
+from bench.core.zoo import model_label, task_of
 from bench.tracking import RunRecord
 
 # A trial's configuration is its run's identity (bench.core.identity, the one definition the
@@ -194,12 +195,32 @@ class Labeller:
             parts.append(pairs.get("mode", "?"))
         if "batch_size" not in skip:
             parts.append(f"batch {pairs.get('batch_size', '?')}")
+        shown: tuple[str, ...] = ()
         if "image_size" not in skip:
-            parts.append(f"{pairs.get('image_size', '?')} px")
+            size, shown = _input_size(pairs)
+            parts.append(size)
         if "device" not in skip:
             parts.append(pairs.get("device", "?"))
-        parts += [f"{k}={pairs[k]}" for k in self.varying if k in pairs and k not in skip]
+        parts += [f"{k}={pairs[k]}" for k in self.varying
+                  if k in pairs and k not in skip and k not in shown]  # fmt: skip
         return " · ".join(parts)
+
+
+_DEFAULTS = BenchConfig()
+
+
+def _input_size(pairs: dict[str, str]) -> tuple[str, tuple[str, ...]]:
+    """An image model's ``224 px``; a sequence model's ``seq 128`` (the image size means
+    nothing to it); a generation's ``prompt 128 + 32 new`` (keys at their default are not
+    in a run's identity).  With the keys it shows."""
+    name, source = pairs.get("model.name", ""), pairs.get("model.source", "bench")
+    if task_of(name, source, pairs.get("model.task", "")) in ("", "image"):
+        return f"{pairs.get('image_size', '?')} px", ("image_size",)
+    if pairs.get("mode") == "generate":
+        prompt = pairs.get("prompt_len", str(_DEFAULTS.prompt_len))
+        new = pairs.get("new_tokens", str(_DEFAULTS.new_tokens))
+        return f"prompt {prompt} + {new} new", ("prompt_len", "new_tokens")
+    return f"seq {pairs.get('model.seq_len', '?')}", ("model.seq_len",)
 
 
 def model_of(config: Config) -> str:

@@ -2,6 +2,7 @@
 
 from bench.report.sections.breakdown import breakdown
 from bench.report.sections.common import HISTORY_KEYS, Context
+from bench.report.sections.generation import generation
 from bench.report.sections.other_pairs import other_pairs
 from bench.report.sections.timing import inference_vs_batch, power, relative_time
 from bench.report.sections.training import (
@@ -21,6 +22,7 @@ __all__ = [
     "breakdown",
     "distributed",
     "epochs_and_utilization",
+    "generation",
     "inference_vs_batch",
     "oom_frontier",
     "other_pairs",

@@ -1,0 +1,82 @@
+"""mode=generate (a causal LM's prefill and cached greedy decoding, timed by bench): the
+generation figures of every configuration, and the framework pairs' verdicts on time to
+first token and time per output token."""
+
+from __future__ import annotations
+
+from bench.analysis import stats
+from bench.report.document import Cell, Section, Table, num
+from bench.report.sections.common import (
+    Context,
+    both_sides,
+    metric_of,
+    ratio_text,
+    sample,
+    sorted_configs,
+    verdict_cell,
+)
+from bench.report.trials import Labeller, fmt_mean_sd, framework_pairs, group
+
+# The compared figures (lower is better), as trial metrics (bench.trial.generate.figures).
+COMPARED = (
+    ("time to first token", "time_to_first_token_ms"),
+    ("time per output token", "time_per_output_token_p50_ms"),
+)
+# Every figure of the table, with its column's name.
+SHOWN = (
+    ("TTFT ms", "time_to_first_token_ms"),
+    ("TPOT p50 ms", "time_per_output_token_p50_ms"),
+    ("TPOT p90 ms", "time_per_output_token_p90_ms"),
+    ("prefill tok/s", "prefill_tokens_per_s"),
+    ("decode tok/s", "decode_tokens_per_s"),
+)
+
+
+def generation(ctx: Context) -> Section | None:
+    trials = [t for t in ctx.ok if t.mode == "generate"]
+    if not trials:
+        return None
+    lab = Labeller(trials)
+    section = Section("Generation", "generation")
+    section.blocks.append(
+        "Causal LMs under mode=generate: time to first token (the prefill of the prompt "
+        "batch, median over the windows), time per output token (each cached decode step; "
+        "p50 and p90 over every step of every window), and tokens per second, as bench's "
+        "own loop times them on both sides.  Each figure is the mean over a configuration's "
+        "runs, ± their standard deviation.  Frameworks are compared on time to first token "
+        "and on the p50 time per output token, each by the rules of the training-time "
+        "verdicts; a ratio above 1 means the second framework took longer."
+    )
+    by_config = group(trials, lambda t: t.config)
+    rows: list[list[Cell]] = []
+    for config in sorted_configs(lab, list(by_config)):
+        for framework, members in sorted(group(by_config[config], lambda t: t.framework).items()):
+            rows.append(
+                [Cell(framework), Cell(lab.label(config))]
+                + [num(fmt_mean_sd([t.metric(key) for t in members])) for _, key in SHOWN]
+            )
+    columns = ["Framework", "Configuration", *(name for name, _ in SHOWN)]
+    section.blocks.append(Table(columns, rows, "Generation figures"))
+    for a, b in framework_pairs(t.framework for t in trials):
+        compared: list[list[Cell]] = []
+        for config, side_a, side_b in both_sides(lab, by_config, a, b):
+            label = lab.label(config)
+            for what, key in COMPARED:
+                value = metric_of(key)
+                verdict = stats.compare(sample(a, side_a, value), sample(b, side_b, value))
+                ctx.verdicts.append((f"{what}, {b} vs {a}", label, verdict))
+                compared.append(
+                    [
+                        Cell(label),
+                        Cell(what),
+                        num(fmt_mean_sd([value(t) for t in side_a])),
+                        num(fmt_mean_sd([value(t) for t in side_b])),
+                        num(ratio_text(verdict)),
+                        verdict_cell(verdict),
+                    ]
+                )
+        if compared:
+            columns = ["Configuration", "Figure", f"{a} ms", f"{b} ms", f"{b} / {a} [95% CI]",
+                       "Verdict"]  # fmt: skip
+            section.blocks.append(Table(columns, compared, f"Generation, {b} vs {a}"))
+    return section
