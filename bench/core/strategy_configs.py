@@ -15,6 +15,7 @@ from bench.core.strategies.base import DistributedConfig
 from bench.core.strategies.ddp import DDPConfig
 from bench.core.strategies.dp import DataParallelConfig
 from bench.core.strategies.horovod import HorovodConfig
+from bench.core.strategies.jax_distributed import JaxDistributedConfig
 from bench.core.strategies.jax_dp import JaxDataParallelConfig
 from bench.core.strategies.kvstore import KvstoreAsyncConfig, KvstoreDeviceConfig, KvstoreSyncConfig
 from bench.core.strategies.mirrored import MirroredConfig
@@ -28,7 +29,7 @@ STRATEGY_CONFIGS: dict[str, type[DistributedConfig]] = {
     for cls in (
         DistributedConfig, DataParallelConfig, DDPConfig, MirroredConfig, MultiWorkerConfig,
         ParameterServerConfig, HorovodConfig, ModelParallelConfig, KvstoreSyncConfig,
-        KvstoreAsyncConfig, KvstoreDeviceConfig, JaxDataParallelConfig,
+        KvstoreAsyncConfig, KvstoreDeviceConfig, JaxDataParallelConfig, JaxDistributedConfig,
     )
 }  # fmt: skip
 # Each setting's allowed values (checked by :func:`bench.core.rules.check`), from the

@@ -20,22 +20,13 @@ evenly (lockstep).
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any
 
 from bench.core.config import BenchConfig
 from bench.distributed import common
 from bench.distributed.base import OneProcess, Proc, Rank, per_rank
-
-# XLA's flag that makes its CPU client expose that many host devices.
-HOST_DEVICES = "xla_force_host_platform_device_count"
-
-
-def host_device_flags(existing: str, devices: int) -> str:
-    """``XLA_FLAGS`` asking XLA's CPU client for ``devices`` host devices, the rest kept."""
-    kept = re.sub(rf"(--)?{HOST_DEVICES}=\S*", "", existing).split()
-    return " ".join([*kept, f"--{HOST_DEVICES}={devices}"])
+from bench.distributed.jax_common import HOST_DEVICES, host_device_flags
 
 
 class JaxDP(OneProcess):

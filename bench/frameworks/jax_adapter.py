@@ -56,10 +56,12 @@ _POLICIES = {"fp32": "float32", "tf32": "float32", "bf16": "mixed_bfloat16"}
 
 
 def _device(requested: str) -> Any:
-    gpus = [d for d in jax.devices() if d.platform == "gpu"]
+    """This process's device (its own first one: under ``jax.distributed`` the global
+    device list starts with process 0's)."""
+    gpus = [d for d in jax.local_devices() if d.platform == "gpu"]
     if requested == "cuda" and not gpus:
         raise RuntimeError("device: 'cuda' was requested but JAX sees no GPU")
-    return gpus[0] if gpus and requested != "cpu" else jax.devices("cpu")[0]
+    return gpus[0] if gpus and requested != "cpu" else jax.local_devices(backend="cpu")[0]
 
 
 def _labelled(
@@ -253,8 +255,10 @@ class JaxSession:
         self._train_step = train_step
 
     def data_parallel(self, devices: list[Any]) -> None:
-        """Train data-parallel over ``devices`` (``distributed=jax_dp``), before the first
-        step: a one-axis Mesh (``batch``) over them, each batch sharded along it, the state
+        """Train data-parallel over ``devices`` (``distributed=jax_dp``; with
+        ``jax_distributed`` every process's devices, this process's batches its share of
+        the global batch), before the first step: a one-axis Mesh (``batch``) over them,
+        each batch sharded along it, the state
         (weights, non-trainable variables, optimizer state, loss sum) replicated on every
         device, and the same jitted step with these as its in/out shardings, so XLA
         partitions it and inserts the all-reduces: of the gradients, and of the batch
@@ -275,16 +279,30 @@ class JaxSession:
         self._jit_train_step(self._cfg)
 
     def _place_batch(self, batch: Batch) -> Batch:
-        x, y = batch
-        return jax.device_put(x, self._sharded), jax.device_put(y, self._sharded)
+        """This process's batch as its share of the global, sharded batch."""
+        return tuple(
+            jax.make_array_from_process_local_data(self._sharded, np.asarray(a)) for a in batch
+        )
 
     def _place_state(self) -> None:
-        """The step's state on ``data_parallel``'s devices, replicated (no-op without)."""
+        """The step's state on ``data_parallel``'s devices, replicated (no-op without).
+        Every process holds the same values (the same seed, or the same weights loaded)."""
         if self._replicated is None:
             return
-        net, rep = self.net, self._replicated
-        net.trainable, net.non_trainable = jax.device_put((net.trainable, net.non_trainable), rep)
-        self._opt_state, self._loss_sum = jax.device_put((self._opt_state, self._loss_sum), rep)
+        net = self.net
+        net.trainable, net.non_trainable = self._replicate((net.trainable, net.non_trainable))
+        self._opt_state, self._loss_sum = self._replicate((self._opt_state, self._loss_sum))
+
+    def _replicate(self, tree: Any) -> Any:
+        """``tree``'s arrays replicated on the mesh's devices, from this process's copy (a
+        global array from local values: under ``jax.distributed`` each process supplies
+        the part on its own devices)."""
+
+        def one(a: Any) -> Any:
+            host = np.asarray(a)
+            return jax.make_array_from_callback(host.shape, self._replicated, lambda i: host[i])
+
+        return jax.tree.map(one, tree)
 
     def _make_infer_step(self) -> None:
         net = self.net
@@ -333,7 +351,9 @@ class JaxSession:
         out = jax.jit(lambda t, n, x: net.forward(t, n, x, False)[0])(
             net.trainable, net.non_trainable, x
         )
-        return bool(np.isfinite(np.asarray(out, dtype=np.float32)).all())
+        # This process's part (all of it, but with jax.distributed's sharded batch).
+        parts = [np.asarray(s.data, dtype=np.float32) for s in out.addressable_shards]
+        return all(bool(np.isfinite(p).all()) for p in parts)
 
     def take_mean_loss(self) -> float | None:
         if not self._loss_steps:
@@ -341,7 +361,7 @@ class JaxSession:
         mean = float(self._loss_sum) / self._loss_steps
         self._loss_sum = jnp.zeros((), jnp.float32)
         if self._replicated is not None:
-            self._loss_sum = jax.device_put(self._loss_sum, self._replicated)
+            self._loss_sum = self._replicate(self._loss_sum)
         self._loss_steps = 0
         return mean
 
@@ -349,6 +369,8 @@ class JaxSession:
         data = self._data
         if not isinstance(data, LabelledData) or not self._cfg.data.evaluate:
             return None
+        if self._replicated is not None:
+            return None  # the JAX strategies measure no test accuracy (as the TF ones)
         correct, loss_sum, seen = 0, 0.0, 0
         net = self.net
         for x, y in _labelled(data.test_x, data.test_y, data, self._cfg, False):

@@ -60,7 +60,8 @@ def _passes(framework: str, strategy: str) -> None:
                                                      ("mxnet", "kvstore_sync"),
                                                      ("mxnet", "kvstore_device"),
                                                      ("tf", "model_parallel"),
-                                                     ("jax", "jax_dp")])  # fmt: skip
+                                                     ("jax", "jax_dp"),
+                                                     ("jax", "jax_distributed")])  # fmt: skip
 def test_a_strategy_trains_like_the_undistributed_run(framework: str, strategy: str) -> None:
     _passes(framework, strategy)
 

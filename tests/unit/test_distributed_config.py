@@ -48,11 +48,15 @@ def test_jax_takes_jax_dp_only_and_jax_dp_takes_jax_only() -> None:
     """framework=jax with another framework's strategy, and jax_dp with another framework:
     each refused naming distributed and what is allowed (issue 35)."""
     (got,) = problems(framework="jax", distributed="ddp", workers=2)
-    assert got.startswith("distributed: 'ddp' ") and got.endswith("choose one of none, jax_dp")
+    assert got.startswith("distributed: 'ddp' ")
+    assert got.endswith("choose one of none, jax_dp, jax_distributed")
     (got,) = problems(framework="torch", distributed="jax_dp", workers=2)
     assert got.startswith("distributed: 'jax_dp' (jax.sharding data parallelism")
     assert "framework=torch; choose one of none, dp, ddp" in got
     assert problems(framework="jax", distributed="jax_dp", workers=2) == []
+    assert problems(framework="jax", distributed="jax_distributed", workers=2) == []
+    (got,) = problems(framework="jax", distributed="jax_distributed", workers=2, nodes=2)
+    assert got.startswith("nodes: distributed=jax_distributed runs on one node")
 
 
 def test_unknown_strategy_names_the_allowed_ones() -> None:
@@ -148,6 +152,7 @@ def test_the_registry_holds_what_the_parity_check_and_the_batch_rules_read() -> 
         "kvstore_sync": ("mxnet",),
         "kvstore_device": ("mxnet",),
         "jax_dp": ("jax",),
+        "jax_distributed": ("jax",),
     }
     assert strategy.ASYNC == {"kvstore_async": ("mxnet",)}
     facts = registry.STRATEGIES.items()

@@ -1,5 +1,6 @@
-"""distributed=jax_dp (issue 35): the rank process is started with XLA's host devices asked
-for in XLA_FLAGS (the user's other flags kept), and the jax session's sharded step, on 2 host
+"""distributed=jax_dp and jax_distributed (issue 35): the rank processes are started with
+XLA's host devices asked for in XLA_FLAGS (the user's other flags kept; jax_distributed: one
+each, and rank 0's coordination address), and the jax session's sharded step, on 2 host
 devices in a child process, keeps its state replicated, shards each batch and trains as the
 undistributed session at the same global batch."""
 
@@ -14,17 +15,18 @@ from pathlib import Path
 import pytest
 
 from bench.core.config import BenchConfig
+from bench.core.strategies.jax_distributed import JaxDistributedConfig
 from bench.core.strategies.jax_dp import JaxDataParallelConfig
-from bench.distributed import jax_dp
+from bench.distributed import jax_common, jax_distributed, jax_dp
 from bench.distributed.base import ENV_RANK, ENV_WORLD
 
 
 def test_the_host_device_count_replaces_its_own_flag_and_keeps_the_rest() -> None:
-    flags = jax_dp.host_device_flags(
+    flags = jax_common.host_device_flags(
         "--xla_dump_to=/tmp/x xla_force_host_platform_device_count=8", 2
     )
     assert flags.split() == ["--xla_dump_to=/tmp/x", "--xla_force_host_platform_device_count=2"]
-    assert jax_dp.host_device_flags("", 3) == "--xla_force_host_platform_device_count=3"
+    assert jax_common.host_device_flags("", 3) == "--xla_force_host_platform_device_count=3"
 
 
 def test_one_rank_process_asks_for_workers_host_devices(
@@ -36,6 +38,20 @@ def test_one_rank_process_asks_for_workers_host_devices(
     assert proc.env[ENV_RANK] == "0" and proc.env[ENV_WORLD] == "1"
     assert proc.env["XLA_FLAGS"] == "--xla_dump_to=/tmp/x --xla_force_host_platform_device_count=4"
     assert jax_dp.STRATEGY.step_batches(cfg) == 4  # one step: every device's batch
+
+
+def test_jax_distributed_starts_a_process_per_worker_joined_at_one_address(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+    cfg = BenchConfig(distributed=JaxDistributedConfig(), workers=3)
+    procs = jax_distributed.STRATEGY.processes(cfg, tmp_path)
+    assert [(p.env[ENV_RANK], p.env[ENV_WORLD]) for p in procs] == [("0", "3"), ("1", "3"),
+                                                                    ("2", "3")]  # fmt: skip
+    (address,) = {p.env[jax_distributed.ENV_COORDINATOR] for p in procs}
+    host, port = address.split(":")
+    assert host == "127.0.0.1" and int(port) > 0
+    assert {p.env["XLA_FLAGS"] for p in procs} == {"--xla_force_host_platform_device_count=1"}
 
 
 def test_on_gpus_every_worker_needs_a_gpu() -> None:
