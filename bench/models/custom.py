@@ -161,8 +161,10 @@ def _build_own(framework: str, model: OwnModel, num_classes: int, image_size: in
     return built
 
 
-def _built_lm(framework: str, model: OwnModel) -> Any:
-    """The builder's causal LM, checked to be a model of ``framework`` (unbuilt: not yet)."""
+def build_lm(framework: str, model: OwnModel) -> Any:
+    """The causal LM your builder returns for ``framework`` (model=py model.task=causal_lm),
+    from bench's sequence sizes; a keras.Model that is not built yet is built by a forward
+    pass of one sequence of ``seq_len`` tokens."""
     key, text = builder_key(model, framework)
     _check_digest(model, key)
     sizes = {size: int(getattr(model, size)) for size in LM_SIZES}
@@ -172,24 +174,11 @@ def _built_lm(framework: str, model: OwnModel) -> Any:
             f"{key}: {text} returned {type(built).__module__}.{type(built).__qualname__}, "
             f"not a {MODEL_TYPES[framework]} (framework={framework})"
         )
-    return built
-
-
-def build_lm(framework: str, model: OwnModel) -> Any:
-    """The causal LM your builder returns for ``framework`` (model=py model.task=causal_lm),
-    from bench's sequence sizes; a keras.Model that is not built yet is built by a forward
-    pass of one sequence of ``seq_len`` tokens."""
-    built = _built_lm(framework, model)
     if framework == "tf" and not built.built:
         import numpy as np
 
         built(np.zeros((1, min(model.seq_len, model.max_positions)), dtype=np.int64))
     return built
-
-
-def has_cache(built: Any) -> bool:
-    """Whether a causal LM has the cached forward mode=generate runs (:data:`CACHE_METHODS`)."""
-    return all(callable(getattr(built, name, None)) for name in CACHE_METHODS)
 
 
 def greedy_step(built: Any) -> Callable[[Any, Any, Any], tuple[Any, Any]]:
