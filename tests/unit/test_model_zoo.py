@@ -218,10 +218,10 @@ def test_stock_without_a_library_model_is_refused_up_front(framework: str, model
 
 def test_model_source_must_be_one_bench_knows() -> None:
     """bench, stock, flax (framework=jax's Flax models), or those of docs/your-model.md
-    (py, keras, torchvision, ...)."""
-    with pytest.raises(ConfigError, match="model.source: 'timm' is not allowed; choose one of "
-                       "bench, stock, flax, py, keras, torchvision"):  # fmt: skip
-        validate(stock_config("torch", "resnet50", source="timm"))
+    (py, keras, torchvision, timm)."""
+    with pytest.raises(ConfigError, match="model.source: 'onnx' is not allowed; choose one of "
+                       "bench, stock, flax, py, keras, torchvision, timm"):  # fmt: skip
+        validate(stock_config("torch", "resnet50", source="onnx"))
     validate(stock_config("tf", "resnet50"))
     validate(stock_config("torch", "alexnet"))
 
