@@ -119,6 +119,7 @@ def releases(pkg: str) -> dict[str, Release]:
     index) where it cannot be reached and nothing is cached."""
     from bench.core.paths import owned_private, private_dir, write_private
 
+    pkg = pkg.split("[", 1)[0]  # the index knows jax, not jax[cpu] (an extra of it)
     path = _cache_file(pkg)
     # Believed only from a file of this user that no one else can write (a shared cache
     # folder must not let another user decide which versions bench offers).

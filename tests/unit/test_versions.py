@@ -319,3 +319,28 @@ def test_the_index_answer_is_cached_for_its_owner_only(
     cached = tmp_path / "index" / "tensorflow-cpu.json"
     assert stat.S_IMODE(cached.stat().st_mode) == 0o600
     assert stat.S_IMODE(cached.parent.stat().st_mode) == 0o700
+
+
+@needs_cp311_linux
+def test_a_package_with_an_extra_is_asked_for_by_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """jax installs as jax[cpu]: the index's JSON is at /jax/json (/jax[cpu]/json is a 404,
+    which refused every jax framework.version)."""
+    import io
+
+    monkeypatch.setenv("BENCH_CACHE", str(tmp_path))
+    asked: list[str] = []
+    wheel = "jax-{v}-py3-none-any.whl"
+    answer = {"releases": {v: [{"filename": wheel.format(v=v)}] for v in ("0.10.0", "0.10.2")}}
+
+    def urlopen(url: str, timeout: float) -> io.BytesIO:
+        asked.append(url)
+        return io.BytesIO(json.dumps(answer).encode())
+
+    monkeypatch.setattr(versions.urllib.request, "urlopen", urlopen)
+    assert versions.problems("jax", "0.10.0", gpu=False, cached=False) == []
+    assert asked and asked[0].endswith("/jax/json")
+    assert (tmp_path / "index" / "jax.json").exists()
+    (problem,) = versions.problems("jax", "0.9.0", gpu=False, cached=False)
+    assert "has no release '0.9.0'" in problem
