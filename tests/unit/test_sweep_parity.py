@@ -206,7 +206,8 @@ def test_the_lm_check_reads_the_childs_verdict(monkeypatch: pytest.MonkeyPatch) 
 
 @pytest.mark.slow
 def test_the_lm_check_runs_transformers_against_keras_hub() -> None:
-    """The real check, in a child process of the pinned TF interpreter (a minute on 2 busy cores)."""
+    """The real check, in a child process of the pinned TF interpreter (a minute on 2 busy
+    cores)."""
     verdict, text = parity.lm_check(parity.group_of(hf("torch")))
     assert verdict == "passed", text
     assert "llama: passed" in text and "torch 147,776, tf 147,776" in text
