@@ -103,6 +103,17 @@ def test_mirrored_on_two_logical_cpu_devices(bench) -> None:  # noqa: ANN001
     assert run.data.params["distributed.all_reduce"] == "one_device"
 
 
+@pytest.mark.parametrize("strategy", ["jax_dp", "jax_distributed"])
+def test_jax_on_two_host_devices(bench, strategy: str) -> None:  # noqa: ANN001
+    """jax_dp: 2 host devices of one process; jax_distributed: 2 processes of one each."""
+    got = bench.run("framework=jax", f"distributed={strategy}", "workers=2", *SMALL)
+    assert got.returncode == 0, got.output
+    run = only_trial(bench)
+    assert_global_and_per_worker(bench, run)
+    assert run.data.params["distributed"] == strategy
+    assert not dist_processes(bench.root)
+
+
 def test_multiworker_two_processes(bench) -> None:  # noqa: ANN001
     got = bench.run(
         "framework=tf", "distributed=multiworker", "workers=2", "breakdown=true", *SMALL
