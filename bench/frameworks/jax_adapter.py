@@ -255,14 +255,14 @@ class JaxSession:
         self._train_step = train_step
 
     def data_parallel(self, devices: list[Any]) -> None:
-        """Train data-parallel over ``devices`` (``distributed=jax_dp``; with
-        ``jax_distributed`` every process's devices, this process's batches its share of
-        the global batch), before the first step: a one-axis Mesh (``batch``) over them,
-        each batch sharded along it, the state
-        (weights, non-trainable variables, optimizer state, loss sum) replicated on every
-        device, and the same jitted step with these as its in/out shardings, so XLA
-        partitions it and inserts the all-reduces: of the gradients, and of the batch
-        statistics of BatchNorm, which are the global batch's as in the undistributed step."""
+        """Train data-parallel over ``devices``, before the first step: a one-axis Mesh
+        (``batch``) over them, each batch sharded along it, the state (weights,
+        non-trainable variables, optimizer state, loss sum) replicated on every device, and
+        the same jitted step with these as its in/out shardings, so XLA partitions it and
+        inserts the all-reduces: of the gradients, and of BatchNorm's batch statistics,
+        which are the global batch's as in the undistributed step.  ``distributed=jax_dp``:
+        this process's devices; ``jax_distributed``: every process's, this process's
+        batches its share of the global batch."""
         from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
         if not self.training:
