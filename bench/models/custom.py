@@ -236,15 +236,23 @@ def _name_problem(framework: str, model: OwnModel) -> str:
     )
 
 
+def _unimportable(key: str, text: str) -> str:
+    """Why builder ``text`` (given as ``key``) cannot be imported; '' if it can."""
+    try:
+        load(text)
+    except Exception as exc:  # noqa: BLE001 - any import error is the user's to see
+        return f"{key}: cannot import {text}: {_last_line(exc)}"
+    return ""
+
+
 def probe(framework: str, model: OwnModel, num_classes: int, image_size: int) -> dict[str, Any]:
     """Build ``model`` for ``framework`` as a trial would: ``{"num_parameters": N}``, or
     ``{"problem": LINE}`` naming the key that refuses it."""
     if model.source == "py":
         key, text = builder_key(model, framework)
-        try:
-            load(text)
-        except Exception as exc:  # noqa: BLE001 - any import error is the user's to see
-            return {"problem": f"{key}: cannot import {text}: {_last_line(exc)}"}
+        problem = _unimportable(key, text)
+        if problem:
+            return {"problem": problem}
     else:
         if LIBRARY_FRAMEWORK.get(model.source) != framework:
             return {"problem": f"model.source: {model.source} builds for framework="
@@ -367,10 +375,9 @@ def probe_lm(framework: str, model: OwnModel) -> dict[str, Any]:
     import numpy as np
 
     key, text = builder_key(model, framework)
-    try:
-        load(text)
-    except Exception as exc:  # noqa: BLE001 - any import error is the user's to see
-        return {"problem": f"{key}: cannot import {text}: {_last_line(exc)}"}
+    problem = _unimportable(key, text)
+    if problem:
+        return {"problem": problem}
     try:
         built = build_lm(framework, model)
     except TypeError as exc:

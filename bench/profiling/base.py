@@ -33,3 +33,14 @@ class Profiler(Protocol):
 
     def profile(self, session: Any, cfg: BenchConfig, steps: int, outdir: Path) -> Profile:
         """``steps`` steps under the framework's profiler; the trace is written to ``outdir``."""
+
+
+def derived_phases(calls: dict[str, float]) -> dict[str, float]:
+    """The phases of a compiled step that cannot be cut where they meet (TF's and JAX's):
+    ``data`` and ``forward`` timed alone; ``backward`` the forward-and-gradients call less the
+    forward, ``optimizer`` the whole step less forward-and-gradients (training only)."""
+    out = {"data": calls["data"], "forward": calls["forward"]}
+    if "gradients" in calls:
+        out["backward"] = calls["gradients"] - calls["forward"]
+        out["optimizer"] = calls["step"] - calls["gradients"]
+    return out

@@ -39,7 +39,7 @@ import jax
 
 from bench.core.config import BenchConfig
 from bench.frameworks.jax_adapter import JaxSession
-from bench.profiling.base import Profile
+from bench.profiling.base import Profile, derived_phases
 from bench.profiling.operators import OpTime
 
 TRACE_DIR = "jax_profile"
@@ -77,11 +77,7 @@ class Profiler:
         return split
 
     def phases(self, calls: dict[str, float]) -> dict[str, float]:
-        out = {"data": calls["data"], "forward": calls["forward"]}
-        if "gradients" in calls:
-            out["backward"] = calls["gradients"] - calls["forward"]
-            out["optimizer"] = calls["step"] - calls["gradients"]
-        return out
+        return derived_phases(calls)
 
     def profile(self, session: JaxSession, cfg: BenchConfig, steps: int, outdir: Path) -> Profile:
         text = _compiled_text(session)

@@ -33,7 +33,7 @@ import tensorflow as tf
 
 from bench.core.config import BenchConfig
 from bench.frameworks.tf_adapter import TFSession
-from bench.profiling.base import Profile
+from bench.profiling.base import Profile, derived_phases
 from bench.profiling.operators import OpTime
 
 TRACE_DIR = "tf_profile"
@@ -65,11 +65,7 @@ class Profiler:
         return split
 
     def phases(self, calls: dict[str, float]) -> dict[str, float]:
-        out = {"data": calls["data"], "forward": calls["forward"]}
-        if "gradients" in calls:
-            out["backward"] = calls["gradients"] - calls["forward"]
-            out["optimizer"] = calls["step"] - calls["gradients"]
-        return out
+        return derived_phases(calls)
 
     def profile(self, session: TFSession, cfg: BenchConfig, steps: int, outdir: Path) -> Profile:
         logdir = outdir / TRACE_DIR
