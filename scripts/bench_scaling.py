@@ -7,6 +7,7 @@ rate over the undistributed one) and exposed communication
 per step (``time_comm_ms`` from ``breakdown=true``; push+pull for ps_async).
 
     .venv/bin/python scripts/bench_scaling.py [--model lenet5] [--steps 20] [--batch 32]
+        [--frameworks torch,tf,jax]
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 STRATEGIES = {
     "torch": ["ddp", "horovod"],
     "tf": ["mirrored", "multiworker", "ps_async", "horovod", "model_parallel"],
+    "jax": ["jax_dp", "jax_distributed"],
 }
 
 
