@@ -76,7 +76,8 @@ def test_horovod_trains_like_the_undistributed_run(framework: str) -> None:
 @pytest.mark.parametrize(("framework", "strategy"), [("torch", "ddp"),
                                                      ("mxnet", "kvstore_device"),
                                                      ("tf", "model_parallel"),
-                                                     ("jax", "jax_dp")])  # fmt: skip
+                                                     ("jax", "jax_dp"),
+                                                     ("jax", "jax_distributed")])  # fmt: skip
 def test_a_strategy_trial_with_a_different_step_fails(
     framework: str, strategy: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
