@@ -37,6 +37,7 @@ def test_bad_input_is_refused_in_one_line_naming_its_key(
     assert expected in err, err
 
 
+@pytest.mark.slow
 def test_the_tf_probe_answers_from_the_trial_interpreter(tmp_path: Path) -> None:
     """The probe the host runs with the trial's interpreter: keras-hub imports here and the
     default sizes map; an override the backbone would drop is its one line."""

@@ -245,6 +245,7 @@ def test_seed000_paper_runs_the_seven_networks_bench_has_on_a_gpu(tmp_path: Path
     }
 
 
+@pytest.mark.slow
 def test_seed001_paper_cells_and_claims_are_the_studys(tmp_path: Path) -> None:
     cells = _cells("seed001_frameworks", "paper", tmp_path)
     cpu = [c for c in cells if c.device == "cpu"]
@@ -289,6 +290,7 @@ SEED003_WITHOUT_MXNET = (
 )
 
 
+@pytest.mark.slow
 def test_seed003_paper_runs_mxnet_on_3_nodes_and_the_rest_as_the_study(
     tmp_path: Path,
 ) -> None:

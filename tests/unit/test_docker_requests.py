@@ -257,6 +257,7 @@ def test_a_worker_without_heartbeat_stops_itself(tmp_path: Path) -> None:
     assert b"no heartbeat from the host" in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_kept_heartbeat_keeps_the_worker(tmp_path: Path) -> None:
     beat = heartbeat.Beat(tmp_path / "beat")
     env = dict(os.environ, BENCH_HEARTBEAT=str(beat.path), BENCH_HEARTBEAT_TIMEOUT_S="2")

@@ -131,6 +131,7 @@ def test_same_weights_give_the_same_outputs_in_eval_and_train(name: str, size: i
         np.testing.assert_allclose(a.value, b.value, rtol=1e-4, atol=1e-5, err_msg=b.name)
 
 
+@pytest.mark.slow
 def test_batchnorm_is_torchs_momentum_and_eps() -> None:
     """One training-mode forward moves the running mean by PyTorch's 0.1 of the batch mean,
     the running variance by 0.1 of the (biased) batch variance; eps 1e-5."""

@@ -130,6 +130,7 @@ def test_same_weights_give_the_same_outputs(pair: tuple[str, Any, Any]) -> None:
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-4 * scale)
 
 
+@pytest.mark.slow
 def test_both_frameworks_count_the_same_flops(pair: tuple[str, Any, Any]) -> None:
     name, torch_model, keras_model = pair
     size = MODELS[name].min_image_size

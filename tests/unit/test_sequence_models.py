@@ -183,6 +183,7 @@ def test_keras_computes_what_torch_computes_with_the_same_weights(name: str) -> 
 
 @pytest.mark.parametrize("framework", ["torch", "tf"])
 @pytest.mark.parametrize("name", TINY)
+@pytest.mark.slow
 def test_training_steps_lower_the_loss_on_a_fixed_batch(name: str, framework: str) -> None:
     from bench import frameworks
 

@@ -136,6 +136,7 @@ def test_auto_steps_make_a_window_of_at_least_min_window_s(
     assert auto_steps(cfg, [step_s * 3, step_s, step_s * 2]) == expected  # the fastest step
 
 
+@pytest.mark.slow
 def test_an_auto_trial_times_windows_of_at_least_min_window_s(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
