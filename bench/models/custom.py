@@ -236,6 +236,19 @@ def _name_problem(framework: str, model: OwnModel) -> str:
     )
 
 
+def _built(key: str, text: str, make: Callable[[], Any]) -> tuple[Any, str]:
+    """``(model, '')`` from ``make()``, or ``(None, LINE)`` naming ``key`` where the builder
+    ``text`` raises (a TypeError that already names the key is said as it is)."""
+    try:
+        return make(), ""
+    except TypeError as exc:
+        if str(exc).startswith(f"{key}: "):
+            return None, str(exc)
+        return None, f"{key}: {text} raised {_last_line(exc)}"
+    except Exception as exc:  # noqa: BLE001 - the builder's own failure, reported as its key's
+        return None, f"{key}: {text} raised {_last_line(exc)}"
+
+
 def _unimportable(key: str, text: str) -> str:
     """Why builder ``text`` (given as ``key``) cannot be imported; '' if it can."""
     try:
@@ -264,14 +277,9 @@ def probe(framework: str, model: OwnModel, num_classes: int, image_size: int) ->
         if problem:
             return {"problem": problem}
         key, text = "model.name", model.name
-    try:
-        built = build(framework, model, num_classes, image_size)
-    except TypeError as exc:
-        if str(exc).startswith(f"{key}: "):
-            return {"problem": str(exc)}
-        return {"problem": f"{key}: {text} raised {_last_line(exc)}"}
-    except Exception as exc:  # noqa: BLE001 - the builder's own failure, reported as its key's
-        return {"problem": f"{key}: {text} raised {_last_line(exc)}"}
+    built, problem = _built(key, text, lambda: build(framework, model, num_classes, image_size))
+    if problem:
+        return {"problem": problem}
     return {"num_parameters": count_parameters(framework, built)}
 
 
@@ -378,14 +386,9 @@ def probe_lm(framework: str, model: OwnModel) -> dict[str, Any]:
     problem = _unimportable(key, text)
     if problem:
         return {"problem": problem}
-    try:
-        built = build_lm(framework, model)
-    except TypeError as exc:
-        if str(exc).startswith(f"{key}: "):
-            return {"problem": str(exc)}
-        return {"problem": f"{key}: {text} raised {_last_line(exc)}"}
-    except Exception as exc:  # noqa: BLE001 - the builder's own failure, reported as its key's
-        return {"problem": f"{key}: {text} raised {_last_line(exc)}"}
+    built, problem = _built(key, text, lambda: build_lm(framework, model))
+    if problem:
+        return {"problem": problem}
     length = min(_PROBE_TOKENS, model.seq_len, model.max_positions)
     rng = np.random.default_rng(0)
     tokens = rng.integers(0, model.vocab_size, size=(_PROBE_BATCH, length), dtype=np.int64)
