@@ -70,6 +70,9 @@ class Sample:
     # Per run: the round (0-based repeat) it ran in, for a repeats=auto verdict to be the one
     # at the look where the pair stopped (empty: the look its runs reach, as before).
     rounds: Sequence[int] = field(default_factory=list)
+    # What steadies this side's runs when it is unstable, where the timed windows' length is
+    # not the lever ("" : lengthen the windows, min_window_s or steps_per_epoch).
+    remedy: str = ""
 
 
 @dataclass
@@ -186,7 +189,9 @@ def _comparability(a: Sample, b: Sample, across_architectures: bool = False) -> 
         if spread >= UNSTABLE_CV:
             why = f"{side.name} is unstable (CV {100 * spread:.0f}% over {len(side.values)} runs"
             windows = [w for w in side.windows_s if w > 0 and math.isfinite(w)]
-            if windows:
+            if side.remedy:
+                why += f"; {side.remedy}"
+            elif windows:
                 why += (
                     f"; its timed windows last {_seconds(statistics.median(windows))}: longer "
                     "ones (min_window_s with steps_per_epoch=-1, or more steps_per_epoch) "

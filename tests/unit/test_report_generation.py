@@ -14,11 +14,13 @@ from tests.report_data import record, runset
 LLAMA = {"model.source": "hf", "model.seq_len": "128"}
 
 
-def generating(framework: str, ttft: float, tpot: float, n: int, seed: int) -> list:
+def generating(
+    framework: str, ttft: float, tpot: float, n: int, seed: int, spread: float = 0.01
+) -> list:
     rng = random.Random(seed)
     out = []
     for i in range(n):
-        first, per_token = rng.gauss(ttft, ttft * 0.01), rng.gauss(tpot, tpot * 0.01)
+        first, per_token = rng.gauss(ttft, ttft * spread), rng.gauss(tpot, tpot * spread)
         metrics = {
             "time_to_first_token_ms": first,
             "time_per_output_token_p50_ms": per_token,
@@ -56,3 +58,20 @@ def test_a_sequence_model_is_labelled_by_its_sequence() -> None:
     lab = Labeller([train, image])
     assert lab.label(train.config) == "hf:llama · batch 32 · seq 128 · cpu"
     assert lab.label(image.config) == "resnet50 · batch 32 · 224 px · cpu"
+
+
+def test_an_unstable_generation_is_told_what_steadies_it_not_min_window_s() -> None:
+    # a generation's window is one prompt batch: min_window_s does not lengthen it
+    runs = generating("torch", 300.0, 12.0, 6, 3, spread=0.3)
+    runs += generating("tf", 300.0, 24.0, 6, 4, spread=0.3)
+    report = build(runset(runs))
+    section = next(s for s in report.sections if s.title == "Generation")
+    _, compared = [b for b in section.blocks if hasattr(b, "rows")]
+    by_figure = {r[1].text: r[5].text for r in compared.rows}
+    for figure, lever in [
+        ("time to first token", "more windows (epochs) or more repeats"),
+        ("time per output token", "(new_tokens, epochs) or more repeats"),
+    ]:
+        text = by_figure[figure]
+        assert "unstable" in text and lever in text, text
+        assert "min_window_s" not in text, text
