@@ -72,15 +72,17 @@ def seen(cfg: BenchConfig) -> Seen:
     count, driver = host_gpus()
     if count == 0:
         return Seen(0, "no NVIDIA GPU on this host (NVML finds none)", host_has_gpu=False)
-    return ask(cfg.framework.name, driver, cfg.framework.version)
+    from bench.envs.environments import extra_of
+
+    return ask(cfg.framework.name, driver, cfg.framework.version, extra_of(cfg))
 
 
-def ask(framework: str, driver: str = "", version: str = "") -> Seen:
-    """The framework's own answer, from its interpreter (that of ``version``'s environment
-    for a non-pinned one); cached per environment."""
+def ask(framework: str, driver: str = "", version: str = "", extra: str = "") -> Seen:
+    """The framework's own answer, from its interpreter (that of ``version``'s environment,
+    with ``extra``, for a non-pinned one); cached per environment."""
     from bench.envs import interpreters
 
-    python = interpreters.python_for(framework, version)
+    python = interpreters.python_for(framework, version, extra)
     venv = Path(python).parent.parent
     stamps = sorted(p.name for p in venv.glob(".bench-*")) if venv.is_dir() else []
     key = json.dumps(

@@ -222,13 +222,17 @@ def _check_version(problems: list[str], cfg: BenchConfig) -> None:
     from bench.images import image_variant
 
     variant = image_variant(cfg)
+    extra = "" if variant else environments.extra_of(cfg)  # an image installs no extra
     if variant:
         gpu = variant == "cuda"
         cached = environments.lock_of(cfg.framework.name, version, variant) is not None
     else:
         gpu = gpu_visible()
-        cached = environments.env_for(cfg.framework.name, version).ready
-    problems += versions.problems(cfg.framework.name, version, gpu=gpu, cached=cached)
+        cached = environments.env_for(cfg.framework.name, version, extra).ready
+    found = versions.problems(cfg.framework.name, version, gpu=gpu, cached=cached)
+    if not found and extra:  # the model's library, resolved for the version
+        found = environments.extra_problems(cfg.framework.name, version, extra, cached=cached)
+    problems += found
 
 
 def _check_tracking(problems: list[str], t: TrackingConfig) -> None:

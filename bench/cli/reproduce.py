@@ -92,7 +92,8 @@ def _same_software(original: tracking.RunRecord, cfg: BenchConfig, uri: str) -> 
 
     fw, version = cfg.framework.name, own_release(cfg.framework.version)
     if version:
-        env = environments.env_for(fw, version)
+        extra = environments.extra_of(cfg)  # the extra its model needs, as the run's had
+        env = environments.env_for(fw, version, extra)
         if not env.lock.exists() or env.lock_hash() != logged:
             import tempfile
 
@@ -101,7 +102,7 @@ def _same_software(original: tracking.RunRecord, cfg: BenchConfig, uri: str) -> 
                 env.root.mkdir(parents=True, exist_ok=True)
                 env.lock.write_bytes(got.read_bytes())
         try:
-            environments.ensure(fw, version)
+            environments.ensure(fw, version, extra=extra)
         except environments.EnvironmentError_ as exc:
             return str(exc)
         return ""

@@ -5,9 +5,18 @@ where they fit), a virtual environment installed from it with hashes required, a
 sources on its path (a ``.pth`` file, as ``.venv-mxnet``).  The host environment is never
 touched.
 
-Layout, under ``~/.cache/bench/envs`` (``BENCH_CACHE``): ``<framework>-<version>/lock.txt``
-and ``venv/``; the stamp ``venv/.bench-<hash of the lock>`` marks a finished install, so a
-second sweep reuses it without asking the index, and a new lock rebuilds it.
+A trial whose model needs a library beside the framework (:data:`EXTRA_OF`: model=timm and
+model=torchvision need timm and torchvision, model=hf transformers under torch and keras-hub
+with tensorflow-text under tf) runs in the version's environment *with that extra*: an
+environment of its own, ``<framework>-<version>+<extra>``, whose lock holds the extra's
+packages resolved for that version (:func:`extra_requirements`: the torchvision paired with
+the torch, the tensorflow-text of the TensorFlow minor, each published before the host
+lock's date), so an environment without them is never taken for one with them.
+
+Layout, under ``~/.cache/bench/envs`` (``BENCH_CACHE``): ``<framework>-<version>[+<extra>]/``
+holds ``lock.txt`` and ``venv/``; the stamp ``venv/.bench-<hash of the lock>`` marks a
+finished install, so a second sweep reuses it without asking the index, and a new lock
+rebuilds it.
 """
 
 from __future__ import annotations
@@ -16,15 +25,20 @@ import contextlib
 import hashlib
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench.core import versions
-from bench.core.frameworks import FRAMEWORKS, own_environment
+from bench.core.frameworks import FRAMEWORKS, TF, TORCH, own_environment
 from bench.core.paths import PACKAGE, locked, source_root
+
+if TYPE_CHECKING:
+    from bench.core.config import BenchConfig
 
 REPO = PACKAGE.parent  # a source checkout: requirements.lock is here
 
@@ -34,6 +48,35 @@ TRIAL_SIDE = ("numpy", "psutil", "nvidia-ml-py", "scikit-learn", "matplotlib", "
 # Kept at the host's pins whatever happens (they decide nothing a trial measures).
 ALWAYS_PINNED = ("psutil", "nvidia-ml-py")
 COMPANIONS = {name: spec.companions for name, spec in FRAMEWORKS.items()}
+
+# The extra (pyproject.toml's optional dependencies) a model source needs beside the
+# framework, per framework: a version's environment for such a trial installs it.
+# model=torchvision takes the timm extra too (timm is small), so the image models of one
+# torch version share one environment.
+EXTRA_OF = {
+    (TORCH, "timm"): "timm",
+    (TORCH, "torchvision"): "timm",
+    (TORCH, "hf"): "hf",
+    (TF, "hf"): "keras-hub",
+}
+# Each extra's packages at pyproject.toml's ranges (tests/unit/test_version_extras.py checks
+# them against it); torchvision and tensorflow-text are resolved per framework version
+# instead (:func:`extra_requirements`).
+EXTRA_RANGES = {
+    "timm": {"timm": ">=1.0.20,<2"},
+    "hf": {"transformers": ">=5.20,<6"},
+    "keras-hub": {"keras-hub": ">=0.32,<0.33"},
+}
+# The modules a finished environment with the extra must import.
+EXTRA_MODULES = {
+    "timm": ("timm", "torchvision"),
+    "hf": ("transformers",),
+    "keras-hub": ("keras_hub", "tensorflow_text"),
+}
+# torchvision 0.(N + 15) is built for torch 2.N (PyTorch's compatibility table): only its
+# releases pair with a torch 2.N release, whatever a newer torchvision's metadata allows.
+TORCHVISION_OFFSET = 15
+DATE_LINE = re.compile(r"^# Resolved with the releases published before (\S+)", re.M)
 
 
 class EnvironmentError_(RuntimeError):
@@ -45,6 +88,7 @@ class Env:
     framework: str
     version: str
     root: Path
+    extra: str = ""  # an extra of EXTRA_RANGES the environment installs beside the framework
 
     @property
     def lock(self) -> Path:
@@ -68,8 +112,63 @@ def cache_root() -> Path:
     return cache_dir() / "envs"
 
 
-def env_for(framework: str, version: str) -> Env:
-    return Env(framework, version, cache_root() / f"{framework}-{version}")
+def env_for(framework: str, version: str, extra: str = "") -> Env:
+    name = f"{framework}-{version}" + (f"+{extra}" if extra else "")
+    return Env(framework, version, cache_root() / name, extra)
+
+
+def extra_of(cfg: BenchConfig) -> str:
+    """The extra the environment of ``cfg``'s framework version installs for its model ('' for
+    none: the zoo's models, model=py, model=keras; and the pinned or installed version, whose
+    interpreter has what it has)."""
+    if not versions.own_release(cfg.framework.version):
+        return ""
+    return EXTRA_OF.get((cfg.framework.name, cfg.model.source), "")
+
+
+def lock_date() -> str:
+    """The date the host's lock was resolved at (its header; scripts/locks.py), '' where there
+    is none (an installed wheel): an extra's packages in a version's lock are releases
+    published before it, as the host's and the images' are."""
+    lock = REPO / "requirements.lock"
+    found = DATE_LINE.search(lock.read_text()) if lock.exists() else None
+    return found.group(1) if found else ""
+
+
+def paired_torchvision(torch_version: str) -> str:
+    """The torchvision series built for ``torch_version`` (``2.14.1`` -> ``0.29``)."""
+    major, minor = (int(part) for part in torch_version.split(".")[:2])
+    if major != 2:
+        raise EnvironmentError_(
+            f"framework.version: bench pairs torchvision with torch 2.x only, not {torch_version}"
+        )
+    return f"0.{minor + TORCHVISION_OFFSET}"
+
+
+def extra_packages(framework: str, version: str, extra: str) -> dict[str, str]:
+    """``name: specifier`` of the packages ``extra`` adds to ``framework`` ``version``'s
+    environment, before the host's pins (:func:`extra_requirements`)."""
+    wanted = dict(EXTRA_RANGES[extra])
+    package, series, _ = _series_bound(framework, version, extra)
+    if package:  # torchvision: the torch's pair; tensorflow-text: the TensorFlow minor's
+        wanted[package] = f"=={series}.*"
+    return wanted
+
+
+def extra_requirements(framework: str, version: str, extra: str, pinned: bool) -> list[str]:
+    """The requirement lines of ``extra`` in a version's lock: its own packages at the host's
+    pins where ``pinned`` and the host has them inside their ranges (transformers, keras-hub),
+    else at their ranges; torchvision and tensorflow-text always in the series of the
+    framework version."""
+    from packaging.specifiers import SpecifierSet
+
+    pins = host_pins() if pinned else {}
+    lines = []
+    for name, spec in extra_packages(framework, version, extra).items():
+        pin = pins.get(name, "")
+        fits = bool(pin) and SpecifierSet(spec).contains(versions.base(pin))
+        lines.append(f"{name}=={pin}" if fits else f"{name}{spec}")
+    return lines
 
 
 def lock_pins(path: Path) -> dict[str, str]:
@@ -121,42 +220,117 @@ def _platform() -> str:
     return f"{platform.machine()}-manylinux_2_28" if sys.platform.startswith("linux") else ""
 
 
-def requirements(framework: str, version: str, gpu: bool, pinned: bool) -> list[str]:
+def _series_bound(framework: str, version: str, extra: str) -> tuple[str, str, str]:
+    """The package of ``extra`` that is built for one series of the framework, that series,
+    and what needs it (three '' where the extra has none)."""
+    if extra == "timm":
+        need = "model=timm and model=torchvision need"
+        return "torchvision", paired_torchvision(version), need
+    if extra == "keras-hub":
+        need = "model=hf under framework=tf needs keras-hub and"
+        return "tensorflow-text", versions.series(version), need
+    return "", "", ""
+
+
+def extra_problems(framework: str, version: str, extra: str, *, cached: bool) -> list[str]:
+    """Why ``framework`` ``version`` cannot get ``extra`` ([] if it can, as far as the package
+    index says; its lock decides the rest): torchvision and tensorflow-text are built for one
+    framework series, which must have a release with a wheel here.  Not ``cached``: an index
+    that cannot be reached is a problem too."""
+    from packaging.version import Version
+
+    field = "framework.version"
+    try:
+        package, series, need = _series_bound(framework, version, extra)
+    except EnvironmentError_ as exc:
+        return [str(exc)]
+    if not package:
+        return []
+    try:
+        found = versions.releases(package)
+    except OSError as exc:
+        return [] if cached else [f"{field}: {framework} {version} with the {extra} extra: {exc}"]
+    here = [v for v, r in found.items() if r.wheel_here]
+    if any(versions.series(v) == series for v in here):
+        return []
+    newest = max(here, key=Version, default="")
+    return [
+        f"{field}: {need} {package} {series}.x, the series built for {framework} {version}, "
+        "which has no release with a wheel for this Python and platform"
+        + (f" (the newest: {newest})" if newest else "")
+        + f"; run a {framework} version it has a release for, or the pinned one"
+    ]
+
+
+def requirements(
+    framework: str, version: str, gpu: bool, pinned: bool, extra: str = ""
+) -> list[str]:
     pins = host_pins()
-    wanted = [f"{versions.package(framework, gpu)}=={version}"]
+    package = versions.package(framework, gpu)
+    if extra == "keras-hub":  # tensorflow-text requires tensorflow, which tensorflow-cpu is not
+        package = FRAMEWORKS[framework].gpu_package
+    wanted = [f"{package}=={version}"]
     for name in (*TRIAL_SIDE, *COMPANIONS[framework]):
         keep = pinned or name in ALWAYS_PINNED
         wanted.append(f"{name}=={pins[name]}" if keep and name in pins else name)
+    if extra:
+        wanted += extra_requirements(framework, version, extra, pinned)
     return wanted
 
 
 def generate_lock(env: Env, gpu: bool) -> None:
     """Write the version's hashed lock (for this host's Python and platform)."""
-    _compile(env.framework, env.version, gpu, env.lock, _platform())
+    _compile(env.framework, env.version, gpu, env.lock, _platform(), env.extra)
 
 
-def _compile(framework: str, version: str, gpu: bool, lock: Path, target: str) -> None:
-    """Write a hashed lock for ``framework`` at ``version``: first with the host's pins beside
-    the framework, then, if that does not resolve, with only the framework and the pins that
-    decide nothing; ``target``: uv's --python-platform ("" for this host's)."""
+def _window(extra: str, framework: str, version: str) -> list[str]:
+    """uv's arguments that keep the extra's packages to the releases published before the
+    host lock's date ([] for no extra, or no date)."""
+    date = lock_date()
+    if not extra or not date:
+        return []
+    names = extra_packages(framework, version, extra)
+    return [arg for name in names for arg in ("--exclude-newer-package", f"{name}={date}")]
+
+
+def _compile(
+    framework: str, version: str, gpu: bool, lock: Path, target: str, extra: str = ""
+) -> None:
+    """Write a hashed lock for ``framework`` at ``version`` (with ``extra``'s packages):
+    first with the host's pins beside the framework, then, if that does not resolve, with
+    only the framework and the pins that decide nothing; ``target``: uv's --python-platform
+    ("" for this host's)."""
     lock.parent.mkdir(parents=True, exist_ok=True)
     source = lock.with_name(lock.name + ".in")
     why = ""
     for pinned in (True, False):
-        source.write_text("\n".join(requirements(framework, version, gpu, pinned)) + "\n")
+        wanted = requirements(framework, version, gpu, pinned, extra)
+        source.write_text("\n".join(wanted) + "\n")
         py = f"{sys.version_info.major}.{sys.version_info.minor}"
         args = ["pip", "compile", "--quiet", "--generate-hashes", "--python-version", py]
         if target:
             args += ["--python-platform", target]
+        args += _window(extra, framework, version)
         done = run_uv(*args, str(source), "-o", str(lock))
         if done.returncode == 0:
             return
         why = done.stderr.strip()
     lines = [line for line in why.splitlines() if line.strip()][-6:]
+    said = " / ".join(line.strip() for line in lines)
+    if extra:
+        date = lock_date()
+        packages = ", ".join(
+            f"{name}{spec}" for name, spec in extra_packages(framework, version, extra).items()
+        )
+        raise EnvironmentError_(
+            f"framework.version: {framework} {version} with the {extra} extra (its model "
+            f"needs {packages}"
+            + (f", released before {date}, the host lock's date" if date else "")
+            + f") does not resolve; uv says: {said}"
+        )
     raise EnvironmentError_(
         f"framework.version: {framework} {version} conflicts with bench's own "
-        f"requirements ({', '.join(ALWAYS_PINNED)} at the host's pins); uv says: "
-        + " / ".join(line.strip() for line in lines)
+        f"requirements ({', '.join(ALWAYS_PINNED)} at the host's pins); uv says: {said}"
     )
 
 
@@ -171,18 +345,20 @@ def image_lock(framework: str, version: str, variant: str) -> Path:
     return lock
 
 
-def ensure(framework: str, version: str, gpu: bool = False, say: bool = True) -> Env:
-    """The environment of ``framework`` at ``version``, made if it is not cached (seconds
-    with uv's cache warm, a download of the framework otherwise)."""
-    env = env_for(framework, version)
+def ensure(
+    framework: str, version: str, gpu: bool = False, say: bool = True, extra: str = ""
+) -> Env:
+    """The environment of ``framework`` at ``version`` (with ``extra``'s packages), made if it
+    is not cached (seconds with uv's cache warm, a download of the framework otherwise)."""
+    env = env_for(framework, version, extra)
     with locked(env.root.parent / f"{env.root.name}.lock"):
         if env.ready:
             return env
         t0 = time.perf_counter()
+        what = f"{framework} {version}" + (f" with the {extra} extra" if extra else "")
         if say:
             print(
-                f"bench: making the environment of {framework} {version} (first use; "
-                f"cached in {env.root})",
+                f"bench: making the environment of {what} (first use; cached in {env.root})",
                 file=sys.stderr,
             )
         if not env.lock.exists():
@@ -209,50 +385,63 @@ def ensure(framework: str, version: str, gpu: bool = False, say: bool = True) ->
         )
         if done.returncode != 0:
             raise EnvironmentError_(
-                f"installing {framework} {version} from {env.lock} failed: "
-                f"{done.stderr.strip()[-800:]}"
+                f"installing {what} from {env.lock} failed: {done.stderr.strip()[-800:]}"
             )
         site = subprocess.run(
             [str(env.python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
             capture_output=True, text=True, check=True,
         ).stdout.strip()  # fmt: skip
         Path(site, "bench-source.pth").write_text(f"{source_root()}\n")
-        module = versions.MODULES[framework]
-        check = subprocess.run(
-            [
-                str(env.python),
-                "-c",
-                f"import {module}, bench.trial.worker; print({module}.__version__)",
-            ],
-            capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
-        )  # fmt: skip
-        got = check.stdout.strip().splitlines()[-1:] if check.returncode == 0 else []
-        if not got or versions.base(got[0]) != version:
-            raise EnvironmentError_(
-                f"the environment of {framework} {version} does not import it: "
-                f"{(check.stderr or check.stdout).strip()[-500:]}"
-            )
+        _check_imports(env)
         (venv / f".bench-{env.lock_hash()}").touch()
         if say:
-            print(
-                f"bench: {framework} {version} ready in {time.perf_counter() - t0:.0f} s",
-                file=sys.stderr,
-            )
+            print(f"bench: {what} ready in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
         return env
 
 
-def lock_of(framework: str, version: str, variant: str = "") -> Path | None:
-    """The lock a trial's environment was installed from: the version's own (its image's,
-    for ``variant`` cpu or cuda: launcher=docker), or the host's ``requirements.lock`` for
-    the pinned version (None where there is none: a wheel install, MXNet's environment, a
-    pinned image, whose constraints files are not full locks)."""
+def _check_imports(env: Env) -> None:
+    """The finished environment imports its framework at its version, bench's trial side, and
+    the extra's modules (torchvision in the series paired with the torch); else raise."""
+    module = versions.MODULES[env.framework]
+    extras = EXTRA_MODULES.get(env.extra, ())
+    code = (
+        f"import {', '.join((module, 'bench.trial.worker', *extras))}; "
+        f"print({', '.join(f'{m}.__version__' for m in (module, *extras))})"
+    )
+    check = subprocess.run(
+        [str(env.python), "-c", code],
+        capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )  # fmt: skip
+    got = check.stdout.strip().splitlines()[-1:] if check.returncode == 0 else []
+    found = dict(zip((module, *extras), got[0].split(), strict=False)) if got else {}
+    what = f"{env.framework} {env.version}" + (f" with the {env.extra} extra" if env.extra else "")
+    if versions.base(found.get(module, "")) != env.version:
+        raise EnvironmentError_(
+            f"the environment of {what} does not import it: "
+            f"{(check.stderr or check.stdout).strip()[-500:]}"
+        )
+    if "torchvision" in extras:
+        series = paired_torchvision(env.version)
+        if versions.series(versions.base(found.get("torchvision", ""))) != series:
+            raise EnvironmentError_(
+                f"the environment of {what} has torchvision {found.get('torchvision')}, not "
+                f"the {series}.x built for torch {env.version}"
+            )
+
+
+def lock_of(framework: str, version: str, variant: str = "", extra: str = "") -> Path | None:
+    """The lock a trial's environment was installed from: the version's own (with ``extra``:
+    :func:`extra_of`; its image's, for ``variant`` cpu or cuda: launcher=docker), or the
+    host's ``requirements.lock`` for the pinned version (None where there is none: a wheel
+    install, MXNet's environment, a pinned image, whose constraints files are not full
+    locks)."""
     if version and variant:
         lock = cache_root().parent / "locks" / f"{framework}-{version}-{variant}.txt"
         return lock if lock.exists() else None
     if variant:
         return None
     if version:
-        lock = env_for(framework, version).lock
+        lock = env_for(framework, version, extra).lock
         return lock if lock.exists() else None
     if own_environment(framework):
         return None

@@ -31,14 +31,15 @@ def own_venv(framework: str) -> Path:
     return paths.cache_dir() / framework / "venv"
 
 
-def python_for(framework: str, version: str = "") -> str:
+def python_for(framework: str, version: str = "", extra: str = "") -> str:
     """The interpreter that runs ``python -m bench.trial.worker`` for a trial of ``framework`` (at
-    ``version``: "" is the pinned one; any other has an environment of its own, made by
+    ``version``: "" is the pinned one; any other has an environment of its own, with the
+    ``extra`` its model needs, :func:`bench.envs.environments.extra_of`, made by
     :func:`bench.envs.environments.ensure` before the sweep's first trial)."""
     if versions.own_release(version):
         from bench.envs.environments import env_for
 
-        return str(env_for(framework, version).python)
+        return str(env_for(framework, version, extra).python)
     if framework not in OWN_ENVIRONMENTS:
         return sys.executable
     return os.environ.get(OWN_ENVIRONMENTS[framework]) or str(own_venv(framework) / "bin/python")

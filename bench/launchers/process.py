@@ -19,6 +19,7 @@ from pathlib import Path
 
 from bench.core.config import BenchConfig, to_dict
 from bench.core.result import ERROR, KILLED, OOM
+from bench.envs.environments import extra_of
 from bench.envs.interpreters import python_for
 from bench.launchers.base import Child, WatchedLauncher
 from bench.runtime.processes import ENV_PARENT_PID, stop_group
@@ -82,7 +83,7 @@ class _Process(Child):
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
                 [
-                    python_for(cfg.framework.name, cfg.framework.version),
+                    python_for(cfg.framework.name, cfg.framework.version, extra_of(cfg)),
                     "-m",
                     "bench.trial.worker",
                     str(workdir),

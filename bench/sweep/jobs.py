@@ -235,25 +235,30 @@ def _make_environments(configs: Sequence[BenchConfig]) -> list[str]:
     runs (bench.envs.environments), or, under launcher=docker, the lock its image installs (the
     image itself is built on first use); a version that cannot get one is a problem."""
     from bench.core.versions import own_release
+    from bench.envs import environments
     from bench.images import image_variant
 
     wanted = dict.fromkeys(
-        (c.framework.name, own_release(c.framework.version), image_variant(c))
+        (
+            c.framework.name,
+            own_release(c.framework.version),
+            image_variant(c),
+            "" if image_variant(c) else environments.extra_of(c),  # an image installs no extra
+        )
         for c in configs
         if own_release(c.framework.version)
     )
     if not wanted:
         return []
     from bench.checks.preflight import gpu_visible
-    from bench.envs import environments
 
     problems = []
-    for framework, version, variant in wanted:
+    for framework, version, variant, extra in wanted:
         try:
             if variant:
                 environments.image_lock(framework, version, variant)
             else:
-                environments.ensure(framework, version, gpu=gpu_visible())
+                environments.ensure(framework, version, gpu=gpu_visible(), extra=extra)
         except environments.EnvironmentError_ as exc:
             problems.append(str(exc))
     return problems

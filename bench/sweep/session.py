@@ -253,8 +253,9 @@ def trial_lock(cfg: BenchConfig) -> Path | None:
     from bench.core.versions import own_release
     from bench.images import image_variant
 
-    release = own_release(cfg.framework.version)
-    return environments.lock_of(cfg.framework.name, release, image_variant(cfg))
+    release, variant = own_release(cfg.framework.version), image_variant(cfg)
+    extra = "" if variant else environments.extra_of(cfg)
+    return environments.lock_of(cfg.framework.name, release, variant, extra)
 
 
 class Sweep:
