@@ -12,6 +12,10 @@
 # Optional files in docker/: version.lock (a framework version other than the pinned one:
 # bench.envs.environments.image_lock's hashed lock, installed instead of the pins) and
 # wheelhouse/*.whl (wheels pip may install).
+# transformers (the hf extra: model=hf under framework=torch, built from its config class,
+# no weights downloaded), at the version the host's lock pins, for the pinned torch only: a
+# version.lock image has none, and bench refuses model=hf there before any trial.  Never
+# keras-hub, tensorflow-text or TensorFlow (those are the TF image's).
 # Needs BuildKit (bench builds with it; compose: see compose.yaml): pip's downloads are kept
 # in a cache mount between builds, and a CA bundle for pip comes in as the build secret
 # `ca` (`--secret id=ca,src=FILE`), never part of a layer.
@@ -39,9 +43,12 @@ RUN --mount=type=cache,target=/var/cache/bench-pip --mount=type=secret,id=ca \
       $pip install --require-hashes --no-deps -r /ctx/version.lock; \
     else \
       $pip install --constraint /ctx/constraints-torch.txt --find-links /ctx $index \
-        torch numpy psutil nvidia-ml-py scikit-learn matplotlib; \
+        torch transformers numpy psutil nvidia-ml-py scikit-learn matplotlib; \
     fi; \
-    /opt/venv/bin/python -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
+    /opt/venv/bin/python -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"; \
+    if [ ! -s /ctx/version.lock ]; then \
+      /opt/venv/bin/python -c "import transformers; print('transformers', transformers.__version__)"; \
+    fi
 
 FROM ${BASE_IMAGE}
 ARG BENCH_UID=1000

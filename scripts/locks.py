@@ -96,9 +96,12 @@ GRID = (
     Lock(
         "docker/constraints-torch.txt",
         "bench's PyTorch image (docker/torch.Dockerfile), both variants",
-        ("pip", "setuptools", f"torch=={TORCH}", *TRIAL_SIDE),
+        ("pip", "setuptools", f"torch=={TORCH}", "transformers", *TRIAL_SIDE),
         under_host=True,
-        notes=("The cpu variant installs torch's CPU build of the same version.",),
+        notes=(
+            "The cpu variant installs torch's CPU build of the same version.",
+            "transformers: model=hf under framework=torch (never keras-hub or TensorFlow).",
+        ),
     ),
     Lock(
         "docker/constraints-tf.txt",

@@ -149,11 +149,30 @@ def rules(cfg: BenchConfig) -> list[str]:
             "on this host); use launcher=process (Slurm: a shared working directory)"
         )
     if model.source == "hf" and cfg.launcher.name == "docker":
-        problems.append(
-            "launcher: bench's torch image has no transformers (the hf extra) yet; use "
-            "launcher=process"
-        )
+        problems += _hf_image(cfg)
     return problems
+
+
+def _hf_image(cfg: BenchConfig) -> list[str]:
+    """model=hf under launcher=docker: bench's image of the pinned version has the library
+    (torch: transformers; tf: keras-hub and tensorflow-text), at the host lock's versions,
+    which the host's probe builds with; the image of another version installs that
+    version's own lock (bench.envs.environments.image_lock), without it.  An image of the
+    user's (``launcher.docker.image``) is theirs to equip."""
+    from bench.core import versions
+
+    version = versions.own_release(cfg.framework.version)
+    if not version or cfg.launcher.docker.image:
+        return []
+    framework = cfg.framework.name
+    library = "transformers" if framework == TORCH else "keras-hub and tensorflow-text"
+    return [
+        f"framework.version: model=hf under launcher=docker needs {library}, which the "
+        f"image of {framework} {version} does not install (it installs that version's own "
+        f"lock: {framework} and bench's trial side); bench's image of the pinned {framework} "
+        "has it, launcher=process runs it in the version's own environment, or pass an "
+        "image of yours that has it as launcher.docker.image"
+    ]
 
 
 def _hf_rules(cfg: BenchConfig) -> list[str]:
@@ -216,7 +235,10 @@ def _probe(
 def probe(cfg: BenchConfig) -> dict[str, object]:
     """The probe's answer for ``cfg`` (:func:`bench.models.custom.probe`, ``probe_lm`` for a
     causal LM of model=py, which also says whether mode=generate can run it): built with the
-    trial's interpreter, in this working directory; the same request is asked once."""
+    trial's interpreter, in this working directory; the same request is asked once.  Under
+    launcher=docker the host's interpreter of the pinned version stands in for the image's:
+    bench's images install transformers and keras-hub at the host lock's versions (their
+    constraints are resolved under it), so a name or field the host refuses, the image would."""
     from bench.envs.interpreters import python_for
 
     python = python_for(cfg.framework.name, cfg.framework.version)

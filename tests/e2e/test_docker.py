@@ -416,3 +416,33 @@ def test_images_lists_benchs_images_and_prunes_only_a_superseded_one(
             container.remove(force=True)
         for tag in tags:
             subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
+
+
+def test_a_tiny_llama_trains_in_the_torch_and_tf_images(
+    bench: Bench, engine: Any, framework_images: dict[str, images.Image]
+) -> None:
+    """model=hf under launcher=docker: transformers' llama in the torch image, keras-hub's in
+    the TF image, at one size (equal parameter counts); the torch image has transformers and
+    none of keras-hub, tensorflow-text or TensorFlow."""
+    found = engine.containers.run(
+        framework_images["torch"].tag,
+        ["python", "-c", "import importlib.util as u; print([bool(u.find_spec(m)) for m in "
+         "('transformers', 'keras_hub', 'tensorflow_text', 'tensorflow')])"],
+        remove=True,
+    )  # fmt: skip
+    assert found.decode().strip() == "[True, False, False, False]"
+    tiny = ["model=hf", "model.name=llama", "model.seq_len=16", "model.vocab_size=128",
+            "model.hidden=32", "model.layers=2", "model.heads=2", "model.intermediate=64",
+            "model.config.num_key_value_heads=1"]  # fmt: skip
+    run = bench.run("-m", f"framework={','.join(FRAMEWORKS)}", *tiny, *TINY, *DOCKER)
+    assert run.returncode == 0, run.output
+    children = {c.data.tags["bench.framework"]: c for c in bench.children()}
+    assert sorted(children) == sorted(FRAMEWORKS)
+    for framework, child in children.items():
+        tags, params = child.data.tags, child.data.params
+        assert tags["bench.status"] == "ok", tags.get("bench.error")
+        assert tags["bench.image.tag"].startswith(f"bench/{framework}:cpu-")
+        assert (params["launcher.name"], params["model.source"]) == ("docker", "hf")
+        assert int(params["num_parameters"]) == 26_784  # transformers' count, both sides
+        assert child.data.metrics["final_loss"] > 0
+    assert trial_containers(engine, bench.root) == []
