@@ -3,6 +3,7 @@ submitit."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -223,6 +224,24 @@ def test_tf_strategies_span_two_nodes(bench, strategy: list[str]) -> None:  # no
     assert result.returncode == 0, result.output
     (run,) = bench.children()
     _spans_two_nodes(bench, run)
+
+
+def test_jax_distributed_spans_two_nodes(bench) -> None:  # noqa: ANN001
+    """One rank on each node, joined by jax.distributed at the first node's published
+    address: the coordination service and gloo's collectives cross the nodes."""
+    result = bench.run(
+        *MULTI, "framework=jax", "distributed=jax_distributed", "workers=1", "nodes=2",
+        "model=lenet5", *TINY,
+    )  # fmt: skip
+    assert result.returncode == 0, result.output
+    (run,) = bench.children()
+    _spans_two_nodes(bench, run)
+    client, run_id = bench.client(), run.info.run_id
+    first = json.loads(Path(client.download_artifacts(run_id, "nodes/node0.json")).read_text())
+    second = json.loads(Path(client.download_artifacts(run_id, "nodes/node1.json")).read_text())
+    assert len(first["ports"]) == 1 and second["ports"] == []  # the service's, on the first
+    rank1 = Path(client.download_artifacts(run_id, "nodes/node1/rank1.log")).read_text()
+    assert "Rank 1 is connected to 1 peer ranks" in rank1  # gloo, from the second node
 
 
 @pytest.mark.horovod

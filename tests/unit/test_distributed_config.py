@@ -55,8 +55,12 @@ def test_jax_takes_jax_dp_only_and_jax_dp_takes_jax_only() -> None:
     assert "framework=torch; choose one of none, dp, ddp" in got
     assert problems(framework="jax", distributed="jax_dp", workers=2) == []
     assert problems(framework="jax", distributed="jax_distributed", workers=2) == []
-    (got,) = problems(framework="jax", distributed="jax_distributed", workers=2, nodes=2)
-    assert got.startswith("nodes: distributed=jax_distributed runs on one node")
+    assert problems(framework="jax", distributed="jax_distributed", workers=2, nodes=2) == []
+    (got,) = problems(framework="jax", distributed="jax_dp", workers=2, nodes=2)
+    assert (
+        got
+        == "nodes: distributed=jax_dp runs on one node; across 2 nodes use one of jax_distributed"
+    )
 
 
 def test_unknown_strategy_names_the_allowed_ones() -> None:

@@ -99,6 +99,41 @@ def test_ps_async_keeps_chief_and_servers_on_the_first_node(tmp_path: Path) -> N
     assert strategy.step_batches(cfg) == 4  # one timed step schedules every worker's
 
 
+def test_jax_distributed_joins_every_node_at_rank_0s_service_on_the_first_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bench.distributed import jax_distributed as jd
+
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
+    cfg = cfg_for("jax", "jax_distributed", 2, 2)
+    strategy = load("jax_distributed")
+    assert [strategy.ports_per_node(cfg, k) for k in (0, 1)] == [1, 0]
+    first = strategy.node_processes(cfg, tmp_path, TWO, 0)
+    second = strategy.node_processes(cfg, tmp_path, TWO, 1)
+    assert [p.name for p in first + second] == ["rank0", "rank1", "rank2", "rank3"]
+    assert {p.env[jd.ENV_COORDINATOR] for p in first + second} == {"10.0.0.1:7000"}
+    assert [p.env[jd.ENV_NODE_ADDRESS] for p in first + second] == ["10.0.0.1"] * 2 + [
+        "10.0.0.2"
+    ] * 2
+    env = second[1].env
+    assert (env["BENCH_RANK"], env["BENCH_WORLD_SIZE"], env["BENCH_LOCAL_RANK"]) == ("3", "4", "1")
+    assert env["XLA_FLAGS"] == "--xla_force_host_platform_device_count=1"
+    v6 = Cluster((Node("a", "fd00::2", (9000,)), Node("b", "fd00::3", ())))
+    assert jd.coordinator_address(v6) == "[fd00::2]:9000"
+
+
+def test_jax_distributed_names_a_host_name_gloo_would_listen_on_loopback_for() -> None:
+    from bench.distributed.jax_distributed import gloo_address_problem
+
+    got = gloo_address_problem("10.0.0.2", ["127.0.1.1", "127.0.1.1"])
+    assert got.startswith("distributed=jax_distributed across nodes: this host's name")
+    assert "(127.0.1.1)" in got and "reach this node at 10.0.0.2" in got
+    assert gloo_address_problem("10.0.0.2", ["127.0.1.1", "10.0.0.2"]) == ""
+    assert gloo_address_problem("127.0.0.1", ["127.0.0.1"]) == ""  # nodes on one host
+    assert gloo_address_problem("10.0.0.2", ["::1"]) != ""
+    assert gloo_address_problem("10.0.0.2", []) == ""  # unresolved: gloo says so itself
+
+
 def test_horovod_slots_match_horovods_own_host_assignment(tmp_path: Path) -> None:
     cfg = cfg_for("torch", "horovod", 2, 2)
     procs = load("horovod").node_processes(cfg, tmp_path, TWO, 0)

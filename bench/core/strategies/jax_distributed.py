@@ -1,5 +1,6 @@
-"""``distributed=jax_distributed``: JAX across ``workers`` processes, one device each, joined
-by ``jax.distributed`` (:mod:`bench.distributed.jax_distributed`): its facts."""
+"""``distributed=jax_distributed``: JAX across ``workers`` processes per node (and ``nodes``
+nodes of a Slurm allocation), one device each, joined by ``jax.distributed``
+(:mod:`bench.distributed.jax_distributed`): its facts."""
 
 from __future__ import annotations
 
@@ -18,3 +19,4 @@ class JaxDistributedConfig(DistributedConfig):
     module: ClassVar[str] = "bench.distributed.jax_distributed"
     runner: ClassVar[str] = "coordinator"
     parity: ClassVar[tuple[str, ...]] = (JAX,)
+    multi_node: ClassVar[bool] = True
