@@ -186,18 +186,11 @@ def _hf_rules(cfg: BenchConfig) -> list[str]:
         if getattr(model, key):
             problems.append(f"model.{key}: only model=py uses it, not model=hf")
     if not problems and framework == TF:  # keras-hub (bench.models.keras_hub_lm)
-        from bench.core import versions
         from bench.models import keras_hub_lm
 
+        # at another version, its environment with the keras-hub extra has them
+        # (bench.envs.environments, refused naming framework.version where it cannot)
         problems += keras_hub_lm.problems(model.name, hf_lm.config_fields(model))
-        if versions.own_release(cfg.framework.version):
-            problems.append(
-                f"framework.version: model=hf under framework=tf needs keras-hub and "
-                f"tensorflow-text, which tf {cfg.framework.version}'s environment does not "
-                "install (tensorflow-text is built for one TensorFlow minor); the pinned "
-                "version has them (keras-hub 0.32, tensorflow-text 2.21), or "
-                "framework.version=installed in an environment of yours that has them"
-            )
     elif not problems and framework != TORCH:
         problems.append(
             f"model.name: model=hf builds {model.name} with transformers for framework=torch; "
@@ -239,9 +232,11 @@ def probe(cfg: BenchConfig) -> dict[str, object]:
     launcher=docker the host's interpreter of the pinned version stands in for the image's:
     bench's images install transformers and keras-hub at the host lock's versions (their
     constraints are resolved under it), so a name or field the host refuses, the image would."""
+    from bench.envs.environments import extra_of
     from bench.envs.interpreters import python_for
 
-    python = python_for(cfg.framework.name, cfg.framework.version)
+    # a version's environment with the extra the model needs (bench.envs.environments)
+    python = python_for(cfg.framework.name, cfg.framework.version, extra_of(cfg))
     if not Path(python).exists():  # a version environment made before its first trial
         return {}
     m = cfg.model

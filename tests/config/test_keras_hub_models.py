@@ -21,9 +21,6 @@ CASES = [
      "with layer_norm_epsilon=1e-05 only"),
     ([HF, TF, "model.name=mistral", "model.config.tie_word_embeddings=true"],
      "model.config.tie_word_embeddings: keras-hub's MistralBackbone"),
-    ([HF, TF, "framework.version=2.20.0"],
-     "framework.version: model=hf under framework=tf needs keras-hub and tensorflow-text, "
-     "which tf 2.20.0's environment does not install"),
     ([HF, "framework=mxnet"],
      "model.name: model=hf builds llama with transformers for framework=torch; framework=mxnet"),
 ]  # fmt: skip

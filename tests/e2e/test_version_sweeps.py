@@ -1,10 +1,12 @@
 """Versions as an axis end to end: a sweep over two TensorFlow versions (2.20.0 in an
 environment bench makes on first use, 2.21.0 the pinned one) whose runs each ran the version
-asked for and whose report compares them; and ``bench report --baseline`` over two sweeps
-of one configuration."""
+asked for and whose report compares them; ``bench report --baseline`` over two sweeps of one
+configuration; and, by hand only, a timm model in a torch version's environment with its
+extra."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -82,3 +84,30 @@ def test_a_sweep_is_compared_with_a_baseline_sweep_of_its_configuration(bench) -
     table = md[md.index("## Against the baseline") :]
     row = next(line for line in table.splitlines() if line.startswith("| torch"))
     assert "lenet5" in row and "not in the baseline" not in row, row
+
+
+@pytest.mark.skipif(
+    not os.environ.get("BENCH_TEST_BIG_VERSIONS"),
+    reason="makes torch 2.14.0's environment with timm and torchvision (a multi-GB download on "
+    "a cold cache): run by hand with BENCH_TEST_BIG_VERSIONS=1, never in CI",
+)
+def test_a_timm_model_runs_in_a_torch_versions_environment_with_its_extra(bench) -> None:  # noqa: ANN001
+    """model=timm at a torch version: the sweep makes (or finds) the version's environment with
+    the timm extra, timm and the torchvision paired with that torch, and the trial runs there,
+    logging that environment's lock."""
+    from bench.envs import environments
+
+    done = bench.run(
+        "framework=torch", "framework.version=2.14.0", "model=timm", "model.name=resnet18",
+        "image_size=32", "batch_size=4", "epochs=1", "steps_per_epoch=3", "warmup_steps=1",
+        timeout=1800,
+    )  # fmt: skip
+    assert done.returncode == 0, done.output[-3000:]
+    (run,) = [r for r in bench.runs() if r.data.tags.get("bench.status")]
+    assert run.data.tags["bench.status"] == "ok", run.data.tags
+    assert run.data.tags["bench.torch_version"].startswith("2.14.0")
+    env = environments.env_for("torch", "2.14.0", "timm")
+    assert env.ready and env.root.name == "torch-2.14.0+timm"
+    assert run.data.tags["bench.lock_sha"] == env.lock_hash()
+    pins = environments.lock_pins(env.lock)
+    assert pins["torchvision"].startswith("0.29.") and "timm" in pins

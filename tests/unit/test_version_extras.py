@@ -285,3 +285,15 @@ def test_a_finished_environment_must_import_the_extra_at_its_pair(
     shutil.rmtree(cache / "envs")
     with pytest.raises(environments.EnvironmentError_, match="does not import it"):
         environments._check_imports(_fake_python(cache, "2.13.0 1.0.31 0.29.2"))
+
+
+def test_model_hf_under_a_tf_version_is_no_longer_refused_by_its_rules() -> None:
+    """Its environment with the keras-hub extra has keras-hub and tensorflow-text; under
+    launcher=docker the version's image has neither, and stays refused."""
+    from bench.checks.own_models import rules
+
+    llama = _cfg("tf", "2.20.0", "hf", "llama")
+    assert rules(llama) == []
+    llama.launcher.name = "docker"
+    (problem,) = rules(llama)
+    assert problem.startswith("framework.version: model=hf under launcher=docker needs keras-hub")
