@@ -21,7 +21,16 @@ per device (``distributed=jax_dp``'s host devices share it).  JAX has no inter-o
 runs one compiled program's operations itself, so ``inter_threads`` has no effect here.
 Out of memory is XLA's allocator's ``RESOURCE_EXHAUSTED``.  FLOPs: the zoo's count
 (contractions only) on the traced forward (:func:`bench.models.flops.jax_forward_flops`).
-Not yet: sequence models, fp16 (loss scaling).
+
+Sequence models (lstm, transformer, bert_base, deepspeech2): the TF side's Keras builders,
+or with ``model.source=flax`` the Flax NNX transformer, in the same step, on the same
+synthetic arrays as the other frameworks (integers as int32: JAX has no int64 unless
+``jax_enable_x64``) with the same losses: the Keras models the TF side's (Keras'
+cross-entropy over the positions that have a target; CTC, ``keras.ops.ctc_loss``, over
+each label's length, averaged), the Flax model PyTorch's cross-entropy with its ignore
+index.  Their FLOPs are counted too (the recurrent layers' ``lax.scan`` bodies times their
+length), where torch and tf count none for them.  Not yet: fp16 (loss scaling), sequence
+models under the JAX strategies (both refused before any trial).
 """
 
 from __future__ import annotations
@@ -48,9 +57,10 @@ import numpy as np  # noqa: E402
 
 from bench import models  # noqa: E402
 from bench.core.config import BenchConfig  # noqa: E402
-from bench.data import HostBatches, LabelledData, SequenceBatches  # noqa: E402
+from bench.data import IGNORE_INDEX, HostBatches, LabelledData, SequenceBatches  # noqa: E402
 from bench.frameworks.keras_optim import make_optimizer  # noqa: E402
 
+# (inputs, targets): targets are a label array, or a tuple of arrays for sequence models.
 Batch = tuple[Any, Any]
 _POLICIES = {"fp32": "float32", "tf32": "float32", "bf16": "mixed_bfloat16"}
 
@@ -83,16 +93,69 @@ def _labelled(
             return
 
 
+def _sequence_batches(data: SequenceBatches) -> list[Batch]:
+    """The sequence batches on the device, the same arrays as the other frameworks': integers
+    as int32 (JAX has no int64 without ``jax_enable_x64``; token ids, labels and lengths fit)."""
+
+    def put(a: np.ndarray) -> Any:
+        return jax.device_put(a.astype(np.int32) if a.dtype == np.int64 else a)
+
+    return [
+        (put(x), tuple(put(t) for t in targets))
+        for x, targets in zip(data.inputs, data.targets, strict=True)
+    ]
+
+
+def _keras_sequence_loss(task: str) -> Any:
+    """loss(targets, logits) of a sequence task for the Keras models, the TF side's arithmetic
+    (:func:`bench.frameworks.tf_adapter._sequence_loss`) in ``keras.ops``."""
+    if task == "ctc":
+
+        def ctc(targets: tuple[Any, ...], logits: Any) -> Any:
+            """CTC (blank 0): each sequence's loss over its label length, averaged."""
+            labels, label_lengths, frames = targets
+            losses = keras.ops.ctc_loss(
+                labels, logits.astype(jnp.float32), label_lengths, frames, mask_index=0
+            )
+            return jnp.mean(losses / label_lengths.astype(jnp.float32))
+
+        return ctc
+    # Mean over the positions that have a target (causal_lm, masked_lm).
+    cross_entropy = keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True, ignore_class=IGNORE_INDEX
+    )
+
+    def tokens(targets: tuple[Any, ...], logits: Any) -> Any:
+        return cross_entropy(targets[0], logits)
+
+    return tokens
+
+
+def _torch_token_loss(targets: tuple[Any, ...], logits: Any) -> Any:
+    """PyTorch's ``cross_entropy(..., ignore_index=IGNORE_INDEX)``: the mean over the
+    positions that have a target (causal_lm, masked_lm), for the Flax models."""
+    target = targets[0].astype(jnp.int32)
+    keep = target != IGNORE_INDEX
+    log_p = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+    picked = jnp.take_along_axis(log_p, jnp.where(keep, target, 0)[..., None], axis=-1)
+    return -jnp.sum(jnp.where(keep, picked[..., 0], 0.0)) / jnp.sum(keep)
+
+
 class _KerasModel:
     """bench's Keras model (model.source=bench), stepped through Keras' stateless API:
     ``stateless_call`` and the optimizer's ``stateless_apply`` (PyTorch's arithmetic,
     :mod:`.keras_optim`); random state (seed generators' variables) is among the
     non-trainable variables, carried through the call and returned updated."""
 
-    def __init__(self, cfg: BenchConfig) -> None:
-        self.model = models.build_image("jax", cfg.model, cfg.num_classes, cfg.image_size)
+    def __init__(self, cfg: BenchConfig, task: str) -> None:
+        self.loss_fn: Any
+        if task == "image":
+            self.model = models.build_image("jax", cfg.model, cfg.num_classes, cfg.image_size)
+            self.loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        else:
+            self.model = models.build_sequence("jax", cfg.model)
+            self.loss_fn = _keras_sequence_loss(task)
         self.num_parameters = int(sum(np.prod(w.shape) for w in self.model.trainable_weights))
-        self.loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         self.trainable: Any = [v.value for v in self.model.trainable_variables]
         self.non_trainable: Any = [v.value for v in self.model.non_trainable_variables]
 
@@ -132,17 +195,21 @@ class _FlaxModel:
     through the step and returned updated), ``nnx.merge`` inside the jitted step.  Training
     and inference are two graphs (BatchNorm's ``use_running_average`` is static).  Optimizer:
     PyTorch's arithmetic in jax.numpy (:mod:`.jax_optim`); loss: PyTorch's cross-entropy
-    (log-softmax, mean over the batch)."""
+    (log-softmax, mean over the batch; for the transformer, over the masked positions)."""
 
-    def __init__(self, cfg: BenchConfig) -> None:
+    def __init__(self, cfg: BenchConfig, task: str) -> None:
         from flax import nnx
 
         from bench.models import common
 
         self._nnx = nnx
-        self.model = models.build_image(
-            "jax", cfg.model, cfg.num_classes, cfg.image_size, seed=cfg.seed
-        )
+        self._image = task == "image"
+        if self._image:
+            self.model = models.build_image(
+                "jax", cfg.model, cfg.num_classes, cfg.image_size, seed=cfg.seed
+            )
+        else:  # the transformer (masked_lm): the only sequence model Flax builds
+            self.model = models.build_sequence("jax", cfg.model, seed=cfg.seed)
         self.num_parameters = common.flax_params(self.model)
         self.model.eval()
         self._eval_graph = nnx.graphdef(self.model)
@@ -162,6 +229,8 @@ class _FlaxModel:
         return logits, nnx.state(model, nnx.Not(nnx.Param))
 
     def loss(self, y: Any, logits: Any) -> Any:
+        if not self._image:
+            return _torch_token_loss(y, logits)
         log_p = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
         picked = jnp.take_along_axis(log_p, y.astype(jnp.int32)[:, None], axis=1)
         return -jnp.mean(picked)
@@ -185,8 +254,7 @@ class JaxSession:
     def __init__(
         self, cfg: BenchConfig, data: HostBatches | LabelledData | SequenceBatches
     ) -> None:
-        if models.task(cfg.model) != "image" or isinstance(data, SequenceBatches):
-            raise ValueError("model: framework=jax trains image models only (so far)")
+        task = models.task(cfg.model)
         self.jax_device = _device(cfg.device)
         self.device = "cpu" if self.jax_device.platform == "cpu" else "cuda:0"
         self.training = cfg.mode == "train"
@@ -197,15 +265,21 @@ class JaxSession:
         self._replicated: Any = None
         self._sharded: Any = None
         self._fixed: list[Batch] | None = None  # synthetic data: the batches cycled through
+        self._sample: Any = None  # a sequence model's one-sample input (zeros), for FLOPs
         keras.mixed_precision.set_global_policy(_POLICIES[cfg.precision])
         with jax.default_device(self.jax_device):
-            self.net = _FlaxModel(cfg) if self.source == "flax" else _KerasModel(cfg)
+            self.net = _FlaxModel(cfg, task) if self.source == "flax" else _KerasModel(cfg, task)
             self.model = self.net.model
             self.num_parameters = self.net.num_parameters
             self._batches: Iterator[Batch]
             if isinstance(data, LabelledData):
                 self._batches = _labelled(data.train_x, data.train_y, data, cfg, True)
                 self.steps_per_pass = data.steps_per_pass(cfg.batch_size)
+            elif isinstance(data, SequenceBatches):  # the same arrays as the other frameworks'
+                self._fixed = _sequence_batches(data)
+                self._batches = itertools.cycle(self._fixed)
+                x = self._fixed[0][0]
+                self._sample = jnp.zeros((1, *x.shape[1:]), x.dtype)
             else:  # the TF side's bytes: NHWC
                 self._fixed = [
                     (
@@ -401,11 +475,13 @@ class JaxSession:
 
     def forward_flops_per_sample(self) -> float | None:
         """The zoo's way (contractions only, :func:`bench.models.flops.jax_forward_flops`):
-        the inference forward of one sample traced to a jaxpr; nothing runs."""
+        the inference forward of one sample traced to a jaxpr; nothing runs.  A sequence
+        model's sample is one of its batches' shape (seq_len tokens, or a spectrogram); its
+        recurrent layers (Keras' ``lax.scan``) count their step times the sequence length."""
         from bench.models import flops
 
         net, size = self.net, self._cfg.image_size
-        x = jnp.zeros((1, size, size, 3), jnp.float32)
+        x = self._sample if self._sample is not None else jnp.zeros((1, size, size, 3))
         with jax.default_device(self.jax_device):
             count = flops.jax_forward_flops(
                 lambda t, n, x: net.forward(t, n, x, False)[0], net.trainable, net.non_trainable, x

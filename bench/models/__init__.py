@@ -141,11 +141,12 @@ def check_sequence_model(model: ModelConfig) -> list[str]:
     return found
 
 
-def build_sequence(framework: str, model: ModelConfig) -> Any:
+def build_sequence(framework: str, model: ModelConfig, seed: int = 0) -> Any:
     """Build sequence model ``model.name`` for ``framework`` from the sizes in ``model``
     (model=hf: the Hugging Face family's causal LM, :mod:`bench.models.hf_lm`; under tf,
     keras-hub's at the same sizes, :mod:`bench.models.keras_hub_lm`; model=py: your builder's
-    causal LM, :mod:`bench.models.custom`)."""
+    causal LM, :mod:`bench.models.custom`; a native source (model.source=flax): the zoo's
+    model in that library, its weights drawn from ``seed``)."""
     if model.source == "py":
         from bench.models import custom
 
@@ -160,4 +161,6 @@ def build_sequence(framework: str, model: ModelConfig) -> Any:
         if framework != "torch":
             raise ValueError(f"model=hf builds for framework=torch and tf, not {framework}")
         return hf_lm.build_torch(model)
+    if model.source in NATIVE_SOURCES:
+        return MODELS[model.name].builder(framework, model.source)(model, seed=seed)
     return MODELS[model.name].builder(framework)(model)

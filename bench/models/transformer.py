@@ -1,4 +1,4 @@
-"""A BERT-style encoder with a masked-language-model head, for PyTorch and Keras 3.
+"""A BERT-style encoder with a masked-language-model head, for PyTorch, Keras 3 and Flax NNX.
 
 Layout (BERT's, Devlin et al. 2018, as in Hugging Face's ``BertForMaskedLM``): token,
 position and token-type embeddings summed, LayerNorm and dropout; ``model.layers`` post-LN
@@ -10,7 +10,7 @@ positions only.  Sizes come from ``model.hidden``, ``.heads``, ``.intermediate``
 ``.layers``, ``.vocab_size`` and ``.max_positions``; dropout is BERT's 0.1, LayerNorm eps
 1e-12, GELU the exact (erf) one, and every weight starts N(0, 0.02) with zero biases.
 
-Attention is written out in both frameworks the same way (four Linear/Dense layers with
+Attention is written out in every framework the same way (four Linear/Dense layers with
 biases for query, key, value and output; softmax(q k^T / sqrt(d)) v per head; no mask,
 since the synthetic sequences have no padding), rather than ``nn.MultiheadAttention`` and
 ``keras.layers.MultiHeadAttention``, whose parameter layouts and kernels differ.  Synthetic
@@ -18,8 +18,12 @@ data uses one segment, so only the first token-type row is added; the second is 
 that BERT-base has its published size.
 
 ``bert_base`` (:data:`BERT_BASE`: 12 layers, 768 wide, 12 heads, 3072 intermediate,
-30,522 tokens, 512 positions) has 109,514,298 parameters in both frameworks, the count of
+30,522 tokens, 512 positions) has 109,514,298 parameters in every framework, the count of
 ``BertForMaskedLM`` for bert-base-uncased (no pooler, decoder tied to the embeddings).
+
+The Flax NNX build (model.source=flax, framework=jax) names its layers as the torch build
+does, so torch's parameter names map onto its state one to one (a Linear's ``kernel`` is
+torch's ``weight`` transposed; ``scale`` and ``embedding`` are torch's ``weight``).
 
 Nothing here imports a framework until a builder is called.
 """
@@ -255,3 +259,90 @@ def build_keras(model: ModelConfig) -> keras.Model:
     net = BertMaskedLM(name="bert_mlm")
     net(np.zeros((1, model.seq_len), dtype=np.int64))  # create the weights
     return net
+
+
+def build_flax(model: ModelConfig, seed: int = 0) -> Any:
+    """The same model as a Flax NNX module, layer for layer as :func:`build_torch` (the same
+    attribute names, torch's parameter counts at any size): logits (batch, seq_len,
+    vocab_size) from int tokens (batch, seq_len), its weights drawn from ``seed``.  Dropout
+    draws from the module's own RNG stream (state the jitted step carries); ``.eval()``
+    switches it off.  LayerNorm's variance is computed in two passes, as PyTorch does."""
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    hidden, heads = model.hidden, model.heads
+    head_dim = hidden // heads
+    rngs = nnx.Rngs(seed)
+    normal = jax.nn.initializers.normal(INIT_STD)
+
+    def linear(width: int, out: int) -> nnx.Linear:
+        zeros = jax.nn.initializers.zeros
+        return nnx.Linear(width, out, kernel_init=normal, bias_init=zeros, rngs=rngs)
+
+    def embed(rows: int) -> nnx.Embed:
+        return nnx.Embed(rows, hidden, embedding_init=normal, rngs=rngs)
+
+    def norm() -> nnx.LayerNorm:
+        return nnx.LayerNorm(hidden, epsilon=LN_EPS, use_fast_variance=False, rngs=rngs)
+
+    def dropout() -> nnx.Dropout:
+        return nnx.Dropout(DROPOUT, rngs=rngs)
+
+    def gelu(x: Any) -> Any:
+        return jax.nn.gelu(x, approximate=False)
+
+    class SelfAttention(nnx.Module):
+        def __init__(self) -> None:
+            self.query, self.key = linear(hidden, hidden), linear(hidden, hidden)
+            self.value, self.out = linear(hidden, hidden), linear(hidden, hidden)
+            self.dropout = dropout()
+
+        def __call__(self, x: Any) -> Any:
+            batch, length, _ = x.shape
+
+            def split(t: Any) -> Any:  # (B, S, H) -> (B, heads, S, d)
+                return t.reshape(batch, length, heads, head_dim).transpose(0, 2, 1, 3)
+
+            q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
+            scores = jnp.matmul(q, k.transpose(0, 1, 3, 2)) * (1.0 / math.sqrt(head_dim))
+            probs = self.dropout(jax.nn.softmax(scores, axis=-1))
+            context = jnp.matmul(probs, v).transpose(0, 2, 1, 3).reshape(batch, length, hidden)
+            return self.out(context)
+
+    class EncoderBlock(nnx.Module):
+        def __init__(self) -> None:
+            self.attention = SelfAttention()
+            self.attention_norm = norm()
+            self.ffn_in = linear(hidden, model.intermediate)
+            self.ffn_out = linear(model.intermediate, hidden)
+            self.ffn_norm = norm()
+            self.dropout = dropout()
+
+        def __call__(self, x: Any) -> Any:
+            x = self.attention_norm(x + self.dropout(self.attention(x)))
+            ffn = self.ffn_out(gelu(self.ffn_in(x)))
+            return self.ffn_norm(x + self.dropout(ffn))
+
+    class BertMaskedLM(nnx.Module):
+        def __init__(self) -> None:
+            self.tokens = embed(model.vocab_size)
+            self.positions = embed(model.max_positions)
+            self.token_types = embed(TOKEN_TYPES)
+            self.embedding_norm = norm()
+            self.dropout = dropout()
+            self.blocks = nnx.List([EncoderBlock() for _ in range(model.layers)])
+            self.head_dense = linear(hidden, hidden)
+            self.head_norm = norm()
+            self.decoder_bias = nnx.Param(jnp.zeros((model.vocab_size,), jnp.float32))
+
+        def __call__(self, ids: Any) -> Any:
+            x = self.tokens(ids) + self.positions.embedding[: ids.shape[1]]
+            x = x + self.token_types.embedding[0]
+            x = self.dropout(self.embedding_norm(x))
+            for block in self.blocks:
+                x = block(x)
+            x = self.head_norm(gelu(self.head_dense(x)))
+            return jnp.matmul(x, self.tokens.embedding[...].T) + self.decoder_bias[...]
+
+    return BertMaskedLM()

@@ -6,13 +6,15 @@ process (beside Keras on TensorFlow's backend)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 import pytest
 
+from bench.core.config import ModelConfig
 from bench.frameworks import weights
-from bench.models import MODELS, NATIVE_SOURCES, build, common
+from bench.models import MODELS, NATIVE_SOURCES, build, build_sequence, common, transformer
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("flax")
@@ -154,7 +156,7 @@ def test_batchnorm_is_torchs_momentum_and_eps() -> None:
 def test_flax_builds_the_models_it_lists() -> None:
     framework, _ = NATIVE_SOURCES[FLAX]
     built = sorted(n for n, spec in MODELS.items() if spec.has_builder(framework, FLAX))
-    assert built == ["lenet5", "resnet152", "resnet18", "resnet50"]
+    assert built == ["bert_base", "lenet5", "resnet152", "resnet18", "resnet50", "transformer"]
     from bench.models import native_problem
 
     assert native_problem("jax", "resnet18", FLAX) == ""
@@ -162,3 +164,92 @@ def test_flax_builds_the_models_it_lists() -> None:
     assert refused.startswith("model.source: flax builds its models for framework=jax only")
     missing = native_problem("jax", "vgg16", FLAX)
     assert "flax has no vgg16" in missing and "resnet50, lenet5, resnet18, resnet152" in missing
+    assert "flax has no lstm" in native_problem("jax", "lstm", FLAX)
+
+
+# The transformer (model.source=flax): built from the sizes in ModelConfig, like torch's.
+TRANSFORMER_SIZES = [
+    {"seq_len": 12, "vocab_size": 40, "layers": 2, "hidden": 32, "heads": 4,
+     "intermediate": 48, "max_positions": 16},
+    {"seq_len": 7, "vocab_size": 2, "layers": 1, "hidden": 6, "heads": 3,
+     "intermediate": 1, "max_positions": 7},
+    {"seq_len": 128, "vocab_size": 30522, "layers": 4, "hidden": 256, "heads": 4,
+     "intermediate": 1024, "max_positions": 512},
+]  # fmt: skip
+
+
+def flax_transformer(model: ModelConfig, seed: int = 0) -> Any:
+    return build_sequence("jax", dataclasses.replace(model, source=FLAX), seed=seed)
+
+
+@pytest.mark.parametrize("sizes", TRANSFORMER_SIZES, ids=["tiny", "smallest", "mini"])
+def test_flax_transformer_parameter_counts_are_torchs_at_any_size(sizes: dict) -> None:
+    m = ModelConfig("transformer", **sizes)
+    flax_model = nnx.eval_shape(lambda: flax_transformer(m))
+    expected = transformer.param_count(
+        m.vocab_size, m.hidden, m.layers, m.intermediate, m.max_positions
+    )
+    assert common.flax_params(flax_model) == torch_params(transformer.build_torch(m)) == expected
+    # The same tensors under torch's names (a Linear's kernel: torch's weight, transposed).
+    state = nnx.state(flax_model, nnx.Param).flat_state()
+    ours = {_torch_name(path): tuple(v.shape) for path, v in state}
+    theirs = {}
+    for name, module in transformer.build_torch(m).named_modules():
+        for leaf, p in module.named_parameters(prefix=name, recurse=False):
+            linear = isinstance(module, torch.nn.Linear) and leaf.endswith("weight")
+            theirs[leaf] = tuple(p.shape)[::-1] if linear else tuple(p.shape)
+    assert ours == theirs
+
+
+def test_flax_bert_base_has_the_published_size() -> None:
+    m = ModelConfig("bert_base", seq_len=8, **transformer.BERT_BASE)
+    flax_model = nnx.eval_shape(lambda: flax_transformer(m))
+    assert common.flax_params(flax_model) == transformer.BERT_BASE_PARAMS == 109_514_298
+
+
+def _torch_name(path: tuple) -> str:
+    """torch's parameter name of an NNX state path (kernel/scale/embedding: weight)."""
+    renamed = {"kernel": "weight", "scale": "weight", "embedding": "weight"}
+    return ".".join(renamed.get(str(p), str(p)) for p in path)
+
+
+def _load_torch_transformer(torch_model: Any, flax_model: Any) -> None:
+    """torch's weights into the Flax model, tensor by tensor under the same names."""
+    for name, param in torch_model.named_parameters():
+        value = param.detach().numpy()
+        *parents, leaf = name.split(".")
+        target = flax_model
+        for part in parents:
+            target = target[int(part)] if part.isdigit() else getattr(target, part)
+        if isinstance(target, nnx.Linear):
+            variable = target.kernel if leaf == "weight" else target.bias
+            value = value.T if leaf == "weight" else value
+        elif isinstance(target, nnx.Embed):
+            variable = target.embedding
+        elif isinstance(target, nnx.LayerNorm):
+            variable = target.scale if leaf == "weight" else target.bias
+        else:
+            variable = getattr(target, leaf)  # decoder_bias
+        assert variable.shape == value.shape, name
+        variable[...] = value
+
+
+@pytest.mark.slow
+def test_flax_transformer_computes_what_torch_computes_with_the_same_weights() -> None:
+    """Eval mode (no dropout): the same logits; train mode draws dropout masks, each call
+    its own (the RNG state advances)."""
+    m = ModelConfig("transformer", **TRANSFORMER_SIZES[0])
+    torch.manual_seed(0)
+    torch_model = transformer.build_torch(m).eval()
+    flax_model = flax_transformer(m)
+    _load_torch_transformer(torch_model, flax_model)
+    tokens = np.random.default_rng(7).integers(0, m.vocab_size, size=(3, m.seq_len))
+    with torch.no_grad():
+        expected = torch_model(torch.from_numpy(tokens)).numpy()
+    flax_model.eval()
+    got = np.asarray(flax_model(tokens))
+    assert got.shape == (3, m.seq_len, m.vocab_size)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+    flax_model.train()
+    first, second = np.asarray(flax_model(tokens)), np.asarray(flax_model(tokens))
+    assert not np.allclose(first, second) and not np.allclose(first, expected)
