@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 
@@ -225,28 +227,24 @@ def _probe(
     return {"problem": f"model: building it in a child process failed: {last}"}
 
 
-def probe(cfg: BenchConfig) -> dict[str, object]:
-    """The probe's answer for ``cfg`` (:func:`bench.models.custom.probe`, ``probe_lm`` for a
-    causal LM of model=py, which also says whether mode=generate can run it): built with the
-    trial's interpreter, in this working directory; the same request is asked once.  Under
-    launcher=docker the host's interpreter of the pinned version stands in for the image's:
-    bench's images install transformers and keras-hub at the host lock's versions (their
-    constraints are resolved under it), so a name or field the host refuses, the image would."""
+def _request(cfg: BenchConfig) -> tuple[str, str, str, str] | None:
+    """The arguments of ``cfg``'s probe (:func:`_probe`), None where its interpreter is not
+    there yet (a version environment made before its first trial)."""
     from bench.envs.environments import extra_of
     from bench.envs.interpreters import python_for
 
     # a version's environment with the extra the model needs (bench.envs.environments)
     python = python_for(cfg.framework.name, cfg.framework.version, extra_of(cfg))
     if not Path(python).exists():  # a version environment made before its first trial
-        return {}
+        return None
     m = cfg.model
     if m.source == "hf":  # the family's config class checks the fields (bench.models.hf_lm)
         fields = ("name", "vocab_size", "hidden", "layers", "heads", "intermediate",
                   "max_positions", "config")  # fmt: skip
         hf = json.dumps({k: getattr(m, k) for k in fields}, sort_keys=True)
         if cfg.framework.name == TF:  # keras-hub imports and maps the fields
-            return _probe(python, str(Path.cwd()), hf, "bench.models.keras_hub_lm")
-        return _probe(python, str(Path.cwd()), hf, "bench.models.hf_lm")
+            return python, str(Path.cwd()), hf, "bench.models.keras_hub_lm"
+        return python, str(Path.cwd()), hf, "bench.models.hf_lm"
     from bench.models.custom import LM_SIZES
 
     keys: tuple[str, ...] = ("name", "source", "builder", "torch", "tf", "task")
@@ -259,7 +257,36 @@ def probe(cfg: BenchConfig) -> dict[str, object]:
         "model": {k: getattr(m, k) for k in keys},
         "digest": m.digest,  # an edited module is asked again
     }
-    return _probe(python, str(Path.cwd()), json.dumps(request, sort_keys=True))
+    return python, str(Path.cwd()), json.dumps(request, sort_keys=True), "bench.models.custom"
+
+
+def probe(cfg: BenchConfig) -> dict[str, object]:
+    """The probe's answer for ``cfg`` (:func:`bench.models.custom.probe`, ``probe_lm`` for a
+    causal LM of model=py, which also says whether mode=generate can run it): built with the
+    trial's interpreter, in this working directory; the same request is asked once.  Under
+    launcher=docker the host's interpreter of the pinned version stands in for the image's:
+    bench's images install transformers and keras-hub at the host lock's versions (their
+    constraints are resolved under it), so a name or field the host refuses, the image would."""
+    request = _request(cfg)
+    return _probe(*request) if request else {}
+
+
+def warm(configs: Sequence[BenchConfig]) -> None:
+    """Ask the distinct probes of a sweep's configurations at once, each in its own child
+    process, so that :func:`check` finds their answers (a torch and a tf probe of one
+    model=hf family, each seconds of importing its libraries, overlap); a configuration
+    the rules refuse, or model=py's before its digest, is left to :func:`check`."""
+    requests = {
+        request
+        for cfg in configs
+        if cfg.model.source in OWN_SOURCES
+        and (cfg.model.source != "py" or cfg.model.digest)
+        and not rules(cfg)
+        and (request := _request(cfg))
+    }
+    if len(requests) > 1:
+        with ThreadPoolExecutor(min(len(requests), 4)) as pool:
+            list(pool.map(lambda request: _probe(*request), sorted(requests)))
 
 
 def check(cfg: BenchConfig) -> list[str]:

@@ -287,6 +287,9 @@ def check_all(
     """Validate every trial of a sweep (``slurm``: its jobs go to Slurm, to ``partition``:
     its name and node count, where known); raise one :class:`ConfigError` for all."""
     problems: list[str] = _make_own_environments([cfg for _, cfg in configs])
+    from bench.checks import own_models
+
+    own_models.warm([cfg for _, cfg in configs])  # their models' probes, side by side
     for label, cfg in configs:
         prefix = f"[{label}] " if len(configs) > 1 else ""
         try:
