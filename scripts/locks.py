@@ -26,7 +26,10 @@ differently.
   under the host lock as a constraint).  MXNet's file is resolved on its own: it needs
   numpy 1.23 (MXNet 1.9.1 uses aliases numpy 1.24 removed), the host numpy 2.
 - A framework version other than these pins has its own hashed lock, made on first use
-  (:mod:`bench.envs.environments`).
+  (:mod:`bench.envs.environments`); where a trial's model needs an extra the host lock
+  leaves out or pins for the host's framework (timm with the torchvision paired with that
+  torch; keras-hub with the tensorflow-text of that TensorFlow minor; transformers), that
+  lock holds it, its packages kept to the releases before this grid's date.
 """
 
 from __future__ import annotations
@@ -35,7 +38,6 @@ import argparse
 import datetime
 import difflib
 import os
-import re
 import sys
 import tempfile
 import textwrap
@@ -45,7 +47,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.envs.environments import TRIAL_SIDE, lock_pins, run_uv  # noqa: E402
+from bench.envs.environments import DATE_LINE, TRIAL_SIDE, lock_pins, run_uv  # noqa: E402
 
 PYTHON, PLATFORM = "3.11", "x86_64-manylinux_2_28"
 TORCH, TENSORFLOW, MXNET, JAX = "2.13.0", "2.21.0", "1.9.1", "0.10.2"
@@ -60,7 +62,6 @@ MXNET_TESTED = (
 )
 MXNET_TESTED_NAMES = {pin.split("==")[0] for pin in MXNET_TESTED}
 SETTLE_DAYS = 7  # how far behind today --date now resolves (index mirrors lag)
-DATE_LINE = re.compile(r"^# Resolved with the releases published before (\S+)", re.M)
 
 
 @dataclass(frozen=True)
