@@ -109,6 +109,16 @@ class Generation(Protocol):
 
 
 @runtime_checkable
+class TokenFlops(Protocol):
+    """A causal LM's session that counts its forward at any length (an optional extension:
+    mode=generate's achieved FLOP/s, :func:`bench.trial.generate.flops_per_prompt`)."""
+
+    def forward_flops_of(self, tokens: int) -> float | None:
+        """Forward FLOPs of one sample of ``tokens`` tokens, counted the zoo's way
+        (contractions, attention over every position pair); None where not counted."""
+
+
+@runtime_checkable
 class WindowBarrier(Protocol):
     """A session of one rank among several that step together (an optional extension)."""
 

@@ -108,6 +108,9 @@ class TFSession:
         keras.mixed_precision.set_global_policy(_POLICIES[cfg.precision])
         task = models.task(cfg.model)
         self._image_size = cfg.image_size if task == "image" else None
+        # model=hf, and a causal LM of model=py: FLOPs counted on one sample of seq_len tokens
+        lm = task == "causal_lm" and cfg.model.source in ("hf", "py")
+        self._tokens_per_sample = cfg.model.seq_len if lm else 0
         with tf.device(self.tf_device):
             if task == "image":
                 self.model = models.build_image("tf", cfg.model, cfg.num_classes, cfg.image_size)
@@ -274,13 +277,26 @@ class TFSession:
         return float(tf.config.experimental.get_memory_info("GPU:0")["peak"]) / 2**20
 
     def forward_flops_per_sample(self) -> float | None:
-        """Counted on the traced inference graph of one sample; nothing runs (image models)."""
-        if self._image_size is None:
-            return None  # sequence models: not counted yet
+        """Counted on the traced inference graph of one sample; nothing runs (image models,
+        and causal LMs on one sample of seq_len tokens, as the torch side counts them)."""
         from bench.models import flops
 
+        if self._tokens_per_sample:
+            return self.forward_flops_of(self._tokens_per_sample)
+        if self._image_size is None:
+            return None  # bench's own sequence models: not counted yet
         with tf.device(self.tf_device):
             count = flops.keras_flops_per_sample(self.model, self._image_size)
+        return None if count is None else float(count)
+
+    def forward_flops_of(self, tokens: int) -> float | None:
+        """A causal LM's (model=hf, model=py) forward of one sample of ``tokens`` tokens."""
+        from bench.models import flops
+
+        if not self._tokens_per_sample:
+            return None
+        with tf.device(self.tf_device):
+            count = flops.keras_forward_flops(self.model, (tokens,), "int32")
         return None if count is None else float(count)
 
 

@@ -321,12 +321,20 @@ class TorchSession:
         from bench.models import flops
 
         if self._tokens_per_sample:  # model=hf: one sample of model.seq_len tokens
-            example = torch.zeros((1, self._tokens_per_sample), dtype=torch.int64, device=self.dev)
-            return float(flops.torch_forward_flops(self.model, example))
+            return self.forward_flops_of(self._tokens_per_sample)
         if self._image_size is None:
             return None  # bench's own sequence models: not counted yet
 
         return float(flops.torch_flops_per_sample(self.model, self._image_size))
+
+    def forward_flops_of(self, tokens: int) -> float | None:
+        """A causal LM's (model=hf, model=py) forward of one sample of ``tokens`` tokens."""
+        from bench.models import flops
+
+        if not self._tokens_per_sample:
+            return None
+        example = torch.zeros((1, tokens), dtype=torch.int64, device=self.dev)
+        return float(flops.torch_forward_flops(self.model, example))
 
 
 # The compute type of a precision's matrix products: fp32 with TF32 off, tf32 with it on.

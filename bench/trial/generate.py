@@ -100,6 +100,37 @@ def figures(windows: list[Window], batch: int, prompt_len: int) -> dict[str, flo
     }
 
 
+def flops_per_prompt(
+    at_prompt: float, at_full: float, prompt_len: int, new_tokens: int
+) -> tuple[float, float]:
+    """(prefill, decode) FLOPs of one prompt's generation, from the forward's count on one
+    sample of ``prompt_len`` tokens and of ``prompt_len + new_tokens``.
+
+    A forward of L tokens counts a L + b L^2: the per-token layers, and attention over
+    every position pair (b L^2).  The two counts give a and b.  The prefill is the forward
+    of the prompt; decode step i (1 .. new_tokens - 1) is one token's layers and its query
+    against the P + i keys in the cache: a + b (P + i).
+    """
+    p, q = prompt_len, prompt_len + new_tokens
+    b = (at_full / q - at_prompt / p) / (q - p)
+    a = at_prompt / p - b * p
+    steps = new_tokens - 1
+    return at_prompt, steps * (a + b * p) + b * steps * (steps + 1) / 2
+
+
+def achieved(
+    windows: list[Window], batch: int, prefill_flops: float, decode_flops: float
+) -> dict[str, float]:
+    """Achieved FLOP/s of the prefill and of the decode steps over ``windows`` (each
+    generation's FLOPs per prompt, :func:`flops_per_prompt`)."""
+    prefill = sum(w.prefill_s for w in windows)
+    decode = sum(t for w in windows for t in w.decode_s)
+    out = {"prefill_achieved_flops_per_s": batch * prefill_flops * len(windows) / prefill}
+    if decode > 0:
+        out["decode_achieved_flops_per_s"] = batch * decode_flops * len(windows) / decode
+    return out
+
+
 def warm_up(session: Generation, new_tokens: int, generations: int) -> tuple[float, float]:
     """(the first generation, the others) in seconds; none of it is timed as a result."""
     perf = time.perf_counter

@@ -35,6 +35,7 @@ from bench.frameworks.base import (
     OutputCheck,
     PeakProbe,
     Session,
+    TokenFlops,
     WindowBarrier,
 )
 from bench.models.flops import TRAIN_FLOPS_PER_FORWARD
@@ -466,9 +467,17 @@ def _generate(
     result.marks["last_timed_step"] = time.time()
     result.epochs = records
     result.summary = generate.summary(records, windows, batch, prompt)
-    if flops:  # the model's, per sample of model.seq_len tokens (no achieved rate here)
+    if flops:  # the model's, per sample of model.seq_len tokens
         result.summary["flops_per_sample"] = flops["flops_per_sample"]
         result.summary["train_flops_per_sample"] = flops["train_flops_per_sample"]
+    if isinstance(session, TokenFlops):  # counted after the timed windows
+        at_prompt, at_full = (
+            session.forward_flops_of(prompt),
+            session.forward_flops_of(prompt + new),
+        )
+        if at_prompt and at_full:
+            prefill, decode = generate.flops_per_prompt(at_prompt, at_full, prompt, new)
+            result.summary.update(generate.achieved(windows, batch, prefill, decode))
     return records
 
 

@@ -14,9 +14,14 @@ HF_TINY = [
     "model.hidden=32", "model.layers=2", "model.heads=2", "model.intermediate=64",
     "model.config.num_key_value_heads=1",
 ]  # fmt: skip
+# Its forward FLOPs per sample of 16 tokens, counted on both sides: per token, the
+# projections (2 x 32 x (32 + 16 + 16 + 32)), the MLP (3 x 2 x 32 x 64) in 2 layers and the
+# head (2 x 32 x 128): 45,056 x 16; attention, 2 layers x 2 x 2 x 16 x 16 x 32 = 65,536.
+HF_TINY_FLOPS = 45_056 * 16 + 65_536
 GENERATION = [
     "time_to_first_token_ms", "time_per_output_token_p50_ms", "time_per_output_token_p90_ms",
     "decode_tokens_per_s", "prefill_tokens_per_s", "peak_host_rss_mb",
+    "prefill_achieved_flops_per_s", "decode_achieved_flops_per_s",
 ]  # fmt: skip
 
 
@@ -32,7 +37,7 @@ def test_llama_generates_and_trains_through_the_cli(bench) -> None:  # noqa: ANN
         assert (params["model.source"], params["model.hidden"]) == ("hf", "32")
         assert params["model.config.num_key_value_heads"] == "1"
         assert int(params["num_parameters"]) > 0
-        assert child.data.metrics["flops_per_sample"] > 0
+        assert child.data.metrics["flops_per_sample"] == HF_TINY_FLOPS
     gen = children["generate"]
     assert (gen.data.params["prompt_len"], gen.data.params["new_tokens"]) == ("8", "5")
     for name in GENERATION:
@@ -51,5 +56,6 @@ def test_llama_trains_under_tf_with_keras_hub(bench) -> None:  # noqa: ANN001
     assert run.data.tags["bench.framework"] == "tf"
     assert run.data.params["model.source"] == "hf"
     assert int(run.data.params["num_parameters"]) == 26_784  # transformers' count of it
+    assert run.data.metrics["flops_per_sample"] == HF_TINY_FLOPS  # and torch's FLOPs
     assert run.data.metrics["final_loss"] > 0
     assert run.data.metrics["trial_samples_per_s"] > 0
