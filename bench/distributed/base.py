@@ -13,7 +13,9 @@ A strategy has two sides:
 
 A session may also have ``breakdown(cfg) -> dict`` (used by ``breakdown=true`` instead of the
 framework profiler): ``time_comm_ms``, the exposed communication per step, and for
-parameter servers ``ps_push_ms`` and ``ps_pull_ms``.
+parameter servers ``ps_push_ms`` and ``ps_pull_ms``; or ``exposed_comm(cfg) -> dict``
+(``time_comm_ms``, measured after the framework profiler's breakdown, beside its phases:
+the JAX strategies).
 """
 
 from __future__ import annotations

@@ -20,7 +20,9 @@ supplies its own ``batch_size`` samples: ``jax.make_array_from_process_local_dat
 state replicated, XLA's all-reduces crossing the processes.  Each rank is timed like
 ``ddp``'s, the coordinator adding up their rates; each gets ``threads / workers`` threads.
 One device per process: on the CPU the rank's ``XLA_FLAGS`` ask for one host device; with
-``device=cuda`` each rank takes the GPU of its local index on its node.
+``device=cuda`` each rank takes the GPU of its local index on its node.  ``breakdown=true``:
+the jax breakdown's phases of the sharded step, and ``time_comm_ms``, the sharded step less
+the same step with no communication (:func:`bench.distributed.jax_common.exposed_comm`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.core.config import BenchConfig
+from bench.distributed import common
 from bench.distributed.base import (
     Proc,
     Rank,
@@ -40,7 +43,7 @@ from bench.distributed.base import (
     node_ranks,
     per_rank,
 )
-from bench.distributed.jax_common import host_device_flags
+from bench.distributed.jax_common import exposed_comm, host_device_flags
 from bench.runtime.processes import free_port
 
 if TYPE_CHECKING:
@@ -167,7 +170,12 @@ class JaxDistributed:
                 f"JAX sees {len(devices)} {platform} devices in all"
             )
         session.data_parallel(devices)
-        return session
+        return _Session(session)
+
+
+class _Session(common.Wrapped):
+    def exposed_comm(self, cfg: BenchConfig) -> dict[str, float]:
+        return exposed_comm(self, cfg)
 
 
 STRATEGY = JaxDistributed()

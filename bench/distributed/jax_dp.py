@@ -14,7 +14,9 @@ the host devices share the cores.  Threads: the rank takes the trial's intra-op 
 that many threads (at least one per device).  BatchNorm's statistics are over the global
 batch (XLA's global view of a sharded batch), as in the undistributed step.  One step
 trains ``workers x batch_size`` samples; each device's rate is the process's rate split
-evenly (lockstep).
+evenly (lockstep).  ``breakdown=true``: the jax breakdown's phases of the sharded step, and
+``time_comm_ms``, the sharded step less the same step on the same devices with no
+communication (:func:`bench.distributed.jax_common.exposed_comm`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 from bench.core.config import BenchConfig
 from bench.distributed import common
 from bench.distributed.base import OneProcess, Proc, Rank, per_rank
-from bench.distributed.jax_common import HOST_DEVICES, host_device_flags
+from bench.distributed.jax_common import HOST_DEVICES, exposed_comm, host_device_flags
 
 
 class JaxDP(OneProcess):
@@ -64,7 +66,12 @@ class JaxDP(OneProcess):
                 f"sees {len(devices)} {where}"
             )
         session.data_parallel(devices[:workers])
-        return common.Lockstep(session, workers, cfg.batch_size // workers)
+        return _Session(session, workers, cfg.batch_size // workers)
+
+
+class _Session(common.Lockstep):
+    def exposed_comm(self, cfg: BenchConfig) -> dict[str, float]:
+        return exposed_comm(self, cfg)
 
 
 STRATEGY = JaxDP()

@@ -39,8 +39,7 @@ import itertools
 import os
 import random
 import sys
-from collections.abc import Iterator
-from functools import partial
+from collections.abc import Callable, Iterator
 from typing import Any
 
 if "keras" in sys.modules and sys.modules["keras"].backend.backend() != "jax":
@@ -250,6 +249,17 @@ class _FlaxModel:
         self.non_trainable = jax.tree.map(jnp.array, parts[2])
 
 
+class _LocalStep:
+    """:meth:`JaxSession.local_step`: a step on its own ``state`` (trainable, non-trainable,
+    optimizer state, loss sum), waited for."""
+
+    def __init__(self, step: Callable[..., Any], state: tuple[Any, ...]) -> None:
+        self.step, self.state = step, state
+
+    def __call__(self, batch: Batch) -> None:
+        self.state = jax.block_until_ready(self.step(*self.state, *batch))
+
+
 class JaxSession:
     def __init__(
         self, cfg: BenchConfig, data: HostBatches | LabelledData | SequenceBatches
@@ -316,7 +326,6 @@ class JaxSession:
 
         grad_fn = jax.value_and_grad(objective, has_aux=True)
 
-        @partial(jax.jit, donate_argnums=(0, 1, 2, 3), **shardings)
         def train_step(
             trainable: Any, non_trainable: Any, opt_state: Any, loss_sum: Any, x: Any, y: Any
         ) -> tuple[Any, Any, Any, Any]:
@@ -326,7 +335,8 @@ class JaxSession:
             trainable, opt_state = update(opt_state, grads, trainable)
             return trainable, non_trainable, opt_state, loss_sum + loss.astype(jnp.float32)
 
-        self._train_step = train_step
+        self._step_fn = train_step  # not jitted: local_step maps it over the devices
+        self._train_step = jax.jit(train_step, donate_argnums=(0, 1, 2, 3), **shardings)
 
     def data_parallel(self, devices: list[Any]) -> None:
         """Train data-parallel over ``devices``, before the first step: a one-axis Mesh
@@ -351,6 +361,31 @@ class JaxSession:
         else:
             self._batches = map(self._place_batch, self._batches)
         self._jit_train_step(self._cfg)
+
+    def local_step(self) -> Callable[[Batch], None]:
+        """``data_parallel``'s step with no communication, to time against it
+        (``time_comm_ms``): the same step on every device of the mesh, each on its own
+        shard of the batch from its own copy of the state, nothing reduced across devices
+        (``jax.shard_map`` of the step, whose outputs are taken as they are: no
+        collective).  It trains a private copy of the state, made here and donated step by
+        step as the real step donates the session's, so the session is untouched; the
+        devices' copies drift apart, which the timing does not mind."""
+        from jax.sharding import PartitionSpec
+
+        if self._replicated is None:
+            raise ValueError("local_step: a data-parallel session only (data_parallel first)")
+        rep, part = PartitionSpec(), PartitionSpec("batch")
+        alone = jax.shard_map(
+            self._step_fn,
+            mesh=self._sharded.mesh,
+            in_specs=(rep, rep, rep, rep, part, part),
+            out_specs=rep,
+            check_vma=False,
+        )
+        copy = jax.jit(lambda tree: jax.tree.map(jnp.copy, tree), out_shardings=self._replicated)
+        net = self.net
+        state = copy((net.trainable, net.non_trainable, self._opt_state, self._loss_sum))
+        return _LocalStep(jax.jit(alone, donate_argnums=(0, 1, 2, 3)), state)
 
     def _place_batch(self, batch: Batch) -> Batch:
         """This process's batch as its share of the global, sharded batch."""

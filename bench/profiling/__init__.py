@@ -4,7 +4,9 @@
   device sync between them (``time_data_ms``, ``time_forward_ms``, ``time_backward_ms``,
   ``time_optimizer_ms``), each paired with an ordinary step timed whole (``time_step_ms``),
   so the parts can be checked against a step measured on its own; ``breakdown_sum_pct``
-  is the parts' sum in percent of ``time_step_ms`` (see :func:`breakdown`).
+  is the parts' sum in percent of ``time_step_ms`` (see :func:`breakdown`).  A distributed
+  session measures its own instead (its ``breakdown``), or adds its exposed communication
+  to the phases (its ``exposed_comm``: the JAX strategies).
 - ``profile=true``: ``profile_steps(cfg)`` steps under the framework's profiler; the trace
   and the operator table (:mod:`.operators`) are written as artifacts and the per-category
   times logged as ``op_<category>_ms``.
@@ -100,6 +102,11 @@ def run(cfg: BenchConfig, session: Any, workdir: Path | None) -> Findings:
         method = getattr(profiler, "method", None)  # where some phases are derived, how
         if method is not None:
             report.tags["breakdown_method"] = method(cfg)
+        # A data-parallel session whose all-reduces sit inside its compiled step (jax_dp,
+        # jax_distributed): its exposed communication beside the phases.
+        comm = getattr(session, "exposed_comm", None)
+        if comm is not None:
+            report.summary.update(comm(cfg))
     if cfg.profile:
         steps = profile_steps(cfg)
         with tempfile.TemporaryDirectory(prefix="bench-profile-") as tmp:

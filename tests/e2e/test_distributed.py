@@ -105,12 +105,18 @@ def test_mirrored_on_two_logical_cpu_devices(bench) -> None:  # noqa: ANN001
 
 @pytest.mark.parametrize("strategy", ["jax_dp", "jax_distributed"])
 def test_jax_on_two_host_devices(bench, strategy: str) -> None:  # noqa: ANN001
-    """jax_dp: 2 host devices of one process; jax_distributed: 2 processes of one each."""
-    got = bench.run("framework=jax", f"distributed={strategy}", "workers=2", *SMALL)
+    """jax_dp: 2 host devices of one process; jax_distributed: 2 processes of one each.
+    breakdown=true: the jax breakdown's phases and the exposed communication beside them."""
+    got = bench.run(
+        "framework=jax", f"distributed={strategy}", "workers=2", "breakdown=true", *SMALL
+    )
     assert got.returncode == 0, got.output
     run = only_trial(bench)
     assert_global_and_per_worker(bench, run)
     assert run.data.params["distributed"] == strategy
+    metrics = run.data.metrics
+    assert metrics["time_comm_ms"] >= 0 and metrics["time_local_step_ms"] > 0
+    assert metrics["time_forward_ms"] > 0 and "bench.breakdown_method" in run.data.tags
     assert not dist_processes(bench.root)
 
 

@@ -122,3 +122,68 @@ def test_the_sharded_step_replicates_the_state_and_trains_as_one_device() -> Non
     one, two = out["losses"]
     assert abs(one - two) < 1e-5 * abs(one), out["losses"]
     assert out["apart"] < 1e-5, out["apart"]
+
+
+LOCAL_STEP = textwrap.dedent(
+    """
+    import json, os
+    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+    from bench import frameworks
+    from bench.core.config import BenchConfig, DataConfig, FrameworkConfig, ModelConfig
+    from bench.data import synthetic
+    from bench.distributed.jax_common import exposed_comm
+
+    cfg = BenchConfig(
+        framework=FrameworkConfig(name="jax"), model=ModelConfig(name="lenet5"),
+        batch_size=8, image_size=32, data=DataConfig(num_batches=2), device="cpu",
+        steps_per_epoch=5, breakdown=True,
+    )
+    frameworks.before_import(cfg, 1)
+    adapter = frameworks.load("jax")
+    adapter.configure(cfg, 1)
+    import jax, numpy as np
+
+    session = adapter.prepare(cfg, synthetic(cfg))
+    session.data_parallel(jax.devices("cpu")[:2])
+    before = [np.asarray(a) for a in session.net.trainable]
+    local = session.local_step()
+    batch = session.next_batch()
+    local(batch)
+    local(session.next_batch())
+    copies = [[np.asarray(s.data) for s in a.addressable_shards] for a in local.state[0]]
+    net = session.net
+    state = (net.trainable, net.non_trainable, session._opt_state, session._loss_sum)
+    hlo = {
+        "sharded": session._train_step.lower(*state, *batch).compile().as_text(),
+        "local": local.step.lower(*local.state, *batch).compile().as_text(),
+    }
+    print(json.dumps({
+        "untouched": all(np.array_equal(a, np.asarray(b))
+                         for a, b in zip(before, session.net.trainable)),
+        "devices_apart": max(float(np.max(np.abs(c[0] - c[1]))) for c in copies),
+        "all_reduce": {k: "all-reduce" in v for k, v in hlo.items()},
+        "comm": exposed_comm(session, cfg),
+        "loss_steps": session._loss_steps,
+    }))
+    """
+)
+
+
+@pytest.mark.slow
+def test_the_local_step_runs_the_sharded_step_without_its_all_reduces() -> None:
+    """time_comm_ms for the jax strategies: the step it is timed against is the same step on
+    the same devices with no collective in its compiled program (the sharded step has
+    them), trains a private copy (the session's weights untouched, each device's copy
+    apart from the other's: nothing averaged them), and exposed_comm reports both times."""
+    done = subprocess.run(
+        [sys.executable, "-c", LOCAL_STEP], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["all_reduce"] == {"sharded": True, "local": False}
+    assert out["untouched"]
+    assert out["devices_apart"] > 0
+    comm = out["comm"]
+    assert set(comm) == {"time_comm_ms", "time_local_step_ms"}
+    assert comm["time_comm_ms"] >= 0 and comm["time_local_step_ms"] > 0
+    assert out["loss_steps"] == 0  # the extra steps' losses are not reported
