@@ -47,6 +47,7 @@ class Telemetry:
         self.visible: list[int] = []
         self.totals: dict[str, float] = {}
         self._host_factory = host
+        self.one_process = cfg.distributed.runner == "local"
         self._stopped = False
         self.enabled = cfg.telemetry.enabled
         if not self.enabled:
@@ -88,7 +89,10 @@ class Telemetry:
                 self.gpu.stop(None)
                 self.gpu = None
                 self.tags["gpu_telemetry"] = f"unavailable: {exc}"
-        self.monitors.append(self._host_factory(self.interval_s, self.origin))
+        host = self._host_factory(self.interval_s, self.origin)
+        if isinstance(host, HostMonitor):  # ranks of one trial are each other's "others"
+            host.judge_contention = self.one_process
+        self.monitors.append(host)
         for monitor in self.monitors:
             monitor.start()
 

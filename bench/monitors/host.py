@@ -12,6 +12,13 @@ Per timed epoch:
   in percent of one core (as ``top`` shows it: two busy cores read 200).  The cumulative
   CPU time is interpolated at both ends of the window, like the GPU energy counter.
 - ``host_rss_mb``: the largest summed resident set size sampled in the window.
+- ``other_cpu_pct``: CPU time that processes outside the trial's tree used, in the window,
+  on the CPUs the trial may run on (its affinity; ``/proc/stat``'s per-CPU busy time less
+  the tree's), in percent of one core.  Where others held at least half a core while those
+  CPUs were saturated, over the timed windows on average, the tag ``contention`` says so:
+  such a trial's rates are the machine's, shared, not the framework's alone (a process
+  launched beside it, another sweep, a test suite).  Only a one-process trial is judged (a
+  distributed trial's ranks are each other's "others").
 - ``cpu_energy_j``, ``cpu_power_w``: the RAPL package counters' difference over the window
   (all packages, wrap-around corrected).  RAPL measures the whole socket, not just the
   trial.  It is read from ``/sys/class/powercap/intel-rapl:N`` (AMD CPUs use the same
@@ -133,6 +140,41 @@ def _psutil_stat(proc: psutil.Process) -> tuple[float, int]:
     return times.user + times.system, int(proc.memory_info().rss)
 
 
+# Others' share that marks a trial as contended (percent of one core, mean over the timed
+# windows), when the trial's CPUs were at least SATURATED_PCT busy in all.
+CONTENDED_PCT = 50.0
+SATURATED_PCT = 90.0
+
+
+class CpuBusy:
+    """Cumulative busy seconds (user, nice, system, irq, softirq, steal) of some CPUs, from
+    ``/proc/stat``'s per-CPU lines: the CPUs this process may run on, by default."""
+
+    def __init__(self, cpus: set[int] | None = None, stat: Path = Path("/proc/stat")) -> None:
+        self.cpus = cpus if cpus is not None else set(os.sched_getaffinity(0))
+        self.stat = stat
+
+    def read(self) -> float:
+        ticks = 0
+        for line in self.stat.read_text().splitlines():
+            name, _, rest = line.partition(" ")
+            if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in self.cpus:
+                fields = [int(x) for x in rest.split()]
+                # user nice system idle iowait irq softirq steal (guest is within user)
+                ticks += sum(fields[0:3]) + sum(fields[5:8])
+        return ticks / _TICK
+
+    @classmethod
+    def open(cls) -> CpuBusy | None:
+        """The reader for this process's CPUs, or None where there is no /proc/stat."""
+        try:
+            busy = cls()
+            busy.read()
+        except (OSError, ValueError, AttributeError):
+            return None
+        return busy
+
+
 class HostMonitor:
     """Samples the process tree and RAPL; see the module docstring."""
 
@@ -143,12 +185,19 @@ class HostMonitor:
         tree: ProcessTree | None = None,
         rapl: Rapl | str | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        busy: CpuBusy | None = None,
+        judge_contention: bool = True,
     ) -> None:
         self.origin, self.clock = origin, clock
         self.tree = tree or ProcessTree()
         self.rapl = Rapl.open() if rapl is None else rapl
+        self.busy = busy if busy is not None else CpuBusy.open()
+        self.judge_contention = judge_contention
         self.times: list[float] = []
         self.cpu_s: list[float] = []
+        self.busy_s: list[float] = []
+        # per timed window: (others' CPU, the trial's CPU), percent of one core
+        self.shares: list[tuple[float, float]] = []
         self.rss_mb: list[float] = []
         self.energy_j: list[float] = []
         self.windows: list[Window] = []
@@ -159,8 +208,11 @@ class HostMonitor:
         before = self.clock()
         cpu, rss = self.tree.read()
         energy = self.rapl.read_j() if isinstance(self.rapl, Rapl) else None
+        busy = self.busy.read() if self.busy is not None else None
         now = (before + self.clock()) / 2
         # Append the time last: window() reads len(times) first, then the other lists.
+        if busy is not None:
+            self.busy_s.append(busy)
         self.cpu_s.append(cpu)
         self.rss_mb.append(rss)
         if energy is not None:
@@ -186,6 +238,12 @@ class HostMonitor:
             / seconds,
             "host_rss_mb": max(self.rss_mb[i] for i in inside(times, start, end)),
         }
+        if self.busy is not None and len(self.busy_s) >= n:
+            busy = self.busy_s[:n]
+            machine = interpolate(times, busy, end) - interpolate(times, busy, start)
+            own = out["cpu_util_pct"] * seconds / 100.0
+            out["other_cpu_pct"] = max(0.0, 100.0 * (machine - own) / seconds)
+            self.shares.append((out["other_cpu_pct"], out["cpu_util_pct"]))
         if isinstance(self.rapl, Rapl) and len(self.energy_j) >= n:
             energy = self.energy_j[:n]
             joules = interpolate(times, energy, end) - interpolate(times, energy, start)
@@ -204,11 +262,31 @@ class HostMonitor:
         )
         if self._sampler.error:
             report.tags["host_telemetry"] = f"sampling stopped early: {self._sampler.error}"
+        if self.shares:
+            others = sum(o for o, _ in self.shares) / len(self.shares)
+            report.summary["other_cpu_pct"] = others
+            contended = self._contention(others)
+            if contended:
+                report.tags["contention"] = contended
         if workdir is not None and self.times:
             self._write_csv(workdir / SAMPLES_FILE)
             self._plot(workdir / PLOT_FILE)
             report.files += [SAMPLES_FILE, PLOT_FILE]
         return report
+
+    def _contention(self, others: float) -> str:
+        """What the tag ``contention`` says ('' when the windows were not contended)."""
+        if not self.judge_contention or self.busy is None or others < CONTENDED_PCT:
+            return ""
+        cpus = len(self.busy.cpus)
+        used = others + sum(own for _, own in self.shares) / len(self.shares)
+        if used < SATURATED_PCT / 100 * cpus * 100:
+            return ""
+        return (
+            f"other processes used {others / 100:.1f} of the trial's {cpus} CPUs in its timed "
+            f"windows, which were {min(100.0, used / cpus):.0f}% busy: its rates were measured "
+            "on a shared machine"
+        )
 
     def _write_csv(self, path: Path) -> None:
         rapl = isinstance(self.rapl, Rapl)

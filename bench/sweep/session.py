@@ -49,6 +49,8 @@ class Row:
     run_id: str = ""
     # mode=generate: its own figures in a few words (time to first token, decode rate)
     detail: str = ""
+    # the host monitor's tag: other processes shared the trial's CPUs ('' : they did not)
+    contention: str = ""
 
 
 class TrialStopped(KeyboardInterrupt):
@@ -423,9 +425,10 @@ class Sweep:
             time.time() - started,
             getattr(run, "run_id", ""),
             generation_detail(result.summary),
+            result.environment.get("contention", "")[:300],
         )
         last = result.error.strip().splitlines()[-1] if result.error.strip() else ""
-        progress.end(row, last[:300] if result.status != OK else "")
+        progress.end(row, last[:300] if result.status != OK else row.contention)
         return row
 
     def finish(self, rows: list[Row], killed: bool = False) -> int:
@@ -444,6 +447,13 @@ class Sweep:
             print(
                 f"{counts[DIVERGED]} diverged: an epoch's training loss was not finite (NaN or "
                 "infinite); recorded, never reused by a rerun nor compared in the report"
+            )
+        shared = [i for i, r in enumerate(rows, 1) if r.status == OK and r.contention]
+        if shared:
+            print(
+                f"{len(shared)} ran beside other processes' CPU load (trials "
+                f"{', '.join(map(str, shared))}; their runs' tag bench.contention): their "
+                "rates are low and noisy; rerun them on a quiet machine before comparing"
             )
         if self.not_run:
             print(f"Not run on this machine ({len(self.not_run)} cells of the matrix):")

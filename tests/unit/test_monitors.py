@@ -270,7 +270,9 @@ def test_disabled_telemetry_samples_nothing() -> None:
 
 
 def test_cpu_utilization_follows_the_process_tree(tmp_path: Path) -> None:
-    monitor = HostMonitor(0.02, time.perf_counter(), tree=ProcessTree(), rapl="not here")
+    monitor = HostMonitor(
+        0.02, time.perf_counter(), tree=ProcessTree(), rapl="not here", judge_contention=False
+    )
     monitor.start()
     figures, expected = [], []
     for work in (busy, time.sleep):
@@ -358,7 +360,7 @@ def test_rapl_energy_per_epoch(tmp_path: Path) -> None:
         return read()
 
     rapl.read_j = read_at_40_w  # type: ignore[method-assign]
-    monitor = HostMonitor(0.02, t0, tree=ProcessTree(), rapl=rapl)
+    monitor = HostMonitor(0.02, t0, tree=ProcessTree(), rapl=rapl, judge_contention=False)
     (figures,) = run_epochs(monitor, windows=1, seconds=0.3)
     assert figures["cpu_power_w"] == pytest.approx(40, rel=0.1)
     assert monitor.stop(None).tags == {"rapl": "available"}
