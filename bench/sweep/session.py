@@ -450,10 +450,10 @@ class Sweep:
             )
         shared = [i for i, r in enumerate(rows, 1) if r.status == OK and r.contention]
         if shared:
+            which = f"trial{'s' if len(shared) > 1 else ''} {', '.join(map(str, shared))}"
             print(
-                f"{len(shared)} ran beside other processes' CPU load (trials "
-                f"{', '.join(map(str, shared))}; their runs' tag bench.contention): their "
-                "rates are low and noisy; rerun them on a quiet machine before comparing"
+                f"Ran beside other processes' CPU load: {which} (tag bench.contention); such "
+                "rates are low and noisy: rerun on a quiet machine before comparing"
             )
         if self.not_run:
             print(f"Not run on this machine ({len(self.not_run)} cells of the matrix):")
