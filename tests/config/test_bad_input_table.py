@@ -91,7 +91,11 @@ def cases() -> list[tuple[list[str], str]]:
         (["framework=mxnet", "precision=bf16"], "precision"),
         # jax sets Keras' backend before Keras loads: a process of its own (issue 35).
         (["framework=jax", "launcher=inline"], "launcher: inline"),
-        (["framework=jax", "model=transformer"], "model: framework=jax"),
+        (
+            ["framework=jax", "model=transformer", "distributed=jax_dp", "workers=2"],
+            "distributed: framework=jax trains sequence models undistributed",
+        ),
+        (["framework=jax", "model=lstm", "model.source=flax"], "model.source: flax has no lstm"),
         (["framework=jax", "distributed=ddp", "workers=2"], "distributed: 'ddp'"),
         (["framework=torch", "distributed=jax_dp", "workers=2"], "distributed: 'jax_dp'"),
         # model.source=flax: the zoo's Flax NNX models, for framework=jax only (issue 35).
