@@ -76,12 +76,31 @@ def _library_missing(cfg: BenchConfig) -> list[str]:
     return []
 
 
+def _torchvision_in_docker(cfg: BenchConfig) -> list[str]:
+    """torchvision's and timm's models (and torch's stock twins) under launcher=docker:
+    bench's torch images have neither library (torchvision must be the build of the image's
+    torch); a user's image (launcher.docker.image) is theirs to equip."""
+    source = cfg.model.source
+    wanted = source in ("timm", "torchvision") or (
+        source == "stock" and cfg.framework.name == TORCH
+    )
+    if not wanted or cfg.launcher.name != "docker" or cfg.launcher.docker.image:
+        return []
+    needs = "torchvision and timm" if source == "timm" else "torchvision"
+    return [
+        f"launcher: model.source={source} needs {needs}, which bench's torch images do not "
+        "install (torchvision must be the build of the image's torch); use launcher=process "
+        "(a framework.version environment installs them), or launcher.docker.image=an image "
+        "of yours that has them"
+    ]
+
+
 def rules(cfg: BenchConfig) -> list[str]:
     """The keys' own rules, without building anything."""
     from bench.models import custom
 
     model, framework = cfg.model, cfg.framework.name
-    problems = []
+    problems = _torchvision_in_docker(cfg)
     if model.config and model.source != "hf":
         problems.append(
             f"model.config: only model=hf (a Hugging Face config class's fields) uses it; got "
