@@ -126,7 +126,7 @@ def test_the_sharded_step_replicates_the_state_and_trains_as_one_device() -> Non
 
 LOCAL_STEP = textwrap.dedent(
     """
-    import json, os
+    import json, os, sys
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
     from bench import frameworks
     from bench.core.config import BenchConfig, DataConfig, FrameworkConfig, ModelConfig
@@ -134,7 +134,7 @@ LOCAL_STEP = textwrap.dedent(
     from bench.distributed.jax_common import exposed_comm
 
     cfg = BenchConfig(
-        framework=FrameworkConfig(name="jax"), model=ModelConfig(name="lenet5"),
+        framework=FrameworkConfig(name="jax"), model=ModelConfig("lenet5", source=sys.argv[1]),
         batch_size=8, image_size=32, data=DataConfig(num_batches=2), device="cpu",
         steps_per_epoch=5, breakdown=True,
     )
@@ -145,12 +145,13 @@ LOCAL_STEP = textwrap.dedent(
 
     session = adapter.prepare(cfg, synthetic(cfg))
     session.data_parallel(jax.devices("cpu")[:2])
-    before = [np.asarray(a) for a in session.net.trainable]
+    before = [np.asarray(a) for a in jax.tree.leaves(session.net.trainable)]
     local = session.local_step()
     batch = session.next_batch()
     local(batch)
     local(session.next_batch())
-    copies = [[np.asarray(s.data) for s in a.addressable_shards] for a in local.state[0]]
+    copies = [[np.asarray(s.data) for s in a.addressable_shards]
+              for a in jax.tree.leaves(local.state[0])]
     net = session.net
     state = (net.trainable, net.non_trainable, session._opt_state, session._loss_sum)
     hlo = {
@@ -159,7 +160,7 @@ LOCAL_STEP = textwrap.dedent(
     }
     print(json.dumps({
         "untouched": all(np.array_equal(a, np.asarray(b))
-                         for a, b in zip(before, session.net.trainable)),
+                         for a, b in zip(before, jax.tree.leaves(session.net.trainable))),
         "devices_apart": max(float(np.max(np.abs(c[0] - c[1]))) for c in copies),
         "all_reduce": {k: "all-reduce" in v for k, v in hlo.items()},
         "comm": exposed_comm(session, cfg),
@@ -170,13 +171,15 @@ LOCAL_STEP = textwrap.dedent(
 
 
 @pytest.mark.slow
-def test_the_local_step_runs_the_sharded_step_without_its_all_reduces() -> None:
+@pytest.mark.parametrize("source", ["bench", "flax"])
+def test_the_local_step_runs_the_sharded_step_without_its_all_reduces(source: str) -> None:
     """time_comm_ms for the jax strategies: the step it is timed against is the same step on
     the same devices with no collective in its compiled program (the sharded step has
     them), trains a private copy (the session's weights untouched, each device's copy
-    apart from the other's: nothing averaged them), and exposed_comm reports both times."""
+    apart from the other's: nothing averaged them), and exposed_comm reports both times;
+    the Keras model on JAX and the Flax one."""
     done = subprocess.run(
-        [sys.executable, "-c", LOCAL_STEP], capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", LOCAL_STEP, source], capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
