@@ -1,8 +1,10 @@
 """``distributed=jax_dp``: JAX data parallelism over ``workers`` XLA devices of one process,
-with ``jax.sharding``: a Mesh over the devices, each global batch (``workers x batch_size``)
-sharded along its one axis, the weights, non-trainable variables and optimizer state
-replicated; the jax adapter's jitted step with these in/out shardings, so XLA partitions
-it and inserts the all-reduces (:meth:`bench.frameworks.jax_adapter.JaxSession.data_parallel`).
+with ``jax.sharding``: a Mesh over the devices, each global batch (``workers x batch_size``;
+an image model's images and labels, a sequence model's inputs and every array of its
+targets tuple) sharded along its one axis, the weights, non-trainable variables and
+optimizer state replicated; the jax adapter's jitted step with these in/out shardings, so
+XLA partitions it and inserts the all-reduces
+(:meth:`bench.frameworks.jax_adapter.JaxSession.data_parallel`).
 
 Devices: the visible GPUs where JAX sees any and ``device`` is not ``cpu``; otherwise
 ``workers`` host devices, which XLA's CPU client makes when ``XLA_FLAGS`` holds

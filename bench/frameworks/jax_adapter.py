@@ -344,9 +344,12 @@ class JaxSession:
         non-trainable variables, optimizer state, loss sum) replicated on every device, and
         the same jitted step with these as its in/out shardings, so XLA partitions it and
         inserts the all-reduces: of the gradients, and of BatchNorm's batch statistics,
-        which are the global batch's as in the undistributed step.  ``distributed=jax_dp``:
-        this process's devices; ``jax_distributed``: every process's, this process's
-        batches its share of the global batch."""
+        which are the global batch's as in the undistributed step.  A sequence model's
+        targets (a tuple: labels, and CTC's label lengths and frames) are sharded as its
+        inputs, along the batch axis (the sharding is the step's argument's pytree prefix),
+        and its loss, a mean over the global batch's positions, is the undistributed one.
+        ``distributed=jax_dp``: this process's devices; ``jax_distributed``: every
+        process's, this process's batches its share of the global batch."""
         from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
         if not self.training:
@@ -388,9 +391,12 @@ class JaxSession:
         return _LocalStep(jax.jit(alone, donate_argnums=(0, 1, 2, 3)), state)
 
     def _place_batch(self, batch: Batch) -> Batch:
-        """This process's batch as its share of the global, sharded batch."""
-        return tuple(
-            jax.make_array_from_process_local_data(self._sharded, np.asarray(a)) for a in batch
+        """This process's batch as its share of the global, sharded batch: every array of it
+        (the inputs, and the labels or a sequence model's targets tuple) split along its
+        first axis, the batch's."""
+        return jax.tree.map(
+            lambda a: jax.make_array_from_process_local_data(self._sharded, np.asarray(a)),
+            batch,
         )
 
     def _place_state(self) -> None:
@@ -405,9 +411,13 @@ class JaxSession:
     def _replicate(self, tree: Any) -> Any:
         """``tree``'s arrays replicated on the mesh's devices, from this process's copy (a
         global array from local values: under ``jax.distributed`` each process supplies
-        the part on its own devices)."""
+        the part on its own devices).  A typed PRNG key (a Flax model's dropout stream)
+        goes as its key data, wrapped again after."""
 
         def one(a: Any) -> Any:
+            if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key):
+                impl = jax.random.key_impl(a)
+                return jax.random.wrap_key_data(one(jax.random.key_data(a)), impl=impl)
             host = np.asarray(a)
             return jax.make_array_from_callback(host.shape, self._replicated, lambda i: host[i])
 

@@ -92,8 +92,8 @@ def cases() -> list[tuple[list[str], str]]:
         # jax sets Keras' backend before Keras loads: a process of its own (issue 35).
         (["framework=jax", "launcher=inline"], "launcher: inline"),
         (
-            ["framework=jax", "model=transformer", "distributed=jax_dp", "workers=2"],
-            "distributed: framework=jax trains sequence models undistributed",
+            ["framework=jax", "model=transformer", "distributed=jax_distributed", "workers=2"],
+            "distributed: framework=jax trains sequence models undistributed or under jax_dp",
         ),
         (["framework=jax", "model=lstm", "model.source=flax"], "model.source: flax has no lstm"),
         (["framework=jax", "distributed=ddp", "workers=2"], "distributed: 'ddp'"),
