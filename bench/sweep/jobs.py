@@ -279,6 +279,19 @@ def _make_own_environments(configs: Sequence[BenchConfig]) -> list[str]:
     return []
 
 
+def _jobs_prefix(labels: list[str], jobs: int) -> str:
+    """Which jobs of a sweep of ``jobs`` a problem is said for: none named in a one-job
+    sweep, every job's label up to three, then how many more (a problem that every job
+    shares, such as a tracking.uri, is said once, not once per job)."""
+    if jobs == 1:
+        return ""
+    if len(labels) == jobs and jobs > 3:
+        return f"[all {jobs} jobs] "
+    shown = ", ".join(labels[:3])
+    more = f" and {len(labels) - 3} more" if len(labels) > 3 else ""
+    return f"[{shown}{more}] "
+
+
 def check_all(
     configs: Sequence[tuple[str, BenchConfig]],
     slurm: bool = False,
@@ -290,22 +303,26 @@ def check_all(
     from bench.checks import own_models
 
     own_models.warm([cfg for _, cfg in configs])  # their models' probes, side by side
+    per_job: dict[str, list[str]] = {}  # each problem, with the jobs that have it
     for label, cfg in configs:
-        prefix = f"[{label}] " if len(configs) > 1 else ""
+        found = []
         try:
             validate(cfg)
         except ConfigError as exc:
-            problems += [f"{prefix}{p}" for p in exc.problems]
+            found += exc.problems
         if cfg.nodes > 1 and not slurm:  # the jobs run here: this must be an allocation
             from bench.distributed.nodes import allocation_problem
 
             problem = allocation_problem(cfg)
-            problems += [f"{prefix}{problem}"] if problem else []
+            found += [problem] if problem else []
         if slurm and partition is not None and cfg.nodes > partition[1]:
-            problems.append(
-                f"{prefix}nodes: {cfg.nodes} nodes asked for; Slurm partition "
+            found.append(
+                f"nodes: {cfg.nodes} nodes asked for; Slurm partition "
                 f"{partition[0]} has {partition[1]}"
             )
+        for problem in found:
+            per_job.setdefault(problem, []).append(label)
+    problems += [_jobs_prefix(labels, len(configs)) + p for p, labels in per_job.items()]
     if not problems:  # a valid sweep's framework versions get their environments now
         problems += _make_environments([cfg for _, cfg in configs])
     if not slurm:  # a Slurm sweep's trials run on other hosts, which answer for themselves
