@@ -21,6 +21,7 @@ from bench.report.document import Cell, Report, Section, Table, num
 from bench.report.sections import HISTORY_KEYS, Context
 from bench.report.sections.claims import claims as claims_section
 from bench.report.sections.drift import section as drift_section
+from bench.report.sections.drift import shared_section
 from bench.report.trials import REPORT_TAGS, Trial, framework_version, group, to_trial
 from bench.tracking import RunSet
 from bench.tracking.protocol import HOOKS_TAG
@@ -196,6 +197,7 @@ def build(
     body = [s for s in (b() for b in _builders(ctx)) if s is not None]
     summary = _verdicts(ctx)
     moved = drift_section(ctx, references or [], _verdicts_of)
+    shared = shared_section(ctx, _verdicts_of)
     checked = claims_section(ctx, claims or [])
     overview = _overview(ctx, runs)
     if hooked:
@@ -213,6 +215,7 @@ def build(
         + ([checked] if checked else [])
         + ([summary] if summary else [])
         + ([moved] if moved else [])
+        + ([shared] if shared else [])
         + body
     )
     if not ctx.trials:

@@ -1,5 +1,6 @@
-"""The machine's drift over a sweep's rounds (repeats): which rounds the drift check flagged,
-and whether the report's verdicts hold without those rounds' runs."""
+"""Runs measured on a machine that was not the others': the rounds the sweep's drift check
+flagged, and runs that shared their CPUs with other processes (tag ``bench.contention``);
+for each, whether the report's verdicts hold without those runs."""
 
 from __future__ import annotations
 
@@ -51,6 +52,16 @@ def section(
         f"machine that was not the one the others ran on.  Below, every verdict again without "
         f"those rounds' {len(ctx.trials) - len(kept)} runs."
     )
+    section.blocks += holding(ctx, kept, verdicts_of, "the flagged rounds", "drifted rounds")
+    return section
+
+
+def holding(
+    ctx: Context, kept: list[Trial], verdicts_of: Callable[[Context], Verdicts], left: str,
+    caption: str,
+) -> list[str | Table]:  # fmt: skip
+    """How many of the report's verdicts hold on ``kept`` alone (``left``: the runs left
+    out, in words), and a table of each verdict with and without them."""
     without = {(what, label): v for what, label, v in verdicts_of(Context(kept))}
     rows: list[list[Cell]] = []
     changed = 0
@@ -67,10 +78,29 @@ def section(
                 Cell("holds" if same else "changes"),
             ]
         )
-    section.blocks.append(
-        f"{len(rows) - changed} of {len(rows)} verdicts hold without the flagged rounds"
-        + (f"; {changed} change." if changed else ".")
+    said = f"{len(rows) - changed} of {len(rows)} verdicts hold without {left}" + (
+        f"; {changed} change." if changed else "."
     )
-    columns = ["Compared", "Configuration", "Verdict", "Without the flagged rounds", "Holds"]
-    section.blocks.append(Table(columns, rows, "Verdicts with and without the drifted rounds"))
+    columns = ["Compared", "Configuration", "Verdict", f"Without {left}", "Holds"]
+    return [said, Table(columns, rows, f"Verdicts with and without the {caption}")]
+
+
+def shared_section(ctx: Context, verdicts_of: Callable[[Context], Verdicts]) -> Section | None:
+    """The runs whose host monitor saw other processes hold their CPUs (tag
+    ``bench.contention``), and the verdicts without them; None when there are none."""
+    shared = [t for t in ctx.ok if t.record.tags.get("bench.contention")]
+    if not shared:
+        return None
+    section = Section("Shared machine", "shared")
+    names = ", ".join(t.record.name or t.record.run_id for t in shared[:10])
+    section.blocks.append(
+        f"{len(shared)} of {len(ctx.ok)} ok runs were timed while other processes held a share "
+        "of their CPUs that was theirs to use (tag bench.contention, with how much; metric "
+        f"other_cpu_pct): {names}{'...' if len(shared) > 10 else ''}.  Their rates are the "
+        "shared machine's, lower and noisier than the framework's own.  Below, every verdict "
+        "again without them; rerun them on a quiet machine to settle any that change."
+    )
+    left_out = {id(t) for t in shared}
+    kept = [t for t in ctx.trials if id(t) not in left_out]
+    section.blocks += holding(ctx, kept, verdicts_of, "those runs", "shared machine's runs")
     return section
