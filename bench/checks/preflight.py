@@ -107,15 +107,13 @@ def _check_jax(problems: list[str], cfg: BenchConfig) -> None:
             "precision: model.source=flax trains in float32 so far (fp32, or tf32 on a GPU); "
             "bf16 runs the Keras models (model.source=bench)"
         )
-    from bench.distributed.registry import distributes
     from bench.models import task
 
     # The zoo's sequence models run (the Keras builders; model.source=flax: the transformer),
-    # undistributed or under jax_dp (one process: its batches sharded over the devices);
+    # undistributed or under a strategy that shards their batches (jax_dp: one process);
     # model=hf and model=py are refused by their own checks (bench.checks.own_models).
     kind = task(cfg.model)
-    strategy = cfg.distributed.name
-    if kind != "image" and distributes(strategy) and strategy != "jax_dp":
+    if kind != "image" and name not in cfg.distributed.sequence_frameworks:
         problems.append(
             f"distributed: framework={name} trains sequence models undistributed or under "
             f"jax_dp so far; {cfg.model.name} is a {kind} model (use distributed=none or jax_dp)"

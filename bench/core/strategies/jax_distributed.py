@@ -20,3 +20,4 @@ class JaxDistributedConfig(DistributedConfig):
     runner: ClassVar[str] = "coordinator"
     parity: ClassVar[tuple[str, ...]] = (JAX,)
     multi_node: ClassVar[bool] = True
+    sequence_frameworks: ClassVar[tuple[str, ...]] = ()  # image models only so far
