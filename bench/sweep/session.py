@@ -182,12 +182,12 @@ def _before_epochs(cfg: BenchConfig) -> str:
 def generation_detail(summary: dict[str, float]) -> str:
     """A mode=generate trial's figures for the summary table ('' for the other modes; its
     samples/s are generated tokens/s, prefill included)."""
-    if "decode_tokens_per_s" not in summary:
+    if "trial_decode_tokens_per_s" not in summary:
         return ""
     return (
-        f"TTFT {summary['time_to_first_token_ms']:,.1f} ms, "
-        f"TPOT p50 {summary['time_per_output_token_p50_ms']:,.1f} ms, "
-        f"decode {summary['decode_tokens_per_s']:,.1f} tok/s"
+        f"TTFT {summary['trial_time_to_first_token_ms']:,.1f} ms, "
+        f"TPOT p50 {summary['trial_time_per_output_token_p50_ms']:,.1f} ms, "
+        f"decode {summary['trial_decode_tokens_per_s']:,.1f} tok/s"
     )
 
 

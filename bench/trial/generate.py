@@ -22,9 +22,10 @@ Figures per window (an epoch record): ``time_to_first_token_ms`` (the prefill),
 ``time_per_output_token_p50_ms``/``p90`` (the decode steps), ``prefill_tokens_per_s``
 (prompt tokens over the prefill), ``decode_tokens_per_s`` (tokens chosen by the decode steps
 over their time), the record's ``samples_per_s`` being every generated token over the whole
-window and its step times the decode steps'.  Per trial: the same over all windows (time to
-first token: their median; per output token: the percentiles of every decode step; the rates:
-tokens over time summed).
+window and its step times the decode steps'.  Per trial, as ``trial_*`` metrics
+(``trial_time_to_first_token_ms``...): the same over all windows (time to first token: their
+median; per output token: the percentiles of every decode step; the rates: tokens over time
+summed).
 """
 
 from __future__ import annotations
@@ -196,5 +197,7 @@ def summary(
         "trial_step_time_p50_ms": float(p50),
         "trial_step_time_p90_ms": float(p90),
         "trial_step_time_p99_ms": float(p99),
-        **figures(windows, batch, prompt_len),
+        # the trial's figures as trial_* metrics: a window's, logged at its epoch's step, keep
+        # the plain names, and MLflow's latest value of a name is its last step's
+        **{f"trial_{k}": v for k, v in figures(windows, batch, prompt_len).items()},
     }

@@ -22,11 +22,13 @@ def generating(
     for i in range(n):
         first, per_token = rng.gauss(ttft, ttft * spread), rng.gauss(tpot, tpot * spread)
         metrics = {
-            "time_to_first_token_ms": first,
-            "time_per_output_token_p50_ms": per_token,
-            "time_per_output_token_p90_ms": per_token * 1.2,
-            "prefill_tokens_per_s": 32 * 128 / first * 1e3,
-            "decode_tokens_per_s": 32 / per_token * 1e3,
+            "trial_time_to_first_token_ms": first,
+            "trial_time_per_output_token_p50_ms": per_token,
+            "trial_time_per_output_token_p90_ms": per_token * 1.2,
+            "trial_prefill_tokens_per_s": 32 * 128 / first * 1e3,
+            "trial_decode_tokens_per_s": 32 / per_token * 1e3,
+            "prefill_achieved_flops_per_s": 1.5e11,
+            "decode_achieved_flops_per_s": 1.2e10,
         }
         out.append(record(framework, "llama", mode="generate", params=LLAMA, metrics=metrics,
                           num_parameters=6_293_760, repeat=i))  # fmt: skip
@@ -42,6 +44,8 @@ def test_generation_figures_and_verdicts() -> None:
     assert figures.columns[:3] == ["Framework", "Configuration", "TTFT ms"]
     assert [r[0].text for r in figures.rows] == ["tf", "torch"]
     assert figures.rows[1][1].text == "hf:llama · batch 32 · prompt 128 + 32 new · cpu"
+    assert figures.columns[-2:] == ["prefill GFLOP/s", "decode GFLOP/s"]
+    assert [c.text for c in figures.rows[1][-2:]] == ["150 ± 0 (n=8)", "12.0 ± 0 (n=8)"]
     by_figure = {r[1].text: r[5].text for r in compared.rows}
     assert by_figure["time to first token"].startswith("torch is faster")
     assert not by_figure["time per output token"].startswith(("torch is faster", "tf is"))

@@ -19,30 +19,34 @@ from bench.report.sections.common import (
 )
 from bench.report.trials import Labeller, fmt_mean_sd, framework_pairs, group
 
-# The compared figures (lower is better), as trial metrics (bench.trial.generate.figures).
+# The compared figures (lower is better), as trial metrics (bench.trial.generate.summary:
+# trial_*, the trial's over all its windows; the plain names are each window's, and a run's
+# latest value of those is its last window's).
 # With what steadies each when a side is unstable: a generation's window is one prompt batch
 # whatever min_window_s says, so more windows (epochs) or runs, and for the decode steps
 # more of them per window.
 COMPARED = (
     (
         "time to first token",
-        "time_to_first_token_ms",
+        "trial_time_to_first_token_ms",
         "each window times one prefill: more windows (epochs) or more repeats steady its median",
     ),
     (
         "time per output token",
-        "time_per_output_token_p50_ms",
+        "trial_time_per_output_token_p50_ms",
         "its p50 is over the decode steps: more of them (new_tokens, epochs) or more "
         "repeats steady it",
     ),
 )
-# Every figure of the table, with its column's name.
+# Every figure of the table, with its column's name and the factor to its unit.
 SHOWN = (
-    ("TTFT ms", "time_to_first_token_ms"),
-    ("TPOT p50 ms", "time_per_output_token_p50_ms"),
-    ("TPOT p90 ms", "time_per_output_token_p90_ms"),
-    ("prefill tok/s", "prefill_tokens_per_s"),
-    ("decode tok/s", "decode_tokens_per_s"),
+    ("TTFT ms", "trial_time_to_first_token_ms", 1.0),
+    ("TPOT p50 ms", "trial_time_per_output_token_p50_ms", 1.0),
+    ("TPOT p90 ms", "trial_time_per_output_token_p90_ms", 1.0),
+    ("prefill tok/s", "trial_prefill_tokens_per_s", 1.0),
+    ("decode tok/s", "trial_decode_tokens_per_s", 1.0),
+    ("prefill GFLOP/s", "prefill_achieved_flops_per_s", 1e-9),
+    ("decode GFLOP/s", "decode_achieved_flops_per_s", 1e-9),
 )
 
 
@@ -56,8 +60,10 @@ def generation(ctx: Context) -> Section | None:
         "Causal LMs under mode=generate: time to first token (the prefill of the prompt "
         "batch, median over the windows), time per output token (each cached decode step; "
         "p50 and p90 over every step of every window), and tokens per second, as bench's "
-        "own loop times them on both sides.  Each figure is the mean over a configuration's "
-        "runs, ± their standard deviation.  Frameworks are compared on time to first token "
+        "own loop times them on both sides; the prefill's and the decode steps' achieved "
+        "GFLOP/s, from the forward's FLOPs counted at the prompt's length and the full one.  "
+        "Each figure is the mean over a configuration's runs, ± their standard deviation.  "
+        "Frameworks are compared on time to first token "
         "and on the p50 time per output token, each by the rules of the training-time "
         "verdicts; a ratio above 1 means the second framework took longer."
     )
@@ -67,9 +73,12 @@ def generation(ctx: Context) -> Section | None:
         for framework, members in sorted(group(by_config[config], lambda t: t.framework).items()):
             rows.append(
                 [Cell(framework), Cell(lab.label(config))]
-                + [num(fmt_mean_sd([t.metric(key) for t in members])) for _, key in SHOWN]
+                + [
+                    num(fmt_mean_sd([t.metric(key) * unit for t in members]))
+                    for _, key, unit in SHOWN
+                ]
             )
-    columns = ["Framework", "Configuration", *(name for name, _ in SHOWN)]
+    columns = ["Framework", "Configuration", *(name for name, _, _ in SHOWN)]
     section.blocks.append(Table(columns, rows, "Generation figures"))
     for a, b in framework_pairs(t.framework for t in trials):
         compared: list[list[Cell]] = []
