@@ -17,7 +17,8 @@ Per timed epoch:
   the tree's), in percent of one core.  Where others held at least half a core while those
   CPUs were saturated, over the timed windows on average, the tag ``contention`` says so:
   such a trial's rates are the machine's, shared, not the framework's alone (a process
-  launched beside it, another sweep, a test suite).  Only a one-process trial is judged (a
+  launched beside it, another sweep, a test suite); ``trial_other_cpu_pct`` is the mean over
+  the windows.  Only a one-process trial is judged (a
   distributed trial's ranks are each other's "others").
 - ``cpu_energy_j``, ``cpu_power_w``: the RAPL package counters' difference over the window
   (all packages, wrap-around corrected).  RAPL measures the whole socket, not just the
@@ -264,7 +265,7 @@ class HostMonitor:
             report.tags["host_telemetry"] = f"sampling stopped early: {self._sampler.error}"
         if self.shares:
             others = sum(o for o, _ in self.shares) / len(self.shares)
-            report.summary["other_cpu_pct"] = others
+            report.summary["trial_other_cpu_pct"] = others
             contended = self._contention(others)
             if contended:
                 report.tags["contention"] = contended

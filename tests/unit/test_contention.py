@@ -85,7 +85,7 @@ def test_a_window_shared_with_another_process_is_said_to_be() -> None:
     got = windows(monitor, fake, [(1.0, 2.0), (1.0, 1.8)])
     report = monitor.stop(None)
     assert [w["other_cpu_pct"] for w in got] == pytest.approx([100.0, 80.0])
-    assert report.summary["other_cpu_pct"] == pytest.approx(90.0)
+    assert report.summary["trial_other_cpu_pct"] == pytest.approx(90.0)
     assert report.tags["contention"].startswith(
         "other processes used 0.9 of the trial's 2 CPUs in its timed windows, which were 95% busy"
     )
@@ -108,7 +108,7 @@ def test_no_contention_where_the_machine_was_not_shared(
     windows(monitor, fake, rates)
     report = monitor.stop(None)
     assert "contention" not in report.tags
-    assert report.summary["other_cpu_pct"] > 0
+    assert report.summary["trial_other_cpu_pct"] > 0
 
 
 def test_telemetry_judges_only_one_process_trials() -> None:
@@ -156,7 +156,7 @@ class Shared:
 
     def launch(self, cfg: BenchConfig, workdir: Path, on_epoch: object) -> TrialResult:
         result = TrialResult(OK, cfg.framework.name, cfg.model.name, cfg.mode)
-        result.summary.update({"trial_samples_per_s": 50.0, "other_cpu_pct": 95.0})
+        result.summary.update({"trial_samples_per_s": 50.0, "trial_other_cpu_pct": 95.0})
         result.environment["contention"] = "other processes used 1.0 of the trial's 2 CPUs"
         return result
 
@@ -179,4 +179,4 @@ def test_the_sweep_says_which_trials_ran_on_a_shared_machine(
     experiment = client.get_experiment_by_name("bench").experiment_id
     (run,) = client.search_runs([experiment], "tags.`bench.sweep_index` = '1'")
     assert run.data.tags["bench.contention"].startswith("other processes used 1.0")
-    assert run.data.metrics["other_cpu_pct"] == 95.0
+    assert run.data.metrics["trial_other_cpu_pct"] == 95.0

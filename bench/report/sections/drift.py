@@ -96,7 +96,7 @@ def shared_section(ctx: Context, verdicts_of: Callable[[Context], Verdicts]) -> 
     section.blocks.append(
         f"{len(shared)} of {len(ctx.ok)} ok runs were timed while other processes held a share "
         "of their CPUs that was theirs to use (tag bench.contention, with how much; metric "
-        f"other_cpu_pct): {names}{'...' if len(shared) > 10 else ''}.  Their rates are the "
+        f"trial_other_cpu_pct): {names}{'...' if len(shared) > 10 else ''}.  Their rates are the "
         "shared machine's, lower and noisier than the framework's own.  Below, every verdict "
         "again without them; rerun them on a quiet machine to settle any that change."
     )
