@@ -225,8 +225,7 @@ def _check_version(problems: list[str], cfg: BenchConfig) -> None:
         )
     from bench.images import image_variant
 
-    variant = image_variant(cfg)
-    extra = "" if variant else environments.extra_of(cfg)  # an image installs no extra
+    variant, extra = image_variant(cfg), environments.extra_of(cfg)
     if variant:
         gpu = variant == "cuda"
         cached = environments.lock_of(cfg.framework.name, version, variant) is not None

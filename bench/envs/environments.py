@@ -120,8 +120,8 @@ def env_for(framework: str, version: str, extra: str = "") -> Env:
 def extra_of(cfg: BenchConfig) -> str:
     """The extra the environment of ``cfg``'s framework version installs for its model ('' for
     none: the zoo's models, model=py, model=keras; and the pinned or installed version, whose
-    interpreter has what it has)."""
-    if not versions.own_release(cfg.framework.version):
+    interpreter has what it has; and launcher=docker, whose image installs no extra)."""
+    if not versions.own_release(cfg.framework.version) or cfg.launcher.name == "docker":
         return ""
     return EXTRA_OF.get((cfg.framework.name, cfg.model.source), "")
 

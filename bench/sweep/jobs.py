@@ -243,7 +243,7 @@ def _make_environments(configs: Sequence[BenchConfig]) -> list[str]:
             c.framework.name,
             own_release(c.framework.version),
             image_variant(c),
-            "" if image_variant(c) else environments.extra_of(c),  # an image installs no extra
+            environments.extra_of(c),
         )
         for c in configs
         if own_release(c.framework.version)

@@ -256,8 +256,7 @@ def trial_lock(cfg: BenchConfig) -> Path | None:
     from bench.images import image_variant
 
     release, variant = own_release(cfg.framework.version), image_variant(cfg)
-    extra = "" if variant else environments.extra_of(cfg)
-    return environments.lock_of(cfg.framework.name, release, variant, extra)
+    return environments.lock_of(cfg.framework.name, release, variant, environments.extra_of(cfg))
 
 
 class Sweep:

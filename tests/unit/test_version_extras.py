@@ -7,6 +7,7 @@ extra is never taken for one with it, and the import check of a finished one."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from bench.core.config import BenchConfig, FrameworkConfig, ModelConfig
+from bench.core.config import BenchConfig, FrameworkConfig, LauncherConfig, ModelConfig
 from bench.envs import environments, interpreters
 
 REPO = Path(__file__).resolve().parents[2]
@@ -65,6 +66,10 @@ def test_a_trial_takes_the_extra_its_model_needs_at_a_version_of_its_own() -> No
     # the pinned and the installed version run an interpreter that has what it has
     assert environments.extra_of(_cfg("torch", "", "timm")) == ""
     assert environments.extra_of(_cfg("torch", "installed", "timm")) == ""
+    # launcher=docker: the version's image installs no extra
+    docker = _cfg("torch", "2.14.0", "hf", "llama")
+    docker = dataclasses.replace(docker, launcher=LauncherConfig(name="docker"))
+    assert environments.extra_of(docker) == ""
 
 
 @pytest.mark.parametrize(
