@@ -124,10 +124,10 @@ def _check_generate(problems: list[str], cfg: BenchConfig) -> None:
     """mode=generate: a causal LM of model=hf, or of model=py with a cached forward (its
     probe says, bench.checks.own_models), under torch or tf, undistributed, prompt and new
     tokens within its positions (bench.trial.generate)."""
-    from bench.models import task
+    from bench.models import own_causal_lm, task
 
     kind = task(cfg.model)
-    if cfg.model.source not in ("hf", "py") or kind != "causal_lm":
+    if not own_causal_lm(cfg.model):
         what = f"a {kind} model" if kind != "causal_lm" else "a causal LM without a KV cache here"
         problems.append(
             f"mode: generate runs the causal LMs of model=hf (model=hf model.name=llama) and "

@@ -109,8 +109,7 @@ class TFSession:
         task = models.task(cfg.model)
         self._image_size = cfg.image_size if task == "image" else None
         # model=hf, and a causal LM of model=py: FLOPs counted on one sample of seq_len tokens
-        lm = task == "causal_lm" and cfg.model.source in ("hf", "py")
-        self._tokens_per_sample = cfg.model.seq_len if lm else 0
+        self._tokens_per_sample = cfg.model.seq_len if models.own_causal_lm(cfg.model) else 0
         with tf.device(self.tf_device):
             if task == "image":
                 self.model = models.build_image("tf", cfg.model, cfg.num_classes, cfg.image_size)

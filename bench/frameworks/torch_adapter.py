@@ -121,8 +121,7 @@ class TorchSession:
         self.num_parameters = sum(p.numel() for p in self.model.parameters())
         self._image_size = cfg.image_size if task == "image" else None
         # model=hf, and a causal LM of model=py: FLOPs counted on one sample of seq_len tokens
-        lm = task == "causal_lm" and cfg.model.source in ("hf", "py")
-        self._tokens_per_sample = cfg.model.seq_len if lm else 0
+        self._tokens_per_sample = cfg.model.seq_len if models.own_causal_lm(cfg.model) else 0
         # mode=generate with model=py: the builder's model's own cache (docs/your-model.md)
         self._own_cache = cfg.model.source == "py" and task == "causal_lm"
         self._cache_length = cfg.prompt_len + cfg.new_tokens

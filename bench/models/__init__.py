@@ -114,6 +114,12 @@ def task(model: ModelConfig) -> str:
     return task_of(model.name, model.source, model.task) or "image"
 
 
+def own_causal_lm(model: ModelConfig) -> bool:
+    """Whether ``model`` is a causal LM of model=hf or model=py: one bench can generate with
+    (mode=generate) and whose forward it counts on a sample of tokens."""
+    return model.source in ("hf", "py") and task(model) == "causal_lm"
+
+
 def build_image(
     framework: str, model: ModelConfig, num_classes: int, image_size: int, seed: int = 0
 ) -> Any:
