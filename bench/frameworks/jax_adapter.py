@@ -30,7 +30,7 @@ cross-entropy over the positions that have a target; CTC, ``keras.ops.ctc_loss``
 each label's length, averaged), the Flax model PyTorch's cross-entropy with its ignore
 index.  Their FLOPs are counted too (the recurrent layers' ``lax.scan`` bodies times their
 length), where torch and tf count none for them.  Not yet: fp16 (loss scaling), sequence
-models under the JAX strategies (both refused before any trial).
+models under jax_distributed (both refused before any trial; jax_dp shards their batches).
 """
 
 from __future__ import annotations
