@@ -1,6 +1,7 @@
 """One spec per framework (bench.core.frameworks): facts only, importing nothing, and the
 only place outside the adapters (bench/frameworks/) and the model builders (bench/models/)
-that spells a framework's name."""
+that spells a framework's name or compares a name with one (read by AST: ``==``, ``!=``,
+``in``, ``not in`` and ``case`` against a name's string or its spec constant)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,92 @@ def test_no_framework_literal_outside_its_adapter_its_builders_and_its_spec() ->
         "name a framework by its spec (bench.core.frameworks: FRAMEWORKS[name].<fact>, or "
         "TORCH / TF / MXNET), or move the fact into the spec"
     )
+
+
+# The constants' names (TORCH, TF, ...): the spec's module-level strings that are a name.
+CONSTANTS = frozenset(k for k, v in vars(frameworks).items() if k.isupper() and v in NAMES)
+COMPARING = (ast.Eq, ast.NotEq, ast.In, ast.NotIn)
+# Where a framework's name is still compared outside its owners, per module: each a place
+# whose fact belongs in the spec.  A new comparison anywhere else fails.
+ALLOWED_COMPARISONS: dict[str, int] = {
+    "bench/checks/own_models.py": 8,
+    "bench/checks/preflight.py": 4,
+    "bench/core/rules.py": 2,
+    "bench/distributed/horovod.py": 2,
+    "bench/distributed/model_parallel.py": 2,
+    "bench/envs/setup.py": 1,
+    "bench/parity/__main__.py": 1,
+    "bench/sweep/parity.py": 2,
+}
+
+
+def _names_a_framework(node: ast.AST, aliases: frozenset[str]) -> bool:
+    """Whether ``node`` is a framework's name: its string, a spec constant (``TORCH``, or an
+    alias it was imported as, or ``frameworks.TORCH``), or a tuple, list or set holding one."""
+    if isinstance(node, ast.Constant):
+        return node.value in NAMES
+    if isinstance(node, ast.Name):
+        return node.id in aliases
+    if isinstance(node, ast.Attribute):
+        return node.attr in CONSTANTS
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return any(_names_a_framework(e, aliases) for e in node.elts)
+    return False
+
+
+def comparisons(tree: ast.AST) -> list[str]:
+    """Each comparison (``==``, ``!=``, ``in``, ``not in``) or ``case`` of ``tree`` against
+    a framework's name, as source."""
+    aliases = CONSTANTS | {
+        a.asname or a.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "bench.core.frameworks"
+        for a in node.names
+        if a.name in CONSTANTS
+    }
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and any(isinstance(o, COMPARING) for o in node.ops):
+            if any(_names_a_framework(x, aliases) for x in (node.left, *node.comparators)):
+                found.append(ast.unparse(node))
+        elif isinstance(node, ast.MatchValue) and _names_a_framework(node.value, aliases):
+            found.append(f"case {ast.unparse(node.value)}")
+    return found
+
+
+def comparison_counts() -> dict[str, int]:
+    found = {}
+    for path in sorted((ROOT / "bench").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if not rel.startswith(OWNERS):
+            n = len(comparisons(ast.parse(path.read_text())))
+            if n:
+                found[rel] = n
+    return found
+
+
+def test_no_comparison_with_a_framework_outside_its_adapter_its_builders_and_its_spec() -> None:
+    assert comparison_counts() == ALLOWED_COMPARISONS, (
+        "a branch on a framework's name belongs in its spec: add a fact to FrameworkSpec "
+        "(bench.core.frameworks) and read FRAMEWORKS[name].<fact>"
+    )
+
+
+@pytest.mark.parametrize(
+    ("source", "count"),
+    [
+        ("framework == 'torch'", 1),
+        ("from bench.core.frameworks import TF as T\nname != T", 1),
+        ("from bench.core.frameworks import MXNET\nMXNET in names", 1),
+        ("name not in (TORCH, TF)", 1),
+        ("cfg.framework.name == frameworks.JAX", 1),
+        ("match name:\n    case 'jax':\n        pass", 1),
+        ("name in FRAMEWORKS and spec.inline", 0),
+        ("x == 'torchvision' or y is TORCH", 0),
+    ],
+)
+def test_the_comparison_reader_sees_each_spelling(source: str, count: int) -> None:
+    assert len(comparisons(ast.parse(source))) == count
 
 
 def test_the_spec_imports_nothing_but_the_standard_library() -> None:
