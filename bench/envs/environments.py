@@ -44,7 +44,15 @@ REPO = PACKAGE.parent  # a source checkout: requirements.lock is here
 
 # What a trial needs beside its framework (bench.trial.worker's imports), pinned at the host's
 # versions where the framework's own requirements allow.
-TRIAL_SIDE = ("numpy", "psutil", "nvidia-ml-py", "scikit-learn", "matplotlib", "packaging")
+TRIAL_SIDE = (
+    "numpy",
+    "psutil",
+    "nvidia-ml-py",
+    "scikit-learn",
+    "matplotlib",
+    "packaging",
+    "mlcommons-loadgen",
+)
 # Kept at the host's pins whatever happens (they decide nothing a trial measures).
 ALWAYS_PINNED = ("psutil", "nvidia-ml-py")
 COMPANIONS = {name: spec.companions for name, spec in FRAMEWORKS.items()}
