@@ -1,8 +1,8 @@
 """Every metric bench records, declared once: its name, unit, scope, aggregation and sense.
 
-A metric is a :class:`Metric`, a module-level constant here; the trial emits it, tracking
-logs it, the report and the sweep's summary read it, all by that constant
-(``metrics.TRIAL_SAMPLES_PER_S.name``), never by a string of their own
+A metric is a :class:`Metric`, a module-level constant here and a ``str`` (its name); the
+trial emits it, tracking logs it, the report and the sweep's summary read it, all by that
+constant (``summary[metrics.TRIAL_SAMPLES_PER_S]``), never by a string of their own
 (``tests/unit/test_metrics.py`` scans ``bench/`` for one).
 
 Scopes: a ``WINDOW`` metric is one timed window's (logged at ``step=epoch``), a ``TRIAL``
@@ -15,7 +15,7 @@ any scope, a window name starting with ``trial_``, and a trial name that is a wi
 
 To add a metric: declare it below with :func:`window`, :func:`trial` (or a window
 metric's :meth:`Metric.trial`) or :func:`sweep`, next to its kin; emit and read it by the
-constant (``record.extra[metrics.X.name] = ...``, ``t.metric(metrics.X.name)``); run
+constant (``record.extra[metrics.X] = ...``, ``t.metric(metrics.X)``); run
 ``python -c "from bench.core import metrics; print(metrics.markdown())"`` and paste the
 table into docs/measuring.md (``tests/unit/test_metrics.py`` fails until it is equal).
 Names made at run time (one per operator category, per worker, per GPU) are a
@@ -24,7 +24,7 @@ Names made at run time (one per operator category, per worker, per GPU) are a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 WINDOW = "window"
 TRIAL = "trial"
@@ -51,35 +51,62 @@ AGGREGATES = (MEDIAN, MEAN, SUM, MAX, LAST, RATE, PERCENTILE)
 LEGACY_SHARED = frozenset({"data_time_s", "time_comm_ms", "ps_push_ms", "ps_pull_ms"})
 
 
-@dataclass(frozen=True)
-class Metric:
-    """One metric: ``name`` as MLflow logs it, in ``unit``; ``scope`` (WINDOW, TRIAL,
-    SWEEP); ``aggregate``: how repeats combine (a window metric's windows into the trial's
-    figure, a trial metric's repeated trials in the report); ``higher_is_better`` (None:
-    neither, a count or a setting); ``modes``: the modes that log it; ``when``: which trials
-    have it, in words ('' for every trial of those modes); ``meaning``: one line."""
+class Metric(str):
+    """One metric, a ``str``: its name as MLflow logs it (so it is a dict key, a log call's
+    name, as it is), with its declaration: ``unit``; ``scope`` (WINDOW, TRIAL, SWEEP);
+    ``aggregate``: how repeats combine (a window metric's windows into the trial's figure, a
+    trial metric's repeated trials in the report); ``higher_is_better`` (None: neither, a
+    count or a setting); ``modes``: the modes that log it; ``when``: which trials have it,
+    in words ('' for every trial of those modes); ``meaning``: one line."""
 
-    name: str
     unit: str
     scope: str
     meaning: str
-    aggregate: str = MEDIAN
-    higher_is_better: bool | None = None
-    modes: tuple[str, ...] = MODES
-    when: str = ""
+    aggregate: str
+    higher_is_better: bool | None
+    modes: tuple[str, ...]
+    when: str
+
+    def __new__(
+        cls,
+        name: str,
+        unit: str,
+        scope: str,
+        meaning: str,
+        aggregate: str = MEDIAN,
+        higher_is_better: bool | None = None,
+        modes: tuple[str, ...] = MODES,
+        when: str = "",
+    ) -> Metric:
+        self = super().__new__(cls, name)
+        self.unit, self.scope, self.meaning, self.aggregate = unit, scope, meaning, aggregate
+        self.higher_is_better, self.modes, self.when = higher_is_better, modes, when
+        return self
+
+    @property
+    def name(self) -> str:
+        return str.__str__(self)
+
+    def __reduce__(self) -> tuple[type, tuple[str]]:  # pickled, JSON'd and logged as its name
+        return str, (self.name,)
+
+    def __repr__(self) -> str:
+        return f"Metric({self.name!r}, {self.scope})"
 
     def trial(self, meaning: str = "", aggregate: str = "", when: str = "") -> Metric:
         """The trial's figure of this window metric: ``trial_<name>``, registered."""
         if self.scope != WINDOW:
             raise ValueError(f"{self.name}: only a window metric has a trial_ figure")
         return register(
-            replace(
-                self,
-                name=f"trial_{self.name}",
-                scope=TRIAL,
-                meaning=meaning or f"{self.meaning}, over the trial's windows",
-                aggregate=aggregate or MEDIAN,
-                when=when or self.when,
+            Metric(
+                f"trial_{self.name}",
+                self.unit,
+                TRIAL,
+                meaning or f"{self.meaning}, over the trial's windows",
+                aggregate or MEDIAN,
+                self.higher_is_better,
+                self.modes,
+                when or self.when,
             )
         )
 

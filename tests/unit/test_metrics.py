@@ -4,7 +4,8 @@ a catalogued metric's name itself."""
 
 from __future__ import annotations
 
-import dataclasses
+import json
+import pickle
 
 import pytest
 
@@ -65,7 +66,8 @@ def test_every_declaration_is_complete() -> None:
     for m in metrics.catalogue():
         assert m.name.isidentifier() and m.name == m.name.lower(), m
         assert m.meaning and "|" not in m.meaning + m.when, m
-        assert dataclasses.replace(m) == m
+        assert m == m.name and pickle.loads(pickle.dumps(m)) == m.name, m
+        assert json.dumps({m: 1.0}) == f'{{"{m.name}": 1.0}}'
 
 
 def test_families_match_the_names_they_make() -> None:
