@@ -41,6 +41,7 @@ import os
 import sys
 import tempfile
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -214,7 +215,7 @@ def compile_lock(lock: Lock, date: str, where: Path, host_lock: Path) -> str:
         inputs.insert(0, str(REPO / "pyproject.toml"))
         args += [f"--extra={extra}" for extra in HOST_EXTRAS] + ["--generate-hashes"]
     if lock.under_host:
-        args += ["--constraint", str(host_constraints(host_lock, where / "host.txt"))]
+        args += ["--constraint", str(where / "host.txt")]  # generate() writes it once
     if lock.find_links:
         args += ["--find-links", str(local_wheels(lock, where / "wheels"))]
     done = run_uv(*args, *inputs)  # bench's uv runner: its binary, the CA bundle
@@ -249,14 +250,22 @@ def compile_lock(lock: Lock, date: str, where: Path, host_lock: Path) -> str:
 
 
 def generate(date: str, where: Path) -> dict[str, str]:
-    """Every lock of the grid, in order (the images' under the new host lock)."""
-    texts: dict[str, str] = {}
+    """Every lock of the grid, in the grid's order: those that do not resolve under the host
+    lock side by side first (uv spends most of a resolution waiting on the index), then the
+    images' under the new host lock, side by side too."""
     host_lock = where / "requirements.lock.generated"
-    for lock in GRID:
-        texts[lock.path] = compile_lock(lock, date, where, host_lock)
-        if lock.path == "requirements.lock":
-            host_lock.write_text(texts[lock.path])
-    return texts
+    texts: dict[str, str] = {}
+    with ThreadPoolExecutor(len(GRID)) as pool:
+        for under_host in (False, True):
+            locks = [lock for lock in GRID if lock.under_host == under_host]
+            futures = {
+                lock.path: pool.submit(compile_lock, lock, date, where, host_lock) for lock in locks
+            }
+            texts.update((path, future.result()) for path, future in futures.items())
+            if not under_host:
+                host_lock.write_text(texts["requirements.lock"])
+                host_constraints(host_lock, where / "host.txt")
+    return {lock.path: texts[lock.path] for lock in GRID}
 
 
 def main(argv: list[str] | None = None) -> int:
