@@ -4,7 +4,7 @@ verdicts.  A claim file is a YAML list (``python -m bench.report --claims FILE``
 
 ```yaml
 - claim: PyTorch trains ResNet-18 faster than TensorFlow   # shown as written
-  source: "seed001, Table 2: 'PyTorch ... faster ...'"     # where it comes from
+  source: "seed001, section VI-A, Fig. 1: 'PyTorch outperformed ...'"  # where it comes from
   kind: comparison         # comparison | majority | trend | independence
   faster: torch            # comparison: the side claimed faster (lower metric) ...
   slower: tf               # ... and the other: a framework name, or a mapping of key: value
@@ -28,8 +28,17 @@ verdicts.  A claim file is a YAML list (``python -m bench.report --claims FILE``
   kind: majority           # a comparison (its fields) that holds in most configurations
   faster: tf
   slower: torch
+  per: model               # optional: checked on each model's runs apart, each must hold
   caveat: the study ran on one CPU core      # shown beside the verdict: the claim's scope
   requires: {device: cpu}  # what the stated cause needs of a run (bench.report.claim_requires)
+- claim: TensorFlow is slower than PyTorch by average 2.65X
+  kind: average            # a comparison of the geometric mean, over the configurations,
+  faster: torch            #   of each one's ratio (an average the study states)
+  slower: tf
+- claim: PyTorch outperforms MXNet on LeNet-5 irrespective of the training mode
+  kind: comparison
+  faster: torch            # a side listing several values (both MXNet modes) compares
+  slower: {framework: mxnet, distributed: [kvstore_sync, kvstore_async]}  # each with the other
 ```
 
 ``where`` keys are ``framework``, ``model``, ``mode``, ``device``, ``batch_size`` or any
@@ -46,6 +55,14 @@ one; it is contradicted where any one contradicts it (a trend only in configurat
 3 or more values of ``against``: the others can show none).  A ``majority`` claim ("with a
 few exceptions") is a comparison that holds where it holds in more than half of the
 configurations, is contradicted where half or more contradict it, and lists the exceptions.
+An ``average`` claim ("by average 2.65X") is a comparison of one number: the geometric mean
+over the configurations of each one's ratio (slower / faster), with a 95% bootstrap interval
+(each configuration's runs resampled); it holds where the interval lies above 1 (or above
+``by_at_least_pct``), is contradicted where it lies below.  A side that lists several values
+of a key (``distributed: [kvstore_sync, kvstore_async]``) compares each value with the other
+side apart: "irrespective of the mode" holds only where it holds for each.  ``per: KEY``
+checks the claim on each value of KEY apart (PyTorch faster "when running ResNet-18,
+ResNet-152 and MobileNetV2": a majority for each model); it holds where each holds.
 A claim is checked only on the runs that have what its ``requires:`` names; where none has
 it, the claim reads ``not measured here`` with what the runs lack.  Paired runs must have equal
 parameter counts (the same architecture), except in a comparison whose sides name the model
@@ -70,15 +87,16 @@ from bench.report.trials import Trial, base_framework, group
 
 HOLDS, CONTRADICTED = "holds here", "contradicted here"
 INCONCLUSIVE, NOT_MEASURED = "inconclusive", "not measured here"
-KINDS = ("comparison", "majority", "trend", "independence")
+KINDS = ("comparison", "majority", "trend", "independence", "average")
 _FIELDS = {
     "comparison": {"faster", "slower", "by_at_least_pct"},
     "majority": {"faster", "slower", "by_at_least_pct"},
+    "average": {"faster", "slower", "by_at_least_pct"},
     "trend": {"against", "direction", "up_to"},
     "independence": {"against", "margin_pct"},
 }
-_COMMON = {"claim", "source", "kind", "where", "metric", "caveat", "requires"}
-_PAIRED = ("comparison", "majority")  # the kinds that compare two sides
+_COMMON = {"claim", "source", "kind", "where", "metric", "caveat", "requires", "per"}
+_PAIRED = ("comparison", "majority", "average")  # the kinds that compare two sides
 # The configuration keys a per-configuration result is labelled with.
 _LABEL_KEYS = (
     "model.name", "mode", "batch_size", "image_size", "num_classes", "data.name", "distributed",
@@ -106,6 +124,7 @@ class Claim:
     margin_pct: float = 0.0
     caveat: str = ""  # the claim's scope against the study's, shown beside its verdict
     requires: dict[str, Any] = field(default_factory=dict)  # bench.report.claim_requires
+    per: str = ""  # checked on each value of this key apart (each must hold)
 
     @property
     def scope(self) -> str:
@@ -154,6 +173,7 @@ def _parse_one(i: int, item: Any) -> Claim:
         where=_filter(where),
         metric=str(item.get("metric", "ms_per_sample")),
         caveat=" ".join(str(item.get("caveat", "")).split()),
+        per=str(item.get("per") or ""),
     )
     try:
         claim.requires = parse_requires(item.get("requires") or {})
@@ -273,13 +293,25 @@ def check(claim: Claim, trials: Sequence[Trial]) -> Checked:
             else f"none of the {len(meeting)} matching runs has {claim.metric}"
         )
         return Checked(claim, NOT_MEASURED, f"{needs} ({why})" if left_out else why, 0)
-    verdict, effect = {"comparison": _comparison, "majority": _comparison, "trend": _trend,
-                       "independence": _independence}[claim.kind](claim, chosen)  # fmt: skip
+    verdict, effect = _per(claim, chosen)
     if left_out and verdict == NOT_MEASURED:  # a side, or every pair, lacks the cause
         return Checked(claim, NOT_MEASURED, f"{needs} ({effect})", 0)
     if left_out:
         effect += f" ({left_out} run(s) without what the claim requires left out)"
     return Checked(claim, verdict, effect, len(chosen))
+
+
+def _per(claim: Claim, trials: list[Trial]) -> tuple[str, str]:
+    """The claim's verdict, on each value of ``per`` apart where it names a key."""
+    kind = {"comparison": _comparison, "majority": _comparison, "average": _average,
+            "trend": _trend, "independence": _independence}[claim.kind]  # fmt: skip
+    if not claim.per:
+        return kind(claim, trials)
+    parts = [(*kind(claim, members), f"{claim.per}={value}") for value, members
+             in sorted(group(trials, lambda t: _value(t, claim.per)).items())]  # fmt: skip
+    if all(v == NOT_MEASURED for v, _, _ in parts):
+        return NOT_MEASURED, "; ".join(f"{label}: {effect}" for _, effect, label in parts)
+    return _combine([p for p in parts if p[0] != NOT_MEASURED])
 
 
 def _combine(parts: list[tuple[str, str, str]]) -> tuple[str, str]:
@@ -306,36 +338,16 @@ def _comparison(claim: Claim, trials: list[Trial]) -> tuple[str, str]:
     value = _metric(claim)
     threshold = 1 + claim.by_at_least_pct / 100
     parts = []
-    # The sides' keys may differ between paired runs; everything else must be equal.
-    sides = {"model.name" if k == "model" else k for k in (*claim.faster, *claim.slower)}
-    if "distributed" in sides:  # parameter servers are a layout of some strategies only
-        sides.add("ps")
-    # A framework's data cache is part of its side where each side has one setting (study
-    # 003: TensorFlow's tf.data cache on, PyTorch and MXNet without one).
-    if "framework" in sides and all(
-        len({t.param("data.cache") for t in trials if _in(t, side)}) == 1
-        for side in (claim.faster, claim.slower)
-    ):
-        sides.add("data.cache")
-    fast, slow = side_name(claim.faster), side_name(claim.slower)
-    # Sides that do not name the framework compare runs of one framework with each other.
-    same = "framework" not in sides
     # Sides naming the model compare two architectures on purpose: their parameter counts
     # differ by design (each side must still be one architecture).
-    across = "model.name" in sides
-
-    def pairing(t: Trial) -> tuple[str, Any]:
-        return (t.framework if same else "", t.config_without(*sides))
-
-    for (fw, config), members in sorted(group(trials, pairing).items()):
-        a = [t for t in members if _in(t, claim.faster)]
-        b = [t for t in members if _in(t, claim.slower)]
-        if not a or not b:
-            continue
+    across = "model" in claim.faster or "model" in claim.slower
+    for fw, config, a, b, fast, slow in _paired(claim, trials):
         v = stats.compare(
             sample(fast, a, value), sample(slow, b, value), across_architectures=across
         )
         label = f"{fw} {_label(config, claim)}".strip()
+        if _several(claim):
+            label = f"{label} {fast} vs {slow}".strip()
         measured = (
             f"{slow}/{fast} {claim.metric} = {v.ratio:.3f} "
             f"[95% CI {v.ci_low:.3f}, {v.ci_high:.3f}], {len(a)} vs {len(b)} runs"
@@ -354,18 +366,127 @@ def _comparison(claim: Claim, trials: list[Trial]) -> tuple[str, str]:
             parts.append((INCONCLUSIVE, f"{measured}; the interval straddles "
                           f"{threshold:.2f}", label))  # fmt: skip
     if not parts:
-        n_fast = sum(_in(t, claim.faster) for t in trials)
-        n_slow = sum(_in(t, claim.slower) for t in trials)
-        missing = [f"{n} with {claim.metric}" for n, k in ((fast, n_fast), (slow, n_slow)) if not k]
-        why = (
-            f"no ok run of {' nor '.join(missing)}"
-            if missing
-            else (
-                f"{n_fast} run(s) of {fast} and {n_slow} of {slow}, but no configuration has both"
-            )
-        )
-        return NOT_MEASURED, why
+        return NOT_MEASURED, _unpaired(claim, trials)
     return _majority(parts) if claim.kind == "majority" else _combine(parts)
+
+
+def _unpaired(claim: Claim, trials: list[Trial]) -> str:
+    """Why a comparison found no configuration with both sides."""
+    fast, slow = side_name(claim.faster), side_name(claim.slower)
+    n_fast = sum(_in(t, claim.faster) for t in trials)
+    n_slow = sum(_in(t, claim.slower) for t in trials)
+    missing = [f"{n} with {claim.metric}" for n, k in ((fast, n_fast), (slow, n_slow)) if not k]
+    if missing:
+        return f"no ok run of {' nor '.join(missing)}"
+    return f"{n_fast} run(s) of {fast} and {n_slow} of {slow}, but no configuration has both"
+
+
+def _several(claim: Claim) -> bool:
+    """Whether a side lists several values of a key (each compared apart)."""
+    return any(len(v) > 1 for side in (claim.faster, claim.slower) for k, v in side.items())
+
+
+def _variants(side: dict[str, list[str]], trials: list[Trial]) -> dict[str, list[Trial]]:
+    """A side's runs, split by the values of each key the side lists several of; each part
+    named as the side with its one value (``mxnet distributed=kvstore_async``)."""
+    keys = [k for k, v in side.items() if len(v) > 1]
+
+    def name(t: Trial) -> str:
+        return side_name({k: ([_value(t, k)] if k in keys else v) for k, v in side.items()})
+
+    return group([t for t in trials if _in(t, side)], name)
+
+
+def _paired(
+    claim: Claim, trials: list[Trial]
+) -> list[tuple[str, Any, list[Trial], list[Trial], str, str]]:
+    """Each configuration's runs of the two sides (everything but the sides' keys equal):
+    (framework, configuration, faster side's runs, slower side's runs, their names), one
+    entry for each pair of the sides' parts where a side lists several values of a key."""
+    # The sides' keys may differ between paired runs; everything else must be equal.
+    sides = {"model.name" if k == "model" else k for k in (*claim.faster, *claim.slower)}
+    if "distributed" in sides:  # parameter servers are a layout of some strategies only
+        sides.add("ps")
+    # A framework's data cache is part of its side where each part of a side has one
+    # setting (study 003: TensorFlow's tf.data cache on, PyTorch and MXNet without one).
+    if "framework" in sides and all(
+        len({t.param("data.cache") for t in part}) == 1
+        for side in (claim.faster, claim.slower)
+        for part in _variants(side, trials).values()
+    ):
+        sides.add("data.cache")
+    # Sides that do not name the framework compare runs of one framework with each other.
+    same = "framework" not in sides
+
+    def pairing(t: Trial) -> tuple[str, Any]:
+        return (t.framework if same else "", t.config_without(*sides))
+
+    out = []
+    for (fw, config), members in sorted(group(trials, pairing).items()):
+        for fast, a in sorted(_variants(claim.faster, members).items()):
+            for slow, b in sorted(_variants(claim.slower, members).items()):
+                if fast != slow:
+                    out.append((fw, config, a, b, fast, slow))
+    return out
+
+
+def _average(claim: Claim, trials: list[Trial]) -> tuple[str, str]:
+    """The geometric mean, over the configurations, of each one's ratio slower/faster, and
+    its bootstrap interval; one verdict for each pair of the sides' parts, combined."""
+    value = _metric(claim)
+    threshold = 1 + claim.by_at_least_pct / 100
+    per_pair: dict[tuple[str, str], list[tuple[list[float], list[float]]]] = {}
+    short = 0
+    for _fw, _config, a, b, fast, slow in _paired(claim, trials):
+        if min(len(a), len(b)) < 2:
+            short += 1
+            continue
+        per_pair.setdefault((fast, slow), []).append(([value(t) for t in a],
+                                                      [value(t) for t in b]))  # fmt: skip
+    if not per_pair:
+        if short:
+            return INCONCLUSIVE, f"{short} configuration(s) with both sides, none 2 runs a side"
+        return NOT_MEASURED, _unpaired(claim, trials)
+    parts = []
+    for (fast, slow), configs in sorted(per_pair.items()):
+        ratio, low, high = geometric_mean_ratio(configs)
+        measured = (
+            f"{slow}/{fast} {claim.metric}, geometric mean over {len(configs)} "
+            f"configuration(s) = {ratio:.3f} [95% CI {low:.3f}, {high:.3f}], "
+            f"{sum(len(a) + len(b) for a, b in configs)} runs"
+        )
+        label = f"{fast} vs {slow}" if _several(claim) else "the average"
+        if low > threshold:
+            parts.append((HOLDS, measured, label))
+        elif high < threshold:
+            parts.append((CONTRADICTED, measured, label))
+        else:
+            parts.append((INCONCLUSIVE, f"{measured}; the interval straddles {threshold:.2f}",
+                          label))  # fmt: skip
+    return _combine(parts)
+
+
+def geometric_mean_ratio(
+    configs: Sequence[tuple[Sequence[float], Sequence[float]]],
+    resamples: int = 4000,
+    seed: int = stats.SEED,
+) -> tuple[float, float, float]:
+    """exp(mean over configurations of log(mean(b) / mean(a))) and its 95% percentile
+    bootstrap interval, each configuration's two sides resampled on their own (seeded)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    logs = np.zeros(resamples)
+    point = 0.0
+    for a, b in configs:
+        xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+        point += math.log(xb.mean() / xa.mean())
+        ma = xa[rng.integers(0, len(xa), (resamples, len(xa)))].mean(axis=1)
+        mb = xb[rng.integers(0, len(xb), (resamples, len(xb)))].mean(axis=1)
+        logs += np.log(mb / ma)
+    k = len(configs)
+    low, high = np.percentile(logs / k, [100 * stats.ALPHA / 2, 100 * (1 - stats.ALPHA / 2)])
+    return math.exp(point / k), float(math.exp(low)), float(math.exp(high))
 
 
 def _majority(parts: list[tuple[str, str, str]]) -> tuple[str, str]:

@@ -1,0 +1,115 @@
+"""Claims scoped as their studies state them (issue 52): an average as an average over the
+configurations (``kind: average``), a finding per model (``per: model``), "irrespective of
+the mode" as each mode apart (a side listing several values).  Fabricated runs, known answers."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from bench.report import claims
+from bench.report.trials import to_trial
+from tests.report_data import record
+
+
+def runs(framework: str, rate: float, n: int = 6, seed: int = 0, **kw: Any) -> list[Any]:
+    rng = random.Random(seed)
+    return [record(framework, rate=rng.gauss(rate, rate * 0.01), repeat=i, **kw)
+            for i in range(n)]  # fmt: skip
+
+
+def check(claim: dict[str, Any], records: list[Any]) -> claims.Checked:
+    (parsed,) = claims.parse([claim])
+    return claims.check(parsed, [to_trial(r) for r in records])
+
+
+AVERAGE = {"kind": "average", "faster": "torch", "slower": "tf"}
+
+
+def test_an_average_holds_where_one_configuration_goes_the_other_way() -> None:
+    """Torch 3x faster at batch 32, 10% slower at batch 64: "faster by average" holds (the
+    geometric mean is 1.64), where a per-configuration comparison is contradicted."""
+    records = runs("torch", 300, batch=32, seed=1) + runs("tf", 100, batch=32, seed=2)
+    records += runs("torch", 90, batch=64, seed=3) + runs("tf", 100, batch=64, seed=4)
+    found = check(AVERAGE, records)
+    assert found.verdict == claims.HOLDS, found.effect
+    assert "geometric mean over 2 configuration(s) = 1.6" in found.effect
+    assert check({**AVERAGE, "kind": "comparison"}, records).verdict == claims.CONTRADICTED
+    assert check({**AVERAGE, "by_at_least_pct": 100}, records).verdict == claims.CONTRADICTED
+    reverse = check({**AVERAGE, "faster": "tf", "slower": "torch"}, records)
+    assert reverse.verdict == claims.CONTRADICTED
+
+
+def test_an_average_straddling_its_threshold_is_inconclusive() -> None:
+    noisy = [record("torch", rate=r, repeat=i) for i, r in enumerate((80, 130, 95, 120))]
+    noisy += [record("tf", rate=r, repeat=i) for i, r in enumerate((90, 125, 100, 110))]
+    found = check(AVERAGE, noisy)
+    assert found.verdict == claims.INCONCLUSIVE and "straddles 1.00" in found.effect
+    one_each = [record("torch", rate=200), record("tf", rate=100)]
+    assert check(AVERAGE, one_each).verdict == claims.INCONCLUSIVE
+    assert check(AVERAGE, runs("torch", 100)).verdict == claims.NOT_MEASURED
+
+
+def test_the_geometric_mean_interval_is_seeded_and_covers_the_ratio() -> None:
+    configs = [([1.0, 1.1, 0.9], [3.0, 3.3, 2.7]), ([2.0, 2.2, 1.8], [1.0, 1.1, 0.9])]
+    ratio, low, high = claims.geometric_mean_ratio(configs)
+    assert abs(ratio - (3.0 * 0.5) ** 0.5) < 1e-9 and low < ratio < high
+    assert claims.geometric_mean_ratio(configs) == (ratio, low, high)
+
+
+def test_per_model_checks_each_model_apart() -> None:
+    """A majority for each model: holds where each model's majority holds; one model whose
+    runs go the other way contradicts it (pooled, the majority would still hold)."""
+    records = []
+    for batch in (16, 32, 64):
+        records += runs("torch", 110, batch=batch, seed=batch)
+        records += runs("tf", 100, batch=batch, seed=batch + 1)
+        records += runs("torch", 110, model="vgg16", batch=batch, seed=batch + 2)
+        records += runs("tf", 100, model="vgg16", batch=batch, seed=batch + 3)
+    claim = {"kind": "majority", "faster": "torch", "slower": "tf", "per": "model"}
+    assert check(claim, records).verdict == claims.HOLDS
+    # vgg16: torch wins at 16 only
+    torch_vgg = {"model.name": "vgg16", "framework.name": "torch"}
+    flipped = [r for r in records if not (torch_vgg.items() <= r.params.items()
+                                          and r.params["batch_size"] != "16")]  # fmt: skip
+    flipped += runs("torch", 90, model="vgg16", batch=32, seed=7)
+    flipped += runs("torch", 90, model="vgg16", batch=64, seed=8)
+    found = check(claim, flipped)
+    assert found.verdict == claims.CONTRADICTED and "model=vgg16" in found.effect
+    assert "model=resnet50" not in found.effect
+    pooled = check({k: v for k, v in claim.items() if k != "per"}, flipped)
+    assert pooled.verdict == claims.HOLDS  # 4 of 6 configurations hold
+
+
+def test_a_side_listing_both_modes_compares_each_apart() -> None:
+    """ "PyTorch outperforms MXNet irrespective of the training mode": holds only where it
+    holds against each mode; the two modes' runs are never pooled into one side."""
+
+    def strategy(framework: str, distributed: str, rate: float, seed: int) -> list[Any]:
+        return runs(framework, rate, seed=seed, params={"distributed": distributed})
+
+    claim = {
+        "kind": "comparison",
+        "faster": {"framework": "torch", "distributed": "ddp"},
+        "slower": {"framework": "mxnet", "distributed": ["kvstore_sync", "kvstore_async"]},
+    }
+    both = (strategy("torch", "ddp", 180, 1) + strategy("mxnet", "kvstore_sync", 100, 2)
+            + strategy("mxnet", "kvstore_async", 120, 3))  # fmt: skip
+    held = check(claim, both)
+    assert held.verdict == claims.HOLDS, held.effect
+    assert "kvstore_sync" in held.effect and "kvstore_async" in held.effect
+    async_wins = both[:12] + strategy("mxnet", "kvstore_async", 200, 4)
+    found = check(claim, async_wins)
+    assert found.verdict == claims.CONTRADICTED
+    assert "distributed=kvstore_async" in found.effect and "kvstore_sync:" not in found.effect
+
+
+def test_average_and_per_are_parsed_and_a_typo_refused() -> None:
+    (parsed,) = claims.parse([{**AVERAGE, "per": "model"}])
+    assert parsed.kind == "average" and parsed.per == "model"
+    try:
+        claims.parse([{**AVERAGE, "trend": 1}])
+    except claims.ClaimError as refused:
+        assert "not a field of a average claim" in str(refused)
+    else:
+        raise AssertionError("an unknown field was accepted")
