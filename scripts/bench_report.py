@@ -237,7 +237,7 @@ found = {"runs": len(runs.records), "imports": t1 - t0, "load": t2 - t1, "build"
          "write": t4 - t3, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 if sys.argv[5] == "baseline":  # the gate's read of the experiment, against one model's runs
     from bench.report import baseline
-    from bench.report.__main__ import _baseline_runs
+    from bench.cli.report import _baseline_runs
     from bench.report.trials import to_trial
     now = [to_trial(r) for r in runs.records if r.params.get("model.name") == "lenet5"]
     for name, only in (("whole", None), ("only", baseline.needed(now))):

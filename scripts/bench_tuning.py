@@ -101,7 +101,7 @@ def main() -> None:
                    f"{statistics.fmean(compile_s):.1f}" if compile_s else "-"]  # fmt: skip
             print(" | ".join(row))
     print("\nThe report's section (bench report --uri ... --experiment tuning):")
-    from bench.report.__main__ import main as report_main
+    from bench.cli.report import main as report_main
 
     out = store / "report"
     report_main(["--uri", uri, "--sweep", "latest", "--experiment", "tuning", "--out", str(out),

@@ -104,7 +104,7 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 # `bench TOOL ...`: the tools, each also `python -m bench.TOOL`.  A bare word is never a
 # Hydra override (those are key=value), so the two cannot be confused.
 TOOLS = {
-    "report": "bench.report.__main__",
+    "report": "bench.cli.report",
     "sync": "bench.cli.sync",
     "images": "bench.images.__main__",
     "reproduce": "bench.cli.reproduce",
@@ -157,6 +157,13 @@ def run() -> None:
             "(key=value, e.g. model=resnet50); see bench --help",
             file=sys.stderr,
         )
+        sys.exit(2)
+    from bench.cli.overrides import check
+
+    problems = check(sys.argv[1:])
+    if problems:  # in bench's words, before Hydra answers in its own (issue 50)
+        for problem in problems:
+            print(f"bench: {problem}", file=sys.stderr)
         sys.exit(2)
     sys.argv = [sys.argv[0], *_mapping_overrides(_without_credentials(sys.argv[1:]))]
     signal.signal(signal.SIGINT, _interrupt)

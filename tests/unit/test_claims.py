@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from bench.cli.report import main as report_main
 from bench.report import build, claims
-from bench.report.__main__ import main as report_main
 from bench.report.trials import to_trial
 from tests.report_data import record, runset
 
@@ -282,7 +282,7 @@ def test_the_report_says_one_line_for_a_store_that_is_not_one(
     def interrupted(*args: Any, **kwargs: Any) -> None:
         raise KeyboardInterrupt
 
-    from bench.report import __main__ as report_cli
+    from bench.cli import report as report_cli
 
     monkeypatch.setattr(report_cli, "_main", interrupted)
     assert report_main([]) == 130

@@ -14,7 +14,7 @@ import pytest
 
 import bench.report as report
 from bench import tracking
-from bench.report import __main__ as report_cli
+from bench.cli import report as report_cli
 
 
 def slow_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:

@@ -218,7 +218,7 @@ def test_the_report_command_fails_on_a_regression_above_the_gate(
     """``bench report --baseline B --fail-on-regression PCT`` over a fake store: exit 1 on a
     significant regression above PCT, 0 below it and with no regression."""
     from bench import tracking
-    from bench.report.__main__ import main as report_main
+    from bench.cli.report import main as report_main
     from tests.report_data import runset
 
     sweeps = {
