@@ -158,13 +158,6 @@ def run() -> None:
             file=sys.stderr,
         )
         sys.exit(2)
-    from bench.cli.overrides import check
-
-    problems = check(sys.argv[1:])
-    if problems:  # in bench's words, before Hydra answers in its own (issue 50)
-        for problem in problems:
-            print(f"bench: {problem}", file=sys.stderr)
-        sys.exit(2)
     sys.argv = [sys.argv[0], *_mapping_overrides(_without_credentials(sys.argv[1:]))]
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
