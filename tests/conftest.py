@@ -177,3 +177,50 @@ def horovod_ready() -> None:
         if build and os.environ.get("BENCH_HOROVOD", "1") != "0":
             pytest.fail("Horovod was built but cannot be imported from this environment")
         pytest.skip("Horovod is not installed (.venv/bin/bench setup horovod)")
+
+
+# The time of each tier, for scripts/test_times.py (CI's guard against the e2e tier's drift):
+# every test's set-up, call and tear-down, summed in the process that reports (pytest-xdist's
+# controller, or the only one), written where BENCH_TEST_TIMES says at the session's end.
+_TIMES: dict[str, Any] = {"tiers": {}, "tests": {}}
+
+
+def _tier(keywords: Any) -> str:
+    if "e2e" in keywords:
+        return "e2e"
+    return "slow" if "slow" in keywords else "fast"
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if not os.environ.get("BENCH_TEST_TIMES"):
+        return
+    test = _TIMES["tests"].setdefault(report.nodeid, [_tier(report.keywords), 0.0])
+    test[1] += report.duration
+    if "horovod" in report.keywords:
+        test.append("horovod")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    target = os.environ.get("BENCH_TEST_TIMES")
+    if not target or hasattr(session.config, "workerinput"):
+        return
+    import json
+
+    tiers: dict[str, dict[str, float]] = {}
+    for tier, seconds, *marks in _TIMES["tests"].values():
+        for name in {tier, *marks}:
+            figures = tiers.setdefault(name, {"count": 0, "seconds": 0.0})
+            figures["count"] += 1
+            figures["seconds"] = round(figures["seconds"] + seconds, 2)
+    slowest = sorted(_TIMES["tests"].items(), key=lambda item: -item[1][1])[:40]
+    existing = json.loads(Path(target).read_text()) if Path(target).is_file() else {}
+    Path(target).write_text(
+        json.dumps(
+            {
+                **existing,
+                "tiers": tiers,
+                "slowest": [[nodeid, round(test[1], 1)] for nodeid, test in slowest],
+            },
+            indent=1,
+        )
+    )
