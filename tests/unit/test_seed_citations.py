@@ -40,14 +40,15 @@ def cited_files() -> list[Path]:
 
 
 _MENTION = re.compile(r"(?:seed|seeds/|[Ss]tud(?:y|ies) |\| )(00[0-4])\b")
-_NUM = r"[IVX]+|\d+[ab]?"  # a Roman or Arabic number, Fig. 8a
-_LIST = rf"(?:{_NUM})(?:\s*(?:,|and|-|to|,\s*and)\s*(?:{_NUM}))*"
+_SEP = r"\s*(?:,\s*and|,|and|-|to)\s*"
+_ARABIC = rf"\d+[ab]?(?:{_SEP}\d+[ab]?)*"  # 4, 6 and 8; 1-5; Fig. 8a
+_ROMAN_OR_ARABIC = rf"(?:[IVX]+(?:{_SEP}[IVX]+)*|\d+(?:{_SEP}\d+)*)"  # Tables III and IV
 _PATTERNS = {
-    "figures": re.compile(rf"\b(?:Figs?\.|[Ff]igures?)\s*({_LIST})"),
-    "tables": re.compile(rf"\b[Tt]ables?\s+({_LIST})\b"),
-    "listings": re.compile(rf"\bListings?\s+({_LIST})\b"),
+    "figures": re.compile(rf"\b(?:Figs?\.|[Ff]igures?)\s*({_ARABIC})"),
+    "tables": re.compile(rf"\b[Tt]ables?\s+({_ROMAN_OR_ARABIC})\b"),
+    "listings": re.compile(rf"\bListings?\s+({_ARABIC})\b"),
     "sections": re.compile(
-        rf"\b[Ss]ections?\s+((?:[IVX]+(?:-[A-Z0-9])?)(?:\s*(?:,|and|to)\s*[IVX]+(?:-[A-Z0-9])?)*)"
+        r"\b[Ss]ections?\s+((?:[IVX]+(?:-[A-Z0-9])?)(?:\s*(?:,|and|to)\s*[IVX]+(?:-[A-Z0-9])?)*)"
         r"|(?<![\w.-])([IVX]{1,4}-[A-G1-9])(?![\w-])"
     ),
     "insights": re.compile(r"\binsights?\s+(\d+(?:\s*(?:,|and|-)\s*\d+)*)"),
@@ -122,12 +123,18 @@ def citations(path: Path) -> Iterator[Citation]:
                 seed = paragraph or section
                 if seed:
                     yield from _found(piece, seed, f"{rel}:{number}")
+            yield from _named(line, f"{rel}:{number}")
             continue
         if seed:
             yield from _found(line, seed, f"{rel}:{number}")
-        for named_seed, name in _NAMED.findall(line):
-            if name.split()[0] not in ("Table", "Tables", "Fig", "Figs", "Listing", "Listings"):
-                yield Citation(f"{rel}:{number}", named_seed, "named", name)
+        yield from _named(line, f"{rel}:{number}")
+
+
+def _named(line: str, where: str) -> Iterator[Citation]:
+    """ "seed004, Conclusion": a heading of the study named after it."""
+    for named_seed, name in _NAMED.findall(line):
+        if name.split()[0] not in ("Table", "Tables", "Fig", "Figs", "Listing", "Listings"):
+            yield Citation(where, named_seed, "named", name)
 
 
 def _found(text: str, seed: str, where: str) -> Iterator[Citation]:
@@ -140,9 +147,6 @@ def _found(text: str, seed: str, where: str) -> Iterator[Citation]:
                 ids = _ids(next(g for g in match.groups() if g), dash=kind != "sections")
             for i in ids:
                 yield Citation(where, seed, kind, i)
-    for named_seed, name in _NAMED.findall(text):
-        if name.split()[0] not in ("Table", "Tables", "Fig", "Figs", "Listing", "Listings"):
-            yield Citation(where, named_seed, "named", name)
 
 
 def _named_exists(c: Citation) -> bool:
@@ -186,6 +190,7 @@ def test_a_wrong_citation_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert ("004", "insights", "5", False) in found and ("004", "named", "Epilogue", False) in found
     assert ("001", "figures", "6", False) in found and ("001", "listings", "3", False) in found
     assert ("001", "sections", "V-1", True) in found
+    assert ("001", "listings", "V", False) not in found  # a list is of one kind of number
 
 
 def test_ranges_and_lists_are_each_cited() -> None:
