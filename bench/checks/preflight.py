@@ -197,6 +197,9 @@ def _check_version(problems: list[str], cfg: BenchConfig) -> None:
     if not version or cfg.framework.name not in FRAMEWORKS:
         return
     from bench.core import versions
+
+    if version != versions.INSTALLED and not versions.is_release(version):
+        return  # the config's own rules refuse it
     from bench.envs import environments
 
     field = "framework.version"
@@ -319,6 +322,10 @@ def validate(cfg: BenchConfig) -> None:
     _check_model_source(problems, cfg)
     if cfg.mode == "generate":
         _check_generate(problems, cfg)
+    if cfg.mode == "serve":
+        from bench.checks import serving
+
+        problems += serving.check(cfg)
     _check_framework(problems, cfg)
     _check_version(problems, cfg)
     _check_tracking(problems, cfg.tracking)

@@ -17,6 +17,7 @@ import functools
 import json
 import os
 import platform
+import re
 import sys
 import time
 import urllib.error
@@ -38,6 +39,12 @@ MODULES = {name: spec.module for name, spec in FRAMEWORKS.items()}
 # framework.version=installed: whatever version the trial's interpreter has, resolved when
 # the configuration is composed (framework.installed); no environment is made or checked.
 INSTALLED = "installed"
+# A release as framework.version may name one: PEP 440's public versions, digits and dots
+# with an optional pre, post or dev part; nothing else (no ``/``, no ``..``), since the
+# version names a folder under bench's cache and comes back from runs (bench reproduce).
+RELEASE = re.compile(
+    r"[0-9]+(?:\.[0-9]+){0,4}(?:(?:a|b|rc)[0-9]+)?(?:\.post[0-9]+)?(?:\.dev[0-9]+)?"
+)
 DEFAULT_INDEX = "https://pypi.org/pypi"  # BENCH_PACKAGE_INDEX points elsewhere
 _DAY_S = 86400.0
 
@@ -85,6 +92,12 @@ def own_release(version: str) -> str:
     """The release ``framework.version`` asks an environment (or image) of its own for: ''
     for the pinned version and for ``installed`` (both run the trial's own interpreter)."""
     return "" if version in ("", INSTALLED) else version
+
+
+def is_release(version: str) -> bool:
+    """Whether ``version`` is written as a release (:data:`RELEASE`), as any version that
+    names an environment or an image must be."""
+    return bool(RELEASE.fullmatch(version))
 
 
 def normalize(framework: str, version: str) -> str:

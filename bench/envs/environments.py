@@ -121,6 +121,12 @@ def cache_root() -> Path:
 
 
 def env_for(framework: str, version: str, extra: str = "") -> Env:
+    """The environment of ``framework`` at ``version``; ValueError for a version not written
+    as a release or a name bench does not know, which would name a folder elsewhere."""
+    if not versions.is_release(version) or framework not in FRAMEWORKS:
+        raise ValueError(f"framework.version: {version!r} of {framework!r} is not a release")
+    if extra and extra not in EXTRA_MODULES:
+        raise ValueError(f"no extra {extra!r}")
     name = f"{framework}-{version}" + (f"+{extra}" if extra else "")
     return Env(framework, version, cache_root() / name, extra)
 
@@ -346,6 +352,7 @@ def image_lock(framework: str, version: str, variant: str) -> Path:
     """The hashed lock a framework version's image installs (``launcher=docker``): Python
     3.11 on Linux x86_64 (bench's images), TensorFlow's CPU package for the cpu variant;
     generated once and cached under ``~/.cache/bench/locks``."""
+    env_for(framework, version)  # a release of a framework bench knows, else ValueError
     lock = cache_root().parent / "locks" / f"{framework}-{version}-{variant}.txt"
     with locked(lock.with_name(lock.name + ".mutex")):
         if not lock.exists():
@@ -354,10 +361,16 @@ def image_lock(framework: str, version: str, variant: str) -> Path:
 
 
 def ensure(
-    framework: str, version: str, gpu: bool = False, say: bool = True, extra: str = ""
+    framework: str,
+    version: str,
+    gpu: bool = False,
+    say: bool = True,
+    extra: str = "",
+    wheels_only: bool = False,
 ) -> Env:
     """The environment of ``framework`` at ``version`` (with ``extra``'s packages), made if it
-    is not cached (seconds with uv's cache warm, a download of the framework otherwise)."""
+    is not cached (seconds with uv's cache warm, a download of the framework otherwise);
+    ``wheels_only``: install wheels only, building nothing (a lock that came from a run)."""
     env = env_for(framework, version, extra)
     with locked(env.root.parent / f"{env.root.name}.lock"):
         if env.ready:
@@ -386,6 +399,7 @@ def ensure(
             "sync",
             "--quiet",
             "--require-hashes",
+            *(["--no-build"] if wheels_only else []),
             "--compile-bytecode",
             "--python",
             str(env.python),
@@ -455,6 +469,36 @@ def lock_of(framework: str, version: str, variant: str = "", extra: str = "") ->
         return None
     lock = REPO / "requirements.lock"
     return lock if lock.exists() else None
+
+
+# One requirement of a hashed lock as bench's own locks write them: a name (extras), ``==``
+# a version, an optional environment marker, and at least one sha256 hash; nothing else (no
+# URL, path, index, ``-e``, ``-r`` or option line), so that a lock can name only packages of
+# the index bench installs from, by their hashes.
+_LOCK_LINE = re.compile(
+    r"[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[A-Za-z0-9._,-]+\])?==[A-Za-z0-9.+!_-]+"
+    r"(?:\s*;[A-Za-z0-9_.'\"<>=!~ ()-]*?)?(?:\s+--hash=sha256:[0-9a-f]{64})+"
+)
+
+
+def lock_problems(text: str) -> list[str]:
+    """Why ``text`` is not a hashed lock bench would write ([] if it is): each requirement
+    ``name==version`` with its sha256 hashes, comments aside; the first lines that are not,
+    quoted.  A lock that comes back from a run (bench reproduce) is checked by it before it is
+    written anywhere or installed."""
+    joined = re.sub(r"\\\n", " ", text)
+    bad = []
+    count = 0
+    for raw in joined.splitlines():
+        line = raw.split(" #", 1)[0].strip() if not raw.lstrip().startswith("#") else ""
+        if not line:
+            continue
+        count += 1
+        if not _LOCK_LINE.fullmatch(line):
+            bad.append(line[:120])
+    if not count:
+        return ["it names no package"]
+    return [f"not a hashed requirement: {line!r}" for line in bad[:3]]
 
 
 def lock_hash_of(path: Path) -> str:
