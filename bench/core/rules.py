@@ -15,22 +15,16 @@ from bench.core.config import (
     DEVICES,
     DOCKER_VARIANTS,
     FRAMEWORKS,
-    GOAL_METRICS,
-    GOALS,
     LAUNCHERS,
     MODES,
     ONEDNN,
     OPTIMIZERS,
     PRECISIONS,
-    SERVE_MODES,
-    SERVE_SCENARIOS,
     TIMINGS,
     TUNABLE,
     TUNINGS,
     BenchConfig,
     DockerConfig,
-    GoalConfig,
-    ServeConfig,
     TelemetryConfig,
     auto_repeats,
 )
@@ -75,81 +69,6 @@ def _check_telemetry(problems: list[str], t: TelemetryConfig) -> None:
     if not 0.01 <= t.interval_s <= 60:
         problems.append(
             f"telemetry.interval_s: must be between 0.01 and 60 seconds, got {t.interval_s:g}"
-        )
-
-
-def _check_goal(problems: list[str], cfg: BenchConfig) -> None:
-    """goal=accuracy: a target in (0, 1], a training trial on a labelled set that is evaluated."""
-    g: GoalConfig = cfg.goal
-    choice(problems, "goal", g.name, GOALS)
-    choice(problems, "goal.metric", g.metric, GOAL_METRICS)
-    at_least(problems, "goal.max_epochs", g.max_epochs, 1)
-    if not 0 < g.target <= 1:
-        problems.append(f"goal.target: an accuracy in (0, 1], got {g.target:g}")
-    if not 0 < g.eval_every <= 1:
-        problems.append(
-            f"goal.eval_every: a fraction of an epoch in (0, 1] (1: every epoch), got "
-            f"{g.eval_every:g}"
-        )
-    if g.name != "accuracy":
-        return
-    if cfg.mode != "train":
-        problems.append(
-            f"goal: goal=accuracy trains to a target; mode={cfg.mode} does not train "
-            "(use mode=train, or goal=none)"
-        )
-    if cfg.data.name == "synthetic":
-        problems.append(
-            "goal: goal=accuracy needs a labelled data set with a held-out split "
-            "(data=digits, cifar10, cifar100 or folder), got data=synthetic"
-        )
-    if not cfg.data.evaluate:
-        problems.append("data.evaluate: goal=accuracy evaluates on the held-out split; set it true")
-    if cfg.distributed.name != "none":
-        problems.append(
-            f"goal: goal=accuracy trains in one process for now (distributed="
-            f"{cfg.distributed.name}'s ranks evaluate nothing); use distributed=none"
-        )
-
-
-def _positive(problems: list[str], name: str, value: float) -> None:
-    if not (value > 0 and math.isfinite(value)):
-        problems.append(f"{name}: must be a finite number > 0, got {value:g}")
-
-
-def _check_serve(problems: list[str], cfg: BenchConfig) -> None:
-    """mode=serve's keys (bench.trial.serve): LoadGen's scenario and mode, positive loads,
-    bounds and durations, a batch of at least one sample; find_peak under Server only; one
-    process (no distributed strategy serves yet)."""
-    s: ServeConfig = cfg.serve
-    choice(problems, "serve.scenario", s.scenario, SERVE_SCENARIOS)
-    choice(problems, "serve.mode", s.mode, SERVE_MODES)
-    for name in ("target_qps", "latency_bound_ms", "min_duration_s", "peak_tolerance"):
-        _positive(problems, f"serve.{name}", getattr(s, name))
-    at_least(problems, "serve.max_batch", s.max_batch, 1)
-    at_least(problems, "serve.samples_per_query", s.samples_per_query, 1)
-    at_least(problems, "serve.min_queries", s.min_queries, 0)
-    at_least(problems, "serve.peak_probes", s.peak_probes, 1)
-    for name in ("batch_timeout_ms", "expected_qps"):
-        value = getattr(s, name)
-        if not (value >= 0 and math.isfinite(value)):
-            problems.append(f"serve.{name}: must be a finite number >= 0, got {value:g}")
-    if not 0 < s.latency_percentile < 1:
-        problems.append(
-            "serve.latency_percentile: a fraction in (0, 1) (0.99: p99), got "
-            f"{s.latency_percentile:g}"
-        )
-    if cfg.mode != "serve":
-        return
-    if s.mode == "find_peak" and s.scenario != "server":
-        problems.append(
-            f"serve.mode: find_peak searches Server's target QPS; serve.scenario={s.scenario} "
-            "has none (use serve.scenario=server)"
-        )
-    if cfg.distributed.name != "none":
-        problems.append(
-            f"distributed: mode=serve serves from one process; distributed="
-            f"{cfg.distributed.name} is not wired for it (use distributed=none)"
         )
 
 
@@ -240,8 +159,6 @@ def check(cfg: BenchConfig) -> list[str]:
         if key in STRATEGY_CHOICES:
             choice(problems, f"distributed.{key}", value, STRATEGY_CHOICES[key])
     _check_telemetry(problems, cfg.telemetry)
-    _check_goal(problems, cfg)
-    _check_serve(problems, cfg)
     if not cfg.tracking.experiment.strip():
         problems.append("tracking.experiment: must be a non-empty name")
     # Sizes of the sequence models: image models do not use them, but a size below 1 is

@@ -31,10 +31,6 @@ CHOICES = {
     "tracking.uri": "tracking.uri",
     "onednn": "onednn",
     "tuning": "tuning",
-    "goal": "goal",
-    "goal.metric": "goal.metric",
-    "serve.scenario": "serve.scenario",
-    "serve.mode": "serve.mode",
 }
 # Numbers with a lower bound: every one of them, whatever the rest of the config.
 BOUNDED = [k for k, v in FIELDS.items() if isinstance(v, int | float) and not isinstance(v, bool)]
@@ -57,12 +53,6 @@ def cases() -> list[tuple[list[str], str]]:
         (["batchsize=4"], "batchsize"),  # no such key
         (["+batchsize=4"], "batchsize"),  # no such key, added past Hydra's check
         (["+optimizer.nesterov=true"], "optimizer.nesterov"),
-        # Unknown keys and group options in bench's words, the nearest named (issue 50).
-        (["modle=lenet5"], "did you mean model=lenet5?"),
-        (["+modle=lenet5"], "did you mean model=lenet5?"),
-        (["framework=pytorch"], "did you mean framework=torch?"),
-        (["plan", "framework=torch,pytorch"], "did you mean framework=torch?"),
-        (["model.sorce=bench"], "did you mean model.source"),
         (["batch_size=${oc.env:BENCH_NO_SUCH_VARIABLE}"], "batch_size"),  # cannot resolve
         (["-m", "batch_size=4,${oc.env:BENCH_NO_SUCH_VARIABLE}"], "batch_size"),
         (["-m", "model=lenet5,notamodel", "hydra.sweeper.max_batch_size=1"], "notamodel"),
@@ -78,26 +68,8 @@ def cases() -> list[tuple[list[str], str]]:
         (["tuning=best", "tuning.keys=[xla]"], "tuning.keys"),
         (["tuning=best", "distributed=ddp", "workers=2"], "tuning"),
         (["tuning=best", "launcher=inline"], "tuning"),
-        # goal=accuracy: time to accuracy (docs/accuracy.md)
-        (["goal=accuracy", "data=digits", "goal.target=1.5"], "goal.target"),
-        (["goal=accuracy", "data=digits", "goal.target=0"], "goal.target"),
-        (["goal=accuracy", "data=digits", "goal.eval_every=2"], "goal.eval_every"),
-        (["goal=accuracy", "data=digits", "mode=infer"], "goal: goal=accuracy trains"),
-        (["goal=accuracy", "data=digits", "mode=generate"], "goal: goal=accuracy trains"),
-        (["goal=accuracy"], "goal: goal=accuracy needs a labelled data set"),
-        (["goal=accuracy", "data=digits", "data.evaluate=false"], "data.evaluate"),
         (["framework=tf", "channels_last=true"], "channels_last"),
         (["framework=mxnet", "cudnn_benchmark=true"], "cudnn_benchmark"),
-        # mode=serve (docs/serving.md)
-        (["mode=serve", "serve.target_qps=0"], "serve.target_qps"),
-        (["mode=serve", "serve.latency_bound_ms=0"], "serve.latency_bound_ms"),
-        (["mode=serve", "serve.max_batch=0"], "serve.max_batch"),
-        (["mode=serve", "serve.latency_percentile=1"], "serve.latency_percentile"),
-        (["mode=serve", "serve.scenario=offline", "serve.mode=find_peak"], "serve.mode: find_peak"),
-        (["mode=serve", "distributed=ddp", "workers=2"], "distributed: mode=serve"),
-        (["mode=serve", "model=hf", "model.name=llama"], "mode: serve does not serve causal LMs"),
-        (["mode=serve", "tuning=best"], "tuning: best searches training"),
-        (["mode=serve", "breakdown=true"], "breakdown: not wired for mode=serve"),
         # Rules across fields.
         (["model=alexnet", "image_size=32"], "image_size"),
         (["precision=fp16", "device=cpu"], "precision"),
@@ -214,18 +186,3 @@ def test_the_table_covers_every_key() -> None:
     missing = [k for k, v in FIELDS.items() if not isinstance(v, str) and k not in named]
     assert not missing, missing
     assert len(CASES) >= 100
-
-
-HYDRA_WORDS = ("HYDRA_FULL_ERROR", "Config search path", "To append", "Could not override")
-
-
-@pytest.mark.parametrize(
-    "args", [["modle=lenet5"], ["+modle=lenet5"], ["framework=pytorch"], ["-m", "data=cifar"]]
-)
-def test_unknown_names_get_one_line_in_benchs_words(
-    args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
-) -> None:
-    err = refused(args, tmp_path, monkeypatch, capsys)
-    lines = [line for line in err.splitlines() if line.startswith("bench: ")]
-    assert len(lines) == 1, err
-    assert not any(word in err for word in HYDRA_WORDS), err
