@@ -40,6 +40,10 @@ TIMINGS = ("auto", "step", "events")
 TUNINGS = ("default", "best")
 # oneDNN (MKL-DNN) kernels on the CPU: the framework's own default, or forced on or off.
 ONEDNN = ("auto", "on", "off")
+# goal=none times windows; goal=accuracy trains until a held-out evaluation reaches
+# goal.target (time to accuracy, bench.trial.loop; docs/accuracy.md).
+GOALS = ("none", "accuracy")
+GOAL_METRICS = ("top1",)
 
 
 _SEQUENCE_MODEL = Uses("model.task", ("image",), unless=True)  # sizes image models ignore
@@ -215,6 +219,21 @@ class TuningConfig:
 
 
 @dataclass
+class GoalConfig:
+    """``goal=none|accuracy`` (a config group, conf/goal/): ``accuracy`` trains full passes
+    over a labelled training set, evaluates on its held-out split every ``eval_every`` of
+    a pass and stops at the first evaluation whose ``metric`` reaches ``target``, or after
+    ``max_epochs`` passes (then ``reached`` is 0: a result, not an error)."""
+
+    name: str = "none"
+    target: float = 0.95
+    metric: str = "top1"
+    max_epochs: int = 20
+    # An evaluation every this fraction of a pass over the training set (1: every epoch).
+    eval_every: float = 1.0
+
+
+@dataclass
 class BenchConfig:
     framework: FrameworkConfig = field(default_factory=FrameworkConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -316,6 +335,9 @@ class BenchConfig:
     workers: int = 1
     nodes: int = 1
     ps: int = 0
+    # What a trial trains for: timed windows (none) or a quality target (accuracy).  Added
+    # after runs were logged without it: hashed only away from goal=none's defaults.
+    goal: GoalConfig = keyed(factory=GoalConfig, new=True, quiet_default=True)
 
 
 # What tuning.keys may name: the settings a search can set (bench.frameworks.spaces).

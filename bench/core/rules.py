@@ -15,6 +15,8 @@ from bench.core.config import (
     DEVICES,
     DOCKER_VARIANTS,
     FRAMEWORKS,
+    GOAL_METRICS,
+    GOALS,
     LAUNCHERS,
     MODES,
     ONEDNN,
@@ -25,6 +27,7 @@ from bench.core.config import (
     TUNINGS,
     BenchConfig,
     DockerConfig,
+    GoalConfig,
     TelemetryConfig,
     auto_repeats,
 )
@@ -69,6 +72,40 @@ def _check_telemetry(problems: list[str], t: TelemetryConfig) -> None:
     if not 0.01 <= t.interval_s <= 60:
         problems.append(
             f"telemetry.interval_s: must be between 0.01 and 60 seconds, got {t.interval_s:g}"
+        )
+
+
+def _check_goal(problems: list[str], cfg: BenchConfig) -> None:
+    """goal=accuracy: a target in (0, 1], a training trial on a labelled set that is evaluated."""
+    g: GoalConfig = cfg.goal
+    choice(problems, "goal", g.name, GOALS)
+    choice(problems, "goal.metric", g.metric, GOAL_METRICS)
+    at_least(problems, "goal.max_epochs", g.max_epochs, 1)
+    if not 0 < g.target <= 1:
+        problems.append(f"goal.target: an accuracy in (0, 1], got {g.target:g}")
+    if not 0 < g.eval_every <= 1:
+        problems.append(
+            f"goal.eval_every: a fraction of an epoch in (0, 1] (1: every epoch), got "
+            f"{g.eval_every:g}"
+        )
+    if g.name != "accuracy":
+        return
+    if cfg.mode != "train":
+        problems.append(
+            f"goal: goal=accuracy trains to a target; mode={cfg.mode} does not train "
+            "(use mode=train, or goal=none)"
+        )
+    if cfg.data.name == "synthetic":
+        problems.append(
+            "goal: goal=accuracy needs a labelled data set with a held-out split "
+            "(data=digits, cifar10, cifar100 or folder), got data=synthetic"
+        )
+    if not cfg.data.evaluate:
+        problems.append("data.evaluate: goal=accuracy evaluates on the held-out split; set it true")
+    if cfg.distributed.name != "none":
+        problems.append(
+            f"goal: goal=accuracy trains in one process for now (distributed="
+            f"{cfg.distributed.name}'s ranks evaluate nothing); use distributed=none"
         )
 
 
@@ -159,6 +196,7 @@ def check(cfg: BenchConfig) -> list[str]:
         if key in STRATEGY_CHOICES:
             choice(problems, f"distributed.{key}", value, STRATEGY_CHOICES[key])
     _check_telemetry(problems, cfg.telemetry)
+    _check_goal(problems, cfg)
     if not cfg.tracking.experiment.strip():
         problems.append("tracking.experiment: must be a non-empty name")
     # Sizes of the sequence models: image models do not use them, but a size below 1 is

@@ -192,6 +192,21 @@ def synthetic_sequences(cfg: BenchConfig) -> SequenceBatches:
     return out
 
 
+def score(logits: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
+    """(top-1 accuracy, mean cross-entropy) of ``logits`` (N, classes) against ``labels``
+    (N,), in float64: the one arithmetic every framework's held-out evaluation goes through
+    (the sessions hand over their logits in the test split's order).  A tie in the largest
+    logit counts the first class, as every framework's argmax does."""
+    z = np.asarray(logits, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.int64)
+    if z.ndim != 2 or len(z) != len(y) or not len(y):
+        raise ValueError(f"score: logits {z.shape} do not match labels {y.shape}")
+    shifted = z - z.max(axis=1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    loss = -log_probs[np.arange(len(y)), y].mean()
+    return float((z.argmax(axis=1) == y).mean()), float(loss)
+
+
 def resize(images: np.ndarray, size: int) -> np.ndarray:
     """Bilinear resize of (N, H, W, C) uint8 images to (N, size, size, C), in numpy."""
     n, h, w, c = images.shape

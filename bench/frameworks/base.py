@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
+
 from bench.core.config import BenchConfig
 from bench.data import HostBatches, LabelledData, SequenceBatches
 
@@ -63,6 +65,16 @@ class DeviceEvents(Protocol):
 
     def between_s(self, first: Any, second: Any) -> float:
         """Seconds of device time between two recorded events, once both have completed."""
+
+
+@runtime_checkable
+class TestLogits(Protocol):
+    """A session that hands over its model's logits on the held-out split (an optional
+    extension): goal=accuracy scores them with :func:`bench.data.score`, one arithmetic for
+    every framework."""
+
+    def test_logits(self) -> np.ndarray:
+        """The eval-mode logits (N, classes) float32 of the test split, in its order."""
 
 
 @runtime_checkable

@@ -56,7 +56,13 @@ import numpy as np  # noqa: E402
 
 from bench import models  # noqa: E402
 from bench.core.config import BenchConfig  # noqa: E402
-from bench.data import IGNORE_INDEX, HostBatches, LabelledData, SequenceBatches  # noqa: E402
+from bench.data import (  # noqa: E402
+    IGNORE_INDEX,
+    HostBatches,
+    LabelledData,
+    SequenceBatches,
+    score,
+)
 from bench.frameworks.keras_optim import make_optimizer  # noqa: E402
 
 # (inputs, targets): targets are a label array, or a tuple of arrays for sequence models.
@@ -437,12 +443,9 @@ class JaxSession:
         net = self.net
 
         @jax.jit
-        def eval_step(trainable: Any, non_trainable: Any, x: Any, y: Any) -> tuple[Any, Any]:
+        def eval_step(trainable: Any, non_trainable: Any, x: Any) -> Any:
             logits, _ = net.forward(trainable, non_trainable, x, False)
-            logits = logits.astype(jnp.float32)
-            loss = net.loss(y, logits) * y.shape[0]
-            hits = jnp.sum(jnp.argmax(logits, axis=1) == y.astype(jnp.int32))
-            return hits, loss
+            return logits.astype(jnp.float32)
 
         return eval_step
 
@@ -490,14 +493,17 @@ class JaxSession:
             return None
         if self._replicated is not None:
             return None  # the JAX strategies measure no test accuracy (as the TF ones)
-        correct, loss_sum, seen = 0, 0.0, 0
+        return score(self.test_logits(), data.test_y)
+
+    def test_logits(self) -> np.ndarray:
+        data = self._data
+        if not isinstance(data, LabelledData):
+            raise RuntimeError("test_logits: this session has no held-out split")
         net = self.net
-        for x, y in _labelled(data.test_x, data.test_y, data, self._cfg, False):
-            hits, loss = self._eval_fn(net.trainable, net.non_trainable, x, y)
-            correct += int(hits)
-            loss_sum += float(loss)
-            seen += int(y.shape[0])
-        return correct / seen, loss_sum / seen
+        batches = _labelled(data.test_x, data.test_y, data, self._cfg, False)
+        return np.concatenate(
+            [np.asarray(self._eval_fn(net.trainable, net.non_trainable, x)) for x, _ in batches]
+        )
 
     def to_model(self) -> None:
         """Write the step's state back into the model (Keras' variables, the NNX module's

@@ -46,7 +46,7 @@ from mxnet import autograd, gluon
 
 from bench import models
 from bench.core.config import BenchConfig
-from bench.data import HostBatches, LabelledData, SequenceBatches
+from bench.data import HostBatches, LabelledData, SequenceBatches, score
 from bench.models import common
 
 # One batch per context: (inputs, labels), each a list with an NDArray per context.
@@ -216,6 +216,7 @@ class MXNetSession:
             )
         self.steps_per_pass = 0
         self._test: gluon.data.DataLoader | None = None
+        self._test_y = np.zeros(0, np.int64)
         self._batches: Iterator[tuple[mx.nd.NDArray, mx.nd.NDArray]]
         per_step = cfg.batch_size * len(self.ctxs)
         if isinstance(data, LabelledData):
@@ -230,6 +231,7 @@ class MXNetSession:
             self.steps_per_pass = len(x) // per_step
             if cfg.data.evaluate:
                 self._test = _loader(data.test_x, data.test_y, data, cfg, cfg.batch_size, False)
+                self._test_y = data.test_y
             self._resident: list[Batch] | None = None
         else:
             # Synthetic: each step takes one host batch per device, placed there once.
@@ -282,15 +284,15 @@ class MXNetSession:
     def evaluate(self) -> tuple[float, float] | None:
         if self._test is None:
             return None
+        return score(self.test_logits(), self._test_y)
+
+    def test_logits(self) -> np.ndarray:
+        if self._test is None:
+            raise RuntimeError("test_logits: this session has no held-out split")
         ctx = self.ctxs[0]
-        correct, loss_sum, seen = 0, 0.0, 0
-        for x, y in self._test:  # predict mode: outside autograd.record()
-            x, y = x.as_in_context(ctx), y.as_in_context(ctx)
-            logits = self.net(x)
-            loss_sum += float(self.loss_fn(logits, y).sum().asscalar())
-            correct += int((logits.argmax(axis=1).astype("int64") == y).sum().asscalar())
-            seen += len(y)
-        return correct / seen, loss_sum / seen
+        # predict mode: outside autograd.record()
+        out = [self.net(x.as_in_context(ctx)).astype("float32").asnumpy() for x, _ in self._test]
+        return np.concatenate(out)
 
     def peak_device_memory_mb(self) -> float | None:
         # MXNet 1.9 exposes no peak-allocation counter (gpu_memory_info is the device's

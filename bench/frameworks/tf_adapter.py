@@ -24,7 +24,13 @@ import tensorflow as tf  # noqa: E402
 
 from bench import models  # noqa: E402
 from bench.core.config import BenchConfig  # noqa: E402
-from bench.data import IGNORE_INDEX, HostBatches, LabelledData, SequenceBatches  # noqa: E402
+from bench.data import (  # noqa: E402
+    IGNORE_INDEX,
+    HostBatches,
+    LabelledData,
+    SequenceBatches,
+    score,
+)
 from bench.frameworks.keras_optim import make_optimizer  # noqa: E402
 
 # (inputs, targets): targets are a label tensor, or a tuple of tensors for sequence models.
@@ -104,6 +110,7 @@ class TFSession:
         self.jit = cfg.compile
         self.steps_per_pass = 0
         self._test: tf.data.Dataset | None = None
+        self._test_y = np.zeros(0, np.int64)
         self._batches: Iterator[Batch]
         keras.mixed_precision.set_global_policy(_POLICIES[cfg.precision])
         task = models.task(cfg.model)
@@ -122,6 +129,7 @@ class TFSession:
                 self.steps_per_pass = data.steps_per_pass(cfg.batch_size)
                 if cfg.data.evaluate:
                     self._test = _pipeline(data.test_x, data.test_y, data, cfg, False)
+                    self._test_y = data.test_y
             elif isinstance(data, SequenceBatches):  # same layout in both frameworks
                 sequence_batches = [
                     (tf.constant(x), tuple(tf.constant(t) for t in targets))
@@ -186,16 +194,11 @@ class TFSession:
         return train_step
 
     def _make_eval_step(self) -> Any:
-        model, loss_fn = self.model, self.loss_fn
+        model = self.model
 
         @tf.function
-        def eval_step(x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-            logits = tf.cast(model(x, training=False), tf.float32)
-            loss = loss_fn(y, logits) * tf.cast(tf.shape(y)[0], tf.float32)
-            hits = tf.reduce_sum(
-                tf.cast(tf.argmax(logits, axis=1) == tf.cast(y, tf.int64), tf.int32)
-            )
-            return hits, loss
+        def eval_step(x: tf.Tensor) -> tf.Tensor:
+            return tf.cast(model(x, training=False), tf.float32)
 
         return eval_step
 
@@ -261,14 +264,13 @@ class TFSession:
     def evaluate(self) -> tuple[float, float] | None:
         if self._test is None:
             return None
-        correct, loss_sum, seen = 0, 0.0, 0
+        return score(self.test_logits(), self._test_y)
+
+    def test_logits(self) -> np.ndarray:
+        if self._test is None:
+            raise RuntimeError("test_logits: this session has no held-out split")
         with tf.device(self.tf_device):
-            for x, y in self._test:
-                hits, loss = self._eval_fn(x, y)
-                correct += int(hits)
-                loss_sum += float(loss)
-                seen += int(y.shape[0])
-        return correct / seen, loss_sum / seen
+            return np.concatenate([np.asarray(self._eval_fn(x)) for x, _ in self._test])
 
     def peak_device_memory_mb(self) -> float | None:
         if self.device == "cpu":

@@ -18,7 +18,7 @@ import torch
 
 from bench import models
 from bench.core.config import BenchConfig
-from bench.data import IGNORE_INDEX, HostBatches, LabelledData, SequenceBatches
+from bench.data import IGNORE_INDEX, HostBatches, LabelledData, SequenceBatches, score
 
 # (inputs, targets): targets are a label tensor, or a tuple of tensors for sequence models.
 Batch = tuple[torch.Tensor, Any]
@@ -135,6 +135,7 @@ class TorchSession:
         self._loss_sum = torch.zeros((), device=self.dev)
         self._loss_steps = 0
         self._test: torch.utils.data.DataLoader[Any] | None = None
+        self._test_y = np.zeros(0, np.int64)
         self.steps_per_pass = 0
         self._batches: Iterator[Batch]
         if isinstance(data, LabelledData):
@@ -146,6 +147,7 @@ class TorchSession:
             if cfg.data.evaluate:
                 test = _Images(data.test_x, data.test_y, data)
                 self._test = _loader(_Cached(test) if cfg.data.cache else test, cfg, False, pin)
+                self._test_y = data.test_y
         elif isinstance(data, SequenceBatches):
             sequence_batches = [
                 (
@@ -297,18 +299,19 @@ class TorchSession:
     def evaluate(self) -> tuple[float, float] | None:
         if self._test is None:
             return None
+        return score(self.test_logits(), self._test_y)
+
+    def test_logits(self) -> np.ndarray:
+        if self._test is None:
+            raise RuntimeError("test_logits: this session has no held-out split")
         was_training = self.model.training
         self.model.eval()
-        correct, loss_sum, seen = 0, 0.0, 0
+        out = []
         with torch.inference_mode(), self._autocast():
-            for x, y in self._test:
-                x, y = x.to(self.dev), y.to(self.dev)
-                logits = self.forward(x)
-                loss_sum += float(self.loss_fn(logits.float(), y)) * len(y)
-                correct += int((logits.argmax(dim=1) == y).sum())
-                seen += len(y)
+            for x, _ in self._test:
+                out.append(self.forward(x.to(self.dev)).float().cpu().numpy())
         self.model.train(was_training)
-        return correct / seen, loss_sum / seen
+        return np.concatenate(out)
 
     def peak_device_memory_mb(self) -> float | None:
         if self.dev.type != "cuda":

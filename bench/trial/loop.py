@@ -35,6 +35,7 @@ from bench.frameworks.base import (
     OutputCheck,
     PeakProbe,
     Session,
+    TestLogits,
     TokenFlops,
     WindowBarrier,
 )
@@ -134,31 +135,11 @@ def _timed_epochs(
         if barrier is not None:
             barrier()
         start, last, times, data_wait = _window(session, steps, events)
-        elapsed = last - start
         # Everything below is outside the timed window.
-        loss = session.take_mean_loss()
-        samples = steps * samples_per_step(cfg)
-        p50, p90, p99 = _percentiles_ms(times)
-        record = EpochRecord(
-            epoch=epoch,
-            steps=steps,
-            samples=samples,
-            epoch_time_s=elapsed,
-            samples_per_s=samples / elapsed,
-            step_time_p50_ms=p50,
-            step_time_p90_ms=p90,
-            step_time_p99_ms=p99,
-            loss=loss,
-        )
-        record.extra["data_time_s"] = data_wait
-        record.extra["data_wait_pct"] = 100.0 * data_wait / elapsed
+        record = _record(session, cfg, epoch, (start, last, times, data_wait), on_window)
+        loss = record.loss
         if step_flops_per_sample is not None:  # model FLOPs a step does per sample
             record.extra["achieved_flops_per_s"] = step_flops_per_sample * record.samples_per_s
-        if on_window is not None:  # telemetry sampled in the background over the window
-            record.extra.update(on_window(start, last, samples))
-        per_epoch = getattr(session, "epoch_extra", None)
-        if per_epoch is not None:  # a distributed session's own figures for this window
-            record.extra.update(per_epoch(elapsed))
         evaluated = perf()
         scores = session.evaluate()
         if scores is not None:
@@ -176,6 +157,115 @@ def _timed_epochs(
             # waiting at the next window's barrier.)
             break
     return records, all_steps
+
+
+def _record(
+    session: Session,
+    cfg: BenchConfig,
+    epoch: int,
+    window: tuple[float, float, list[float], float],
+    on_window: WindowCallback | None,
+) -> EpochRecord:
+    """The record of one closed timed window (:func:`_window`'s start, end, step times and
+    data wait), with its mean training loss, telemetry and a distributed session's figures."""
+    start, last, times, data_wait = window
+    elapsed, steps = last - start, len(times)
+    samples = steps * samples_per_step(cfg)
+    p50, p90, p99 = _percentiles_ms(times)
+    record = EpochRecord(
+        epoch=epoch,
+        steps=steps,
+        samples=samples,
+        epoch_time_s=elapsed,
+        samples_per_s=samples / elapsed,
+        step_time_p50_ms=p50,
+        step_time_p90_ms=p90,
+        step_time_p99_ms=p99,
+        loss=session.take_mean_loss(),
+    )
+    record.extra["data_time_s"] = data_wait
+    record.extra["data_wait_pct"] = 100.0 * data_wait / elapsed
+    if on_window is not None:  # telemetry sampled in the background over the window
+        record.extra.update(on_window(start, last, samples))
+    per_epoch = getattr(session, "epoch_extra", None)
+    if per_epoch is not None:  # a distributed session's own figures for this window
+        record.extra.update(per_epoch(elapsed))
+    return record
+
+
+def _to_target(
+    session: Session,
+    cfg: BenchConfig,
+    labels: np.ndarray,
+    trained: int,
+    on_epoch: EpochCallback | None,
+    on_window: WindowCallback | None = None,
+) -> tuple[list[EpochRecord], list[float], dict[str, float]]:
+    """goal=accuracy: train in windows of ``goal.eval_every`` of a pass, evaluate on the
+    held-out split after each (:func:`evaluate`, the logits scored against ``labels``), and
+    stop at the first evaluation whose accuracy reaches ``goal.target`` or after
+    ``goal.max_epochs`` passes.  ``trained``: the warm-up's steps, which trained the model
+    too: the evaluations fall every eval_every of a pass counted from the first step.
+
+    The clock (MLperf's rule, docs/accuracy.md): ``time_to_target_s`` runs from the start
+    of the first timed window to the end of the evaluation that reached the target: every
+    window, every evaluation and the bookkeeping between them; the warm-up (compilation)
+    is before it, reported apart.  Return the records (one per evaluation), every step time
+    and the trial's goal figures."""
+    perf, goal = time.perf_counter, cfg.goal
+    per_pass = session.steps_per_pass
+    every = max(1, round(goal.eval_every * per_pass))
+    total = goal.max_epochs * per_pass
+    events = timing_method(session, cfg) == "events"
+    records: list[EpochRecord] = []
+    all_steps: list[float] = []
+    first, best, evaluations = 0.0, -math.inf, 0
+    out: dict[str, float] = {"target_reached": 0.0}
+    while trained < total:
+        steps = min((trained // every + 1) * every, total) - trained
+        session.sync()
+        window = _window(session, steps, events)
+        first = first or window[0]
+        trained += steps
+        evaluations += 1
+        record = _record(session, cfg, evaluations, window, on_window)
+        accuracy, loss = evaluate(session, labels)
+        evaluated = perf()
+        record.extra.update(
+            test_accuracy=accuracy,
+            test_loss=loss,
+            eval_time_s=evaluated - window[1],
+            eval_epoch=trained / per_pass,
+            eval_elapsed_s=evaluated - first,
+        )
+        records.append(record)
+        all_steps.extend(window[2])
+        if on_epoch is not None:
+            on_epoch(record)
+        best = max(best, accuracy)
+        if accuracy >= goal.target:
+            out.update(
+                target_reached=1.0,
+                time_to_target_s=perf() - first,
+                epochs_to_target=trained / per_pass,
+                evals_to_target=float(evaluations),
+                train_time_to_target_s=sum(r.epoch_time_s for r in records),
+                eval_time_to_target_s=sum(r.extra["eval_time_s"] for r in records),
+            )
+            break
+        if record.loss is not None and not math.isfinite(record.loss):
+            break  # diverged (:func:`divergence`)
+    out["best_test_accuracy"] = best
+    out["epochs_trained"] = trained / per_pass
+    return records, all_steps, out
+
+
+def evaluate(session: Session, labels: np.ndarray) -> tuple[float, float]:
+    """(top-1 accuracy, mean cross-entropy) on the held-out split: the session's logits
+    scored by :func:`bench.data.score`, the same arithmetic for every framework."""
+    if not isinstance(session, TestLogits):
+        raise TypeError(f"goal=accuracy: {type(session).__name__} hands over no test logits")
+    return data_mod.score(session.test_logits(), labels)
 
 
 def _warm_up(session: Session, steps: int) -> tuple[float, float]:
@@ -360,7 +450,16 @@ def run_trial(
             records = _generate(result, session, cfg, on_epoch, telemetry.window, flops)
         else:
             records, cfg = _train_or_infer(
-                result, session, cfg, on_epoch, telemetry.window, flops, agree, parity, rank
+                result,
+                session,
+                cfg,
+                on_epoch,
+                telemetry.window,
+                flops,
+                agree,
+                parity,
+                rank,
+                getattr(host, "test_y", None),
             )
         peak = session.peak_device_memory_mb()
         if peak is not None:
@@ -401,6 +500,7 @@ def _train_or_infer(
     agree: Callable[[int], int] | None,
     parity: Any,
     rank: int,
+    labels: np.ndarray | None = None,
 ) -> tuple[list[EpochRecord], BenchConfig]:
     """Warm-up, the auto window's probe and the timed epochs of mode=train or infer; the
     records and the config with the step count used."""
@@ -408,6 +508,8 @@ def _train_or_infer(
         result.phases["compile_time_s"], result.phases["warmup_time_s"] = _warm_up(
             session, cfg.warmup_steps
         )
+    if cfg.goal.name == "accuracy":  # time to accuracy: full passes, an evaluation each
+        return _train_to_target(result, session, cfg, on_epoch, on_window, labels), cfg
     auto = 0
     if cfg.steps_per_epoch == AUTO:
         probe = _probe(session)
@@ -440,6 +542,27 @@ def _train_or_infer(
             flops["step_flops_per_sample"] * result.summary["trial_samples_per_s"]
         )
     return records, cfg
+
+
+def _train_to_target(
+    result: TrialResult,
+    session: Session,
+    cfg: BenchConfig,
+    on_epoch: EpochCallback | None,
+    on_window: WindowCallback,
+    labels: np.ndarray | None,
+) -> list[EpochRecord]:
+    """goal=accuracy after the warm-up: :func:`_to_target`'s records and figures."""
+    if labels is None:
+        raise TypeError("goal=accuracy: the trial's data has no held-out labels")
+    result.marks["first_timed_step"] = time.time()
+    records, steps, goal = _to_target(
+        session, cfg, labels, max(cfg.warmup_steps, 0), on_epoch, on_window
+    )
+    result.marks["last_timed_step"] = time.time()
+    result.epochs = records
+    result.summary = {**_summary(records, steps), **goal}
+    return records
 
 
 def _generate(

@@ -31,6 +31,8 @@ CHOICES = {
     "tracking.uri": "tracking.uri",
     "onednn": "onednn",
     "tuning": "tuning",
+    "goal": "goal",
+    "goal.metric": "goal.metric",
 }
 # Numbers with a lower bound: every one of them, whatever the rest of the config.
 BOUNDED = [k for k, v in FIELDS.items() if isinstance(v, int | float) and not isinstance(v, bool)]
@@ -68,6 +70,14 @@ def cases() -> list[tuple[list[str], str]]:
         (["tuning=best", "tuning.keys=[xla]"], "tuning.keys"),
         (["tuning=best", "distributed=ddp", "workers=2"], "tuning"),
         (["tuning=best", "launcher=inline"], "tuning"),
+        # goal=accuracy: time to accuracy (docs/accuracy.md)
+        (["goal=accuracy", "data=digits", "goal.target=1.5"], "goal.target"),
+        (["goal=accuracy", "data=digits", "goal.target=0"], "goal.target"),
+        (["goal=accuracy", "data=digits", "goal.eval_every=2"], "goal.eval_every"),
+        (["goal=accuracy", "data=digits", "mode=infer"], "goal: goal=accuracy trains"),
+        (["goal=accuracy", "data=digits", "mode=generate"], "goal: goal=accuracy trains"),
+        (["goal=accuracy"], "goal: goal=accuracy needs a labelled data set"),
+        (["goal=accuracy", "data=digits", "data.evaluate=false"], "data.evaluate"),
         (["framework=tf", "channels_last=true"], "channels_last"),
         (["framework=mxnet", "cudnn_benchmark=true"], "cudnn_benchmark"),
         # Rules across fields.
