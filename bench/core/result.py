@@ -90,7 +90,14 @@ class TrialResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrialResult:
+        """The result in ``data`` (a trial's ``result.json``, a spooled record's), every field
+        of its type: a trial's result is untrusted, and a string where a number belongs (or a
+        mapping where a string does) once failed only when MLflow or SQLite met it, after the
+        record was spooled.  ValueError names the first field that is not."""
         data = dict(data)
+        _check_types("result", data, _RESULT_TYPES)
+        for i, epoch in enumerate(data.get("epochs", [])):
+            _check_types(f"result.epochs[{i}]", epoch, _EPOCH_TYPES)
         data["epochs"] = [EpochRecord(**e) for e in data.get("epochs", [])]
         tuned = data.get("tuned", {})
         if not isinstance(tuned, dict) or not all(
@@ -106,3 +113,59 @@ class TrialResult:
 
 _SETTING = re.compile(r"[a-z_]{1,40}")
 _VALUE = re.compile(r"[A-Za-z0-9_.-]{1,40}")
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _scalar(value: object) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
+
+
+def _mapping(check: Any) -> Any:
+    return lambda v: (
+        isinstance(v, dict) and all(isinstance(k, str) and check(x) for k, x in v.items())
+    )
+
+
+_STR = (lambda v: isinstance(v, str), "text")
+_INT = (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number")
+_NUM = (_number, "a number")
+_NUMBERS = (_mapping(_number), "a mapping of names to numbers")
+_RESULT_TYPES: dict[str, tuple[Any, str]] = {
+    "status": _STR,
+    "framework": _STR,
+    "model": _STR,
+    "mode": _STR,
+    "device": _STR,
+    "threads": _INT,
+    "num_parameters": _INT,
+    "epochs": (lambda v: isinstance(v, list) and all(isinstance(e, dict) for e in v), "a list"),
+    "summary": _NUMBERS,
+    "phases": _NUMBERS,
+    "environment": (_mapping(_scalar), "a mapping of names to plain values"),
+    "error": _STR,
+    "marks": _NUMBERS,
+    "files": (lambda v: isinstance(v, list) and all(isinstance(f, str) for f in v), "names"),
+}
+_EPOCH_TYPES: dict[str, tuple[Any, str]] = {
+    "epoch": _INT,
+    "steps": _INT,
+    "samples": _INT,
+    "epoch_time_s": _NUM,
+    "samples_per_s": _NUM,
+    "step_time_p50_ms": _NUM,
+    "step_time_p90_ms": _NUM,
+    "step_time_p99_ms": _NUM,
+    "loss": (lambda v: v is None or _number(v), "a number or null"),
+    "extra": _NUMBERS,
+}
+
+
+def _check_types(where: str, data: object, types: dict[str, tuple[Any, str]]) -> None:
+    if not isinstance(data, dict):
+        raise ValueError(f"{where}: not a mapping")
+    for key, value in data.items():
+        if key in types and not types[key][0](value):
+            raise ValueError(f"{where}.{key}: {type(value).__name__} where {types[key][1]} belongs")

@@ -13,6 +13,7 @@ import binascii
 import hashlib
 import json
 import os
+import secrets
 import time
 import uuid
 from pathlib import Path, PurePosixPath
@@ -24,6 +25,26 @@ from bench.core.result import EpochRecord, TrialResult
 from bench.runtime.protocol import read_regular
 
 SWEEP_END = ".sweep-end"  # a spooled sweep's end; trial records end in ``.json``
+# The proof of a sweep's origin: a secret made when the sweep starts, kept only in its
+# spool records (0600), whose hash its runs carry as this tag.  bench sync writes to an
+# existing run only where a record's secret hashes to the run's tag, which a crafted record
+# naming another sweep's run cannot give.
+ORIGIN_TAG = "bench.origin_sha256"
+# The record a run was made from by bench sync, so that a sync run again finds it.
+RECORD_TAG = "bench.spool_record"
+# The only MLflow system tag a record may carry (the sweep's commit); mlflow.parentRunId and
+# the others are set by bench itself, never taken from a record.
+ALLOWED_MLFLOW_TAGS = frozenset({"mlflow.source.git.commit"})
+
+
+def new_origin() -> str:
+    """A new sweep's secret (:data:`ORIGIN_TAG`)."""
+    return secrets.token_hex(16)
+
+
+def origin_hash(secret: str) -> str:
+    """What a sweep's runs carry as :data:`ORIGIN_TAG`."""
+    return hashlib.sha256(f"bench-origin:{secret}".encode()).hexdigest()
 
 
 def state_dir() -> Path:
@@ -63,7 +84,7 @@ class Spool:
 
     def start_sweep(self, name: str, tags: dict[str, str]) -> str:
         sweep_id = uuid.uuid4().hex
-        self.sweeps[sweep_id] = {"name": name, "tags": tags}
+        self.sweeps[sweep_id] = {"name": name, "tags": tags, "origin": new_origin()}
         return sweep_id
 
     def end_sweep(self, sweep_id: str, ok: bool, killed: bool, summary: str) -> None:
@@ -226,6 +247,13 @@ def check_record(record: object, end: bool = False) -> str:
         return "its sweep is missing or has no name"
     if not _strings(sweep.get("tags")):
         return "its sweep's tags are not text"
+    origin = sweep.get("origin", "")
+    if not (isinstance(origin, str) and (not origin or len(origin) == 32)):
+        return "its sweep's origin is not what bench writes"
+    tags = [*sweep["tags"], *(record.get("tags") or {})]
+    system = sorted(t for t in tags if t.startswith("mlflow.") and t not in ALLOWED_MLFLOW_TAGS)
+    if system:
+        return f"it sets MLflow's own tag {system[0]!r}, which bench sets itself"
     if end:
         if not (isinstance(record.get("ok"), bool) and isinstance(record.get("killed"), bool)):
             return "its ok or killed is missing or not true/false"

@@ -36,7 +36,7 @@ from bench.tracking.protocol import (
     trial_tags,
 )
 from bench.tracking.reach import HalfBuiltStore, half_built, one_line, reachable
-from bench.tracking.spool import Spool, SpooledTrial
+from bench.tracking.spool import ORIGIN_TAG, Spool, SpooledTrial, new_origin, origin_hash
 from bench.tracking.system_metrics import points as system_points
 
 _MAX_PARAM_LEN = 6000
@@ -170,13 +170,22 @@ class MlflowStore:
                 raise
             return str(found.experiment_id)
 
-    def start_sweep(self, name: str, tags: dict[str, str]) -> str:
+    def start_sweep(self, name: str, tags: dict[str, str], origin: str = "") -> str:
+        """A sweep's parent run; ``origin``: its secret (a new one if ''), whose hash it and
+        its trials carry (:data:`~.spool.ORIGIN_TAG`)."""
+        origin = origin or new_origin()
         run = self.client.create_run(
             self.experiment_id,
             run_name=name,
-            tags={"bench.sweep": "true", OWNER_TAG: owner_label(), **native_tags(), **tags},
+            tags={
+                "bench.sweep": "true",
+                OWNER_TAG: owner_label(),
+                **native_tags(),
+                **tags,
+                ORIGIN_TAG: origin_hash(origin),
+            },
         )
-        self.sweeps[run.info.run_id] = {"name": name, "tags": tags}
+        self.sweeps[run.info.run_id] = {"name": name, "tags": tags, "origin": origin}
         return str(run.info.run_id)
 
     def reap_orphans(self) -> int:
@@ -224,7 +233,8 @@ class MlflowStore:
         if sweep_id not in self.spool.sweeps:
             sweep = self.sweeps.get(sweep_id, {"name": "sweep", "tags": {}})
             tags = {**sweep["tags"], "bench.spooled_from_sweep_run": sweep_id}
-            self.spool.sweeps[sweep_id] = {"name": sweep["name"], "tags": tags}
+            origin = sweep.get("origin", "")
+            self.spool.sweeps[sweep_id] = {"name": sweep["name"], "tags": tags, "origin": origin}
         return self.spool
 
     def end_sweep(self, sweep_id: str, ok: bool, killed: bool, summary: str) -> None:
@@ -346,15 +356,17 @@ class MlflowStore:
     ) -> MlflowTrialRun:
         from mlflow.entities import Param
 
+        origin = self.sweeps.get(sweep_id, {}).get("origin", "")
         run = self.client.create_run(
             self.experiment_id,
             run_name=name,
             tags={
-                "mlflow.parentRunId": sweep_id,
                 OWNER_TAG: owner_label(),
                 **native_tags(),
                 **trial_tags(cfg),
                 **tags,
+                "mlflow.parentRunId": sweep_id,
+                **({ORIGIN_TAG: origin_hash(origin)} if origin else {}),
             },
         )
         run_id = run.info.run_id
@@ -380,12 +392,18 @@ class MlflowTrialRun:
         self.store, self.client, self.run_id, self.cfg = store, store.client, run_id, cfg
         self.sweep_id, self.name, self.tags = sweep_id, name, tags
         self.logged_epochs: set[int] = set()
+        # (metric, step) already in the run (bench sync completing a run): not logged again.
+        self.logged_points: set[tuple[str, int]] = set()
 
     def log_epoch(self, record: EpochRecord) -> None:
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        metrics = [Metric(k, v, now, record.epoch) for k, v in record.metrics().items()]
+        metrics = [
+            Metric(k, v, now, record.epoch)
+            for k, v in record.metrics().items()
+            if (k, record.epoch) not in self.logged_points
+        ]
         try:
             self.client.log_batch(self.run_id, metrics=metrics)
         except Exception:  # noqa: BLE001 - finish() logs it again, or spools the whole record
@@ -416,6 +434,7 @@ class MlflowTrialRun:
         start_s = result.marks.get("trial_start", time.time())
         for key, value, at, step in system_points(files, start_s):
             metrics.append(Metric(key, value, at, step))
+        metrics = [m for m in metrics if (m.key, m.step) not in self.logged_points]
         self.client.log_batch(
             self.run_id,
             metrics=metrics,
