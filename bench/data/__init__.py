@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import io
 import os
 import pickle
 import shlex
@@ -383,14 +384,17 @@ def cifar(cfg: BenchConfig) -> LabelledData:
         return np.concatenate(xs), np.concatenate(ys)
 
     try:
-        with open(path, "rb") as f:  # one open file: the bytes checked are the bytes read
-            why = sum_problem(md5_of(f), path, spec)
-            if why:
-                raise DataError(why)
-            f.seek(0)
-            with tarfile.open(fileobj=f, mode="r:gz") as tar:
-                train_x, train_y = read(tar, spec.train_members)
-                test_x, test_y = read(tar, (spec.test_member,))
+        # A private copy: the bytes checked are the bytes read, even if the file is changed
+        # in place after the check (one open file is not enough: a writer shares its inode).
+        with open(path, "rb") as f:
+            copy = io.BytesIO(f.read())
+        why = sum_problem(md5_of(copy), path, spec)
+        if why:
+            raise DataError(why)
+        copy.seek(0)
+        with tarfile.open(fileobj=copy, mode="r:gz") as tar:
+            train_x, train_y = read(tar, spec.train_members)
+            test_x, test_y = read(tar, (spec.test_member,))
     except (OSError, tarfile.TarError, EOFError, pickle.UnpicklingError) as exc:
         raise DataError(f"data.root: cannot read {path}: {exc}") from exc
     train_x, test_x = resize(train_x, cfg.image_size), resize(test_x, cfg.image_size)

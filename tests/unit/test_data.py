@@ -122,6 +122,39 @@ def test_an_archive_of_unknown_sum_is_refused_before_anything_is_unpickled(
     assert not marker.exists()
 
 
+def test_an_archive_changed_in_place_after_its_check_is_read_as_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 51: the reader checked the sum on an open file, then read it again from the
+    start; an archive rewritten in place between the two (same inode) had its pickle run.
+    Now it reads the private copy it checked."""
+    import io
+
+    path = write_cifar_archive(tmp_path, "cifar10", per_member=2)
+    marker = tmp_path / "ran"
+    spec = data.CIFAR["cifar10"]
+    crafted = io.BytesIO()
+    with tarfile.open(fileobj=crafted, mode="w:gz") as tar:
+        for member in (*spec.train_members, spec.test_member):
+            blob = pickle.dumps(_Payload(marker), protocol=2)
+            info = tarfile.TarInfo(f"{spec.folder}/{member}")
+            info.size = len(blob)
+            tar.addfile(info, io.BytesIO(blob))
+    real = data.md5_of
+
+    def md5_then_swap(f: io.BufferedIOBase) -> str:
+        digest = real(f)
+        with open(path, "r+b") as same_inode:  # the swap, right after the check
+            same_inode.write(crafted.getvalue())
+            same_inode.truncate()
+        return digest
+
+    monkeypatch.setattr(data, "md5_of", md5_then_swap)
+    loaded = data.load(cfg_for("cifar10", tmp_path))
+    assert isinstance(loaded, data.LabelledData) and loaded.train_x.shape[0] == 10
+    assert not marker.exists()
+
+
 def test_classes_must_fit_the_data(tmp_path: Path) -> None:
     write_cifar_archive(tmp_path, "cifar100", per_member=2)
     cfg = cfg_for("cifar100", tmp_path)
