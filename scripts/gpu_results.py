@@ -17,6 +17,7 @@ artifacts are outside that folder is refused rather than followed.
 from __future__ import annotations
 
 import argparse
+import posixpath
 import sqlite3
 import sys
 import tarfile
@@ -70,6 +71,11 @@ def unpack(archive: Path, into: Path) -> Path:
     return db
 
 
+def _normal(path: str) -> bool:
+    """Whether ``path`` is absolute and already in normal form (``posixpath.normpath``)."""
+    return path.startswith("/") and posixpath.normpath(path) == path.rstrip("/")
+
+
 def relocate(db: Path, into: Path) -> int:
     """Point the database's artifact locations at ``into``; the rows changed.  The store's
     old folder is the one its experiments' ``.../artifacts`` locations share; a location
@@ -83,7 +89,9 @@ def relocate(db: Path, into: Path) -> int:
         roots = {
             str(PurePosixPath(loc.removeprefix("file://")).parent)
             for loc in locations
-            if loc.startswith("file:///") and loc.rstrip("/").endswith("/artifacts")
+            if loc.startswith("file:///")
+            and loc.rstrip("/").endswith("/artifacts")
+            and _normal(loc.removeprefix("file://"))
         }
         if len(roots) > 1:
             raise Refused(f"the experiments' artifacts are in several folders: {sorted(roots)}")
@@ -99,8 +107,12 @@ def relocate(db: Path, into: Path) -> int:
             )
 
         def inside(value: str) -> bool:
+            """Under the old folder once normalised (no ``..``, ``.`` or ``//`` that would
+            take ``artifacts/../..`` out of it), and still under the new one when moved."""
             plain = value.removeprefix("file://")
-            return plain == old or plain.startswith(old + "/")
+            if not _normal(plain) or not (plain == old or plain.startswith(old + "/")):
+                return False
+            return Path(moved(value).removeprefix("file://")).resolve().is_relative_to(here)
 
         # An experiment MLflow made itself (Default, id 0) has its folder beside where its
         # process ran, not in the store; no run of bench's is there: it gets one here.

@@ -91,12 +91,16 @@ def test_an_archive_that_is_not_a_packed_store_is_refused(
     assert not (tmp_path / "outside.txt").exists()
 
 
-def test_an_artifact_location_outside_the_store_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", ["file:///root/.ssh", "STORE/artifacts/../../../etc"])
+def test_an_artifact_location_outside_the_store_is_refused(tmp_path: Path, where: str) -> None:
+    """Also one that reaches out through ``artifacts/..`` (issue 51: it was moved, not
+    refused, and a report read a host file into a run)."""
     there = tmp_path / "gstore"
     there.mkdir()
     _store(there)
+    where = where.replace("STORE", there.as_uri())
     with sqlite3.connect(there / "mlflow.db") as conn:
-        conn.execute("UPDATE runs SET artifact_uri = 'file:///root/.ssh'")
+        conn.execute("UPDATE runs SET artifact_uri = ?", (where,))
     out = tmp_path / "out"
     out.mkdir()
     gpu_check.Check(there, out, 60, 60, "gpu").pack()
