@@ -26,6 +26,7 @@ import hashlib
 import os
 import platform
 import re
+import stat
 import subprocess
 import sys
 import time
@@ -360,6 +361,34 @@ def image_lock(framework: str, version: str, variant: str) -> Path:
     return lock
 
 
+def not_own(env: Env) -> str:
+    """Why bench will not make or run ``env`` ('' if it may): the cache folders above it, its
+    folder, its venv and lock must each be this user's and writable by no one else, since
+    whoever can write them chooses the code a trial runs (an environment planted in a shared
+    cache was run)."""
+    here = [cache_root().parent, cache_root()]
+    mine = [env.root, env.root / "venv", env.root / "venv" / "bin", env.lock]
+    for path in (*here, *mine):
+        try:
+            st = path.stat() if path in here else path.lstat()  # BENCH_CACHE may be a link
+        except FileNotFoundError:
+            continue
+        why = ""
+        if stat.S_ISLNK(st.st_mode):
+            why = "is a symbolic link"
+        elif st.st_uid != os.getuid():
+            why = f"belongs to another user (uid {st.st_uid})"
+        elif st.st_mode & 0o022:
+            why = f"can be written by others (mode {stat.S_IMODE(st.st_mode):o})"
+        if why:
+            return (
+                f"framework.version: bench will not use {path}: it {why}; an environment "
+                "runs as you, so its cache must be your own (chmod go-w, or set BENCH_CACHE "
+                "to a folder of yours)"
+            )
+    return ""
+
+
 def ensure(
     framework: str,
     version: str,
@@ -372,6 +401,9 @@ def ensure(
     is not cached (seconds with uv's cache warm, a download of the framework otherwise);
     ``wheels_only``: install wheels only, building nothing (a lock that came from a run)."""
     env = env_for(framework, version, extra)
+    problem = not_own(env)
+    if problem:
+        raise EnvironmentError_(problem)
     with locked(env.root.parent / f"{env.root.name}.lock"):
         if env.ready:
             return env

@@ -64,6 +64,13 @@ def knobs(cfg: BenchConfig, host: dict[str, str] | None = None) -> list[spaces.K
     return [k for k in every if k.key not in fixed and k.key in only]
 
 
+def in_space(pick: dict[str, Any], space: list[spaces.Knob]) -> bool:
+    """Whether ``pick`` is a point of ``space``: each key one the search tries, at one of the
+    values it tries (or its default)."""
+    values = {k.key: (*k.values, spaces.DEFAULTS[k.key]) for k in space}
+    return all(key in values and value in values[key] for key, value in pick.items())
+
+
 def resolve(
     cfg: BenchConfig,
     workdir: Path | None = None,
@@ -76,6 +83,8 @@ def resolve(
     name = cache.key(cfg, host)
     fixed = spaces.fixed(cfg)
     entry = None if cfg.tuning.refresh and cfg.repeat == 0 else cache.load(name)
+    if entry is not None and not in_space(entry["pick"], knobs(cfg, host)):
+        entry = None  # not a point of this search's space (an edited file): search again
     refused = cache.refused()
     if entry is not None and any(
         cache.refusal_key(cfg.framework.name, cfg.model.name, k, v) in refused

@@ -152,3 +152,30 @@ def test_env_for_takes_only_releases(version: str) -> None:
     else:
         with pytest.raises(ValueError):
             environments.env_for("torch", version)
+
+
+@pytest.mark.parametrize("what", ["group-writable cache", "other user's env", "linked venv"])
+def test_an_environment_others_can_write_is_neither_made_nor_run(
+    what: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Issue 51: an environment planted in a cache folder another user can write was run
+    for framework.version=...; now ensure() refuses, naming the folder, before uv runs."""
+    import os
+
+    monkeypatch.setenv("BENCH_CACHE", str(tmp_path / "bench" / "envs"))
+    env = environments.env_for("torch", "2.5.1")
+    (env.root / "venv" / "bin").mkdir(parents=True)
+    if what == "group-writable cache":
+        os.chmod(env.root.parent, 0o775)
+    elif what == "other user's env":
+        if os.getuid() != 0:
+            pytest.skip("needs root to give a folder away")
+        os.chown(env.root, 65534, 65534)
+    else:
+        os.rmdir(env.root / "venv" / "bin")
+        os.rmdir(env.root / "venv")
+        (tmp_path / "elsewhere").mkdir()
+        os.symlink(tmp_path / "elsewhere", env.root / "venv")
+    monkeypatch.setattr(environments, "run_uv", lambda *a: pytest.fail("uv ran"))
+    with pytest.raises(environments.EnvironmentError_, match="bench will not use"):
+        environments.ensure("torch", "2.5.1", say=False)

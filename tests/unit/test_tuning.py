@@ -296,6 +296,20 @@ def test_a_cache_file_is_believed_only_when_it_is_sound() -> None:
     assert cache.load(name) is None
 
 
+def test_a_cached_pick_outside_the_search_space_is_searched_again() -> None:
+    """Issue 51: an edited cache file of the user's own was believed with values outside
+    any search space (threads=4096) or keys outside tuning.keys."""
+    cfg = cfg_of(tuning=TuningConfig(name="best", probe_s=0.1, keys=["compile"]))
+    name = cache.key(cfg, cache.host_fingerprint())
+    probe = FakeProbe({"x[compile=true]": [300.0, 301.0, 302.0]})
+    for pick in ({"threads": 4096}, {"compile": True, "onednn": "off"}):
+        cache.store(name, {"made": "now", "pick": pick, "table": []})
+        assert cache.load(name) is not None  # sound as a file: the space decides
+        assert tuning.resolve(cfg, None, probe).source == "search", pick
+    cache.store(name, {"made": "now", "pick": {"compile": True}, "table": []})
+    assert tuning.resolve(cfg, None, probe).source.startswith("cache")
+
+
 def test_an_interrupted_search_leaves_no_cache_entry() -> None:
     cfg = cfg_of(tuning=TuningConfig(name="best", probe_s=0.1, keys=["compile"]))
 
