@@ -159,6 +159,9 @@ class DockerConfig:
     # A trial's container stops itself when the host's heartbeat is this many seconds old
     # (the host process crashed or was killed).
     heartbeat_timeout_s: float = keyed(15.0, canonical=True)
+    # The container's own /dev/shm (it shares no IPC namespace with the host), in MiB:
+    # Docker's default; raise it for data loaders that pass batches through shared memory.
+    shm_size_mb: int = keyed(64, new=True, quiet_default=True)
 
 
 @dataclass

@@ -208,6 +208,7 @@ def check(cfg: BenchConfig) -> list[str]:
     # launcher=docker's own settings, checked whichever launcher runs (a typo is a typo).
     choice(problems, "launcher.docker.variant", cfg.launcher.docker.variant, DOCKER_VARIANTS)
     _check_images(problems, cfg.launcher.docker)
+    at_least(problems, "launcher.docker.shm_size_mb", cfg.launcher.docker.shm_size_mb, 1)
     if cfg.launcher.docker.heartbeat_timeout_s <= 0:
         problems.append(
             "launcher.docker.heartbeat_timeout_s: must be > 0 seconds, got "
