@@ -111,7 +111,10 @@ def container_options(cfg: BenchConfig, workdir: Path, owner: str) -> dict[str, 
         },
         "volumes": volumes,
         "network_mode": "none",  # no trial is distributed yet
-        "ipc_mode": "host",
+        # An IPC namespace and /dev/shm of its own: the host's shared memory (and what other
+        # processes keep there) is not the trial's to read or write.
+        "ipc_mode": "private",
+        "shm_size": f"{cfg.launcher.docker.shm_size_mb}m",
         "ulimits": ulimits(),
         "security_opt": ["no-new-privileges"],
         "labels": {LABEL_TRIAL: str(workdir), LABEL_OWNER: owner},

@@ -70,6 +70,31 @@ def wait_for_container(engine: Any, root: Path, timeout_s: float = 120) -> Any:
     raise AssertionError("no trial container started")
 
 
+def test_a_container_has_a_dev_shm_of_its_own(engine: Any, tmp_path: Path) -> None:
+    """Issue 51: a trial's container shared the host's IPC namespace, so it read and wrote
+    the host's /dev/shm.  With bench's own container options (a shell on the base image, a
+    second or two), a file the host puts there is not seen, and one the container writes
+    there does not reach the host."""
+    from bench.core.config import BenchConfig
+    from bench.launchers.docker import container_options
+
+    secret = Path("/dev/shm") / f"bench-host-secret-{os.getpid()}"
+    secret.write_text("HOST SECRET")
+    planted = Path("/dev/shm") / f"bench-from-container-{os.getpid()}"
+    cfg = BenchConfig()
+    cfg.launcher.name = "docker"
+    opts = container_options(cfg, tmp_path, "test/1/0")
+    opts.pop("auto_remove")
+    opts["command"] = ["sh", "-c", f"ls -a /dev/shm; cat {secret}; touch {planted}; df -m /dev/shm"]
+    try:
+        out = engine.containers.run(BASE, remove=True, **opts).decode()
+    finally:
+        secret.unlink()
+    assert secret.name not in out and "HOST SECRET" not in out, out
+    assert not planted.exists()
+    assert " 64 " in out, out  # its own, sized by launcher.docker.shm_size_mb
+
+
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory, framework_images: dict[str, Any]) -> Any:
     bench = Bench(tmp_path_factory.mktemp("docker-sweep"))

@@ -115,7 +115,7 @@ def test_container_options_isolate_the_trial(tmp_path: Path) -> None:
     cfg.launcher.memory_limit_mb = 2048
     opts = launcher.container_options(cfg, tmp_path, "host/1/2.00")
     assert opts["network_mode"] == "none"
-    assert opts["ipc_mode"] == "host"
+    assert opts["ipc_mode"] == "private" and opts["shm_size"] == "64m"  # not the host's
     assert opts["auto_remove"] is True and opts["init"] is True
     assert not opts["user"].startswith("0:")
     assert all("docker.sock" not in src for src in opts["volumes"])
