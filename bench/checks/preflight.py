@@ -249,6 +249,16 @@ def _check_tracking(problems: list[str], t: TrackingConfig) -> None:
             "a directory, or http(s)://HOST:PORT"
         )
         return
+    parsed = urllib.parse.urlparse(t.uri)
+    if scheme in ("http", "https") and not parsed.hostname:
+        problems.append(f"tracking.uri: {t.uri!r} names no host; use http(s)://HOST:PORT")
+        return
+    if scheme == "sqlite" and (not parsed.path.strip("/") or parsed.path.endswith("/")):
+        problems.append(
+            f"tracking.uri: {t.uri!r} names no database file (sqlite:// alone is a store in "
+            "memory, whose results are lost when bench ends); use sqlite:///PATH.db"
+        )
+        return
     if scheme in ("file", "") and not _file_store_allowed():
         problems.append(
             f"tracking.uri: {t.uri!r} is a file store, which MLflow 3 keeps in maintenance mode "
@@ -259,6 +269,12 @@ def _check_tracking(problems: list[str], t: TrackingConfig) -> None:
         return
     path = _sqlite_or_file_path(t.uri)
     if path is None:
+        return
+    if scheme == "sqlite" and (path.is_symlink() or path.exists()) and not path.is_file():
+        problems.append(
+            f"tracking.uri: {str(path)!r} is not a regular file (a FIFO, device or folder); "
+            "name an SQLite database file"
+        )
         return
     problem = _writable(path.parent)
     if problem:

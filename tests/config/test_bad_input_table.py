@@ -121,6 +121,10 @@ def cases() -> list[tuple[list[str], str]]:
         (["launcher.docker.base_image='Ubuntu Latest'"], "launcher.docker.base_image"),
         (["tracking.uri=file:///tmp/bench-file-store"], "tracking.uri"),
         # Issue 51: non-finite learning rates; a version that would name a folder elsewhere.
+        (["tracking.uri=sqlite://"], "tracking.uri: 'sqlite://' names no database file"),
+        (["tracking.uri=sqlite:///"], "tracking.uri: 'sqlite:///' names no database file"),
+        (["tracking.uri=http://"], "tracking.uri: 'http://' names no host"),
+        (["tracking.uri=sqlite:////dev/null"], "is not a regular file"),
         (["optimizer.lr=nan"], "optimizer.lr"),
         (["optimizer.lr=inf"], "optimizer.lr"),
         (["optimizer.lr=1e400"], "optimizer.lr"),
