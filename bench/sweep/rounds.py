@@ -108,7 +108,8 @@ def _claimed(parsed: list[tuple[Config, dict[str, str]]], items: Sequence[Any]) 
 
     out = []
     for claim in claims_.parse(list(items)):
-        if claim.kind not in ("comparison", "majority") or claim.metric != "ms_per_sample":
+        paired = claim.kind in ("comparison", "majority", "average")
+        if not paired or claim.metric != "ms_per_sample":
             continue  # the rounds measure time per sample
         sides = {*claim.faster, *claim.slower}
         where = [(c, a) for c, a in parsed
