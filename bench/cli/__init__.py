@@ -125,9 +125,29 @@ def _without_credentials(args: list[str]) -> list[str]:
     for arg in args:
         key, sep, value = arg.partition("=")
         if sep and key.lstrip("+~") == "tracking.uri":
-            arg = f"{key}={take_credentials(value)}"
+            quote = value[0] if value[:1] in ("'", '"') and value[-1:] == value[:1] else ""
+            inner = value[1:-1] if quote and len(value) > 1 else value
+            arg = f"{key}={quote}{take_credentials(inner)}{quote}"
         out.append(arg)
     return out
+
+
+def _credentials_left(args: list[str]) -> str:
+    """The one line refusing a command line that still holds a URI's credentials once
+    :func:`_without_credentials` took those it understands ('' if none is left): in a
+    mapping (``tracking={uri:...}``), a sweep's list, any other key; Hydra would write them
+    to its ``.hydra/`` files."""
+    from bench.tracking.reach import PASSWORD_VAR, USERNAME_VAR, redact
+
+    left = [arg for arg in args if redact(arg) != arg]
+    if not left:
+        return ""
+    key = left[0].partition("=")[0].lstrip("+~") or "tracking.uri"
+    return (
+        f"{key}: a URI with credentials ({redact(left[0])[:120]}) is taken only as "
+        f"tracking.uri=http(s)://USER:PASSWORD@HOST; otherwise set {USERNAME_VAR} and "
+        f"{PASSWORD_VAR} and give the URI without them"
+    )
 
 
 # Keys that hold a mapping of free fields (model.config, model=hf's config class fields):
@@ -158,7 +178,12 @@ def run() -> None:
             file=sys.stderr,
         )
         sys.exit(2)
-    sys.argv = [sys.argv[0], *_mapping_overrides(_without_credentials(sys.argv[1:]))]
+    given = _without_credentials(sys.argv[1:])
+    left = _credentials_left(given)
+    if left:  # before Hydra writes the command line into its output folders
+        print(f"bench: {left}", file=sys.stderr)
+        sys.exit(2)
+    sys.argv = [sys.argv[0], *_mapping_overrides(given)]
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
     try:

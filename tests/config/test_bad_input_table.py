@@ -125,6 +125,7 @@ def cases() -> list[tuple[list[str], str]]:
         (["tracking.uri=sqlite:///"], "tracking.uri: 'sqlite:///' names no database file"),
         (["tracking.uri=http://"], "tracking.uri: 'http://' names no host"),
         (["tracking.uri=sqlite:////dev/null"], "is not a regular file"),
+        (["tracking={uri:'http://u:pw@h:9'}"], "MLFLOW_TRACKING_PASSWORD"),
         (["optimizer.lr=nan"], "optimizer.lr"),
         (["optimizer.lr=inf"], "optimizer.lr"),
         (["optimizer.lr=1e400"], "optimizer.lr"),

@@ -118,3 +118,41 @@ def test_the_command_line_loses_them_before_hydra_writes_its_overrides(
     import os
 
     assert (os.environ[reach.USERNAME_VAR], os.environ[reach.PASSWORD_VAR]) == ("u", "p@ss")
+
+
+@pytest.mark.parametrize("quote", ["'", '"'])
+def test_a_quoted_uri_loses_them_too(quote: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 51: ``tracking.uri='http://u:pw@h'`` kept its password, which Hydra wrote to
+    .hydra/overrides.yaml, config.yaml and hydra.yaml."""
+    from bench.cli import _credentials_left, _without_credentials
+
+    monkeypatch.delenv(reach.USERNAME_VAR, raising=False)
+    monkeypatch.delenv(reach.PASSWORD_VAR, raising=False)
+    out = _without_credentials([f"tracking.uri={quote}http://u:s3cret@127.0.0.1:9{quote}"])
+    assert out == [f"tracking.uri={quote}http://127.0.0.1:9{quote}"]
+    assert _credentials_left(out) == ""
+    import os
+
+    assert os.environ[reach.PASSWORD_VAR] == "s3cret"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["tracking={uri:http://u:s3cret@127.0.0.1:9,experiment:x}"],
+        ["-m", "tracking.uri=http://u:s3cret@a:9,http://u:s3cret@b:9"],
+        ["+extra_uri=https://u:s3cret@h"],
+    ],
+)
+def test_credentials_in_any_other_form_are_refused_in_one_line(
+    args: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before Hydra sees the command line (so no .hydra/ file is written): one line naming
+    MLflow's variables, without the password."""
+    from bench.cli import _credentials_left, _without_credentials
+
+    monkeypatch.delenv(reach.USERNAME_VAR, raising=False)
+    monkeypatch.delenv(reach.PASSWORD_VAR, raising=False)
+    line = _credentials_left(_without_credentials(args))
+    assert reach.USERNAME_VAR in line and reach.PASSWORD_VAR in line
+    assert "s3cret" not in line and "\n" not in line
