@@ -173,6 +173,11 @@ class LauncherConfig:
     # out-of-memory result rather than the host swapping; 0 means no cap.
     # With launcher=docker: the container's memory limit (its whole cgroup).
     memory_limit_mb: int = 0
+    # The most of a trial's files the host logs as artifacts (bench.launchers.collect), in
+    # MiB (each file at the larger of its length and allocated size) and in files; what is
+    # over is left out and named (bench.refused_files).  Say how a result is kept: no hash.
+    max_artifact_mb: int = keyed(1024, measured=False, logged=False)
+    max_artifact_files: int = keyed(10_000, measured=False, logged=False)
     docker: DockerConfig = keyed(factory=DockerConfig, used=Uses("launcher.name", ("docker",)))
 
 

@@ -180,6 +180,8 @@ def check(cfg: BenchConfig) -> list[str]:
     at_least(problems, "repeat", cfg.repeat, 0)
     at_least(problems, "launcher.kill_grace_s", cfg.launcher.kill_grace_s, 0)
     at_least(problems, "launcher.memory_limit_mb", cfg.launcher.memory_limit_mb, 0)
+    at_least(problems, "launcher.max_artifact_mb", cfg.launcher.max_artifact_mb, 1)
+    at_least(problems, "launcher.max_artifact_files", cfg.launcher.max_artifact_files, 1)
     at_least(problems, "optimizer.momentum", cfg.optimizer.momentum, 0)
     at_least(problems, "optimizer.weight_decay", cfg.optimizer.weight_decay, 0)
     if not (cfg.optimizer.lr > 0 and math.isfinite(cfg.optimizer.lr)):

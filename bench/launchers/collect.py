@@ -6,7 +6,8 @@ following a link, and copied into a host-private staging folder, which is what g
 logged: a symbolic link, a hard link, a FIFO, a socket, a device or a name that leaves the
 folder (absolute, ``..``) is recorded with why, and never opened or copied.  The files are
 opened and checked in one step (``O_NOFOLLOW`` and ``fstat`` on the open descriptor), so a
-trial still running cannot swap a checked file for a link before it is read.
+trial still running cannot swap a checked file for a link before it is read.  What is copied
+is capped in bytes and files (:class:`Caps`); what is left out over a cap is named alike.
 """
 
 from __future__ import annotations
@@ -21,10 +22,32 @@ _OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _BLOCK = 1 << 20
 
 
+@dataclass(frozen=True)
+class Caps:
+    """The most of a trial's files the host copies (``launcher.max_artifact_mb`` and
+    ``launcher.max_artifact_files``): a file is counted at the larger of its length and its
+    allocated size, so neither a sparse file nor one allocated past its end slips under."""
+
+    bytes: int = 1 << 30
+    files: int = 10_000
+
+
 @dataclass
 class Collected:
     files: list[Path] = field(default_factory=list)  # the copies, one per top-level entry
     refused: list[str] = field(default_factory=list)  # "name: why", one per entry not copied
+    caps: Caps = field(default_factory=Caps)
+    used_bytes: int = 0
+    used_files: int = 0
+
+    def over(self, size: int) -> str:
+        """Why a file of ``size`` bytes is left out ('' if it fits under the caps)."""
+        if self.used_files + 1 > self.caps.files:
+            return f"left out: over launcher.max_artifact_files ({self.caps.files} files)"
+        if self.used_bytes + size > self.caps.bytes:
+            cap = self.caps.bytes / 2**20
+            return f"left out: {size:,} bytes, over launcher.max_artifact_mb ({cap:g} MiB)"
+        return ""
 
 
 def _kind(mode: int) -> str:
@@ -78,19 +101,34 @@ def _copy(parent_fd: int, name: str, target: Path, shown: str, out: Collected) -
             for entry in sorted(os.listdir(fd)):
                 _copy(fd, entry, target / entry, f"{shown}/{entry}", out)
             return True
+        size = max(now.st_size, now.st_blocks * 512)
+        why = out.over(size)
+        if why:
+            out.refused.append(f"{shown}: {why}")
+            return False
+        copied = 0
         with open(target, "xb") as dst:
             while block := os.read(fd, _BLOCK):
+                copied += len(block)
+                if copied > size and out.over(copied):  # it grew while read
+                    break
                 dst.write(block)
+        if copied > size and out.over(copied):
+            target.unlink()
+            out.refused.append(f"{shown}: grew while collected; {out.over(copied)}")
+            return False
+        out.used_bytes += max(size, copied)
+        out.used_files += 1
         return True
     finally:
         os.close(fd)
 
 
-def collect(workdir: Path, names: Iterable[str], into: Path) -> Collected:
+def collect(workdir: Path, names: Iterable[str], into: Path, caps: Caps | None = None) -> Collected:
     """Copies of the entries ``names`` of ``workdir`` (files, or folders copied whole) in
-    ``into``, which must exist and be the host's own (a private temporary folder); what
-    could not be taken, and why."""
-    out = Collected()
+    ``into``, which must exist and be the host's own (a private temporary folder), within
+    ``caps`` (in the order named: the log first); what could not be taken, and why."""
+    out = Collected(caps=caps or Caps())
     try:
         folder = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except FileNotFoundError:

@@ -33,7 +33,7 @@ from bench.core.tables import text_table
 from bench.envs import environments
 from bench.launchers import Launcher, TrialInterrupted
 from bench.launchers import get as get_launcher
-from bench.launchers.collect import collect
+from bench.launchers.collect import Caps, collect
 from bench.runtime.processes import shielded
 from bench.sweep.jobs import BenchExit
 
@@ -259,6 +259,11 @@ def trial_lock(cfg: BenchConfig) -> Path | None:
     return environments.lock_of(cfg.framework.name, release, variant, environments.extra_of(cfg))
 
 
+def _caps(cfg: BenchConfig) -> Caps:
+    """The most of a trial's files its run keeps (``launcher.max_artifact_*``)."""
+    return Caps(cfg.launcher.max_artifact_mb * 2**20, cfg.launcher.max_artifact_files)
+
+
 class Sweep:
     def __init__(
         self,
@@ -373,7 +378,9 @@ class Sweep:
             result = self.launcher(cfg.launcher.name).launch(cfg, workdir, on_epoch)
         except TrialInterrupted as stop:
             with shielded():  # the stopped trial is recorded whole, whatever else arrives
-                row = self._record(run, stop.result, workdir, label, started, progress, extra)
+                row = self._record(
+                    run, stop.result, workdir, label, started, progress, extra, _caps(cfg)
+                )
             if stop.result.status == TIMEOUT:  # the scheduler's time limit: a result
                 return row
             raise TrialStopped(row) from stop
@@ -385,7 +392,7 @@ class Sweep:
                 mode=cfg.mode,
                 error="the launcher failed:\n" + "".join(traceback.format_exception(exc)),
             )
-        return self._record(run, result, workdir, label, started, progress, extra)
+        return self._record(run, result, workdir, label, started, progress, extra, _caps(cfg))
 
     def _record(
         self,
@@ -396,6 +403,7 @@ class Sweep:
         started: float,
         progress: Progress,
         extra: list[Path] | None = None,
+        caps: Caps | None = None,
     ) -> Row:
         for key, value in self.host_env.items():
             result.environment.setdefault(key, value)
@@ -407,7 +415,7 @@ class Sweep:
         names = ["worker.log", *(_top(name) for name in result.files)]
         beside = workdir.parent if workdir.parent.is_dir() else None
         with tempfile.TemporaryDirectory(prefix=".collected-", dir=beside) as staged:
-            taken = collect(workdir, names, Path(staged))
+            taken = collect(workdir, names, Path(staged), caps)
             if taken.refused:
                 result.environment["refused_files"] = "; ".join(taken.refused)[:4000]
                 print(
