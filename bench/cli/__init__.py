@@ -106,12 +106,12 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 TOOLS = {
     "report": "bench.cli.report",
     "sync": "bench.cli.sync",
-    "images": "bench.images.__main__",
+    "images": "bench.cli.images",
     "reproduce": "bench.cli.reproduce",
     "models": "bench.cli.models",
-    "parity": "bench.parity.__main__",
+    "parity": "bench.cli.parity",
     "data": "bench.cli.download",
-    "setup": "bench.envs.setup",
+    "setup": "bench.cli.setup",
 }
 
 

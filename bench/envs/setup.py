@@ -1,4 +1,5 @@
-"""``bench setup mxnet|horovod``: what a run needs beyond bench's own environment.
+"""What a run needs beyond bench's own environment, made by ``bench setup mxnet|horovod``
+(:mod:`bench.cli.setup`) or on first use.
 
 - ``mxnet``: MXNet 1.9.1's own pinned environment (it needs numpy 1.23): ``.venv-mxnet`` in
   a checkout, ``~/.cache/bench/mxnet/venv`` for an installed wheel (:mod:`bench.envs.interpreters`).
@@ -16,7 +17,6 @@ Each is safe to re-run and does nothing when its result is current.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import subprocess
@@ -97,25 +97,3 @@ def ensure_mxnet() -> str:
         except SetupError as exc:
             return f"framework: mxnet: its environment could not be made: {exc}"
     return ""
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="bench setup",
-        description="Make what some runs need beyond bench's own environment.",
-        epilog="\n".join(f"{name}: {what}" for name, what in WHAT.items()),
-    )
-    parser.add_argument("names", nargs="+", choices=sorted(WHAT), metavar="{mxnet,horovod}")
-    args = parser.parse_args(argv)
-    for name in dict.fromkeys(args.names):
-        try:
-            run(name)
-        except SetupError as exc:
-            print(f"bench setup: {exc}", file=sys.stderr)
-            return 1
-        print(f"bench setup: {name} ready")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

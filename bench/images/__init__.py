@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from bench.core import paths
-from bench.core.frameworks import FRAMEWORKS
+from bench.core.frameworks import FRAMEWORKS, WITH_IMAGE
 from bench.core.versions import own_release
 
 if TYPE_CHECKING:
@@ -412,3 +412,27 @@ def _build_failure(p: Plan, tail: str) -> str:
     if "CERTIFICATE_VERIFY_FAILED" in tail:
         hint = "\n(pip could not verify TLS: pass a CA bundle with launcher.docker.ca_bundle)"
     return f"building {p.tag} on {p.spec.base} failed:\n{tail}{hint}"
+
+
+COMPOSE_SERVICES = (*WITH_IMAGE, "mlflow")  # compose.yaml's services that bench builds
+
+
+def compose_env(
+    variant: str, base_image: str = "", wheelhouse: str = "", c: DockerClient | None = None
+) -> dict[str, str]:
+    """What compose.yaml needs to build the images bench would build, under bench's tags:
+    per service its content-hash tag and pinned base, and the shared build arguments."""
+    c = c or client()
+    env = {
+        "BENCH_VARIANT": variant,
+        "BENCH_UID": str(BENCH_UID),
+        "DOCKER_BUILDKIT": "1",  # compose v1 builds through the docker CLI with BuildKit
+        "COMPOSE_DOCKER_CLI_BUILD": "1",
+    }
+    for name in COMPOSE_SERVICES:
+        v = "cpu" if name == "mlflow" else variant
+        p = plan(BuildSpec(name, v, base_image, "", wheelhouse if name != "mlflow" else ""), c)
+        env[f"BENCH_{name.upper()}_IMAGE"] = p.tag
+        env[f"BENCH_{name.upper()}_BASE"] = p.buildargs["BASE_IMAGE"]
+        env[f"BENCH_{name.upper()}_BASE_NAME"] = p.spec.base  # as named: its label
+    return env

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from bench.parity import __main__ as cli
+from bench.cli import parity as cli
 from bench.parity import check, side
 from bench.parity import strategy as strategies
 

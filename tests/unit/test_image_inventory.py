@@ -10,7 +10,7 @@ from typing import Any
 import docker
 import pytest
 
-from bench.images import __main__ as images_cli
+from bench.cli import images as images_cli
 from bench.images import inventory
 
 GIB = 2**30

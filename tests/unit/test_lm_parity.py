@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.parity.__main__ import main
+from bench.cli.parity import main
 from bench.parity.lm import DEFAULT_TOLERANCE, check_lm
 
 

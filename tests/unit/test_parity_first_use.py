@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from bench.cli import parity as parity_cli
 from bench.envs import interpreters
-from bench.parity import __main__ as parity_cli
 
 
 def test_a_missing_mxnet_environment_is_made_not_refused(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.cli import setup as setup_cli
 from bench.core import paths
 from bench.core.config import BenchConfig
 from bench.envs import interpreters
@@ -73,11 +74,11 @@ def test_a_failed_set_up_is_a_problem_with_its_output(
     assert problem.startswith("framework: mxnet: its environment could not be made: ")
     assert "setup_mxnet.sh failed (exit 3)" in problem
     assert "step one" in problem and "it broke" in problem
-    assert setup_envs.main(["mxnet"]) == 1
+    assert setup_cli.main(["mxnet"]) == 1
 
 
 def test_horovod_is_built_into_bench_s_own_environment(scripts: Path) -> None:
-    assert setup_envs.main(["horovod"]) == 0
+    assert setup_cli.main(["horovod"]) == 0
     env = recorded(scripts, "horovod")
     assert env["BENCH_PYTHON"] == sys.executable
     assert env["BENCH_HOROVOD"] == "1"  # a BENCH_HOROVOD=0 around `bench setup` is overruled
@@ -85,7 +86,7 @@ def test_horovod_is_built_into_bench_s_own_environment(scripts: Path) -> None:
 
 def test_bad_names_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
-        setup_envs.main(["mxnt"])
+        setup_cli.main(["mxnt"])
     assert exited.value.code == 2
     assert "invalid choice: 'mxnt'" in capsys.readouterr().err
 

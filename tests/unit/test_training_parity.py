@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from bench.cli import parity as cli
 from bench.data import HostBatches
 from bench.frameworks.weights import BUFFER, PARAM, Tensor
-from bench.parity import __main__ as cli
 from bench.parity import check, side
 
 torch = pytest.importorskip("torch")
