@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import secrets
+import sys
 import time
 import uuid
 from pathlib import Path, PurePosixPath
@@ -22,9 +23,12 @@ from typing import Any
 from bench.core.config import BenchConfig, to_dict
 from bench.core.paths import private_dir, write_private
 from bench.core.result import EpochRecord, TrialResult
-from bench.runtime.protocol import read_regular
+from bench.runtime.protocol import MAX_READ, read_regular
 
 SWEEP_END = ".sweep-end"  # a spooled sweep's end; trial records end in ``.json``
+# The most of a trial's files a spooled record holds, as written: well under what sync reads
+# of a record (bench.runtime.protocol.MAX_READ), so that no record is spooled that it refuses.
+SPOOL_FILES_MAX = MAX_READ // 2
 # The proof of a sweep's origin: a secret made when the sweep starts, kept only in its
 # spool records (0600), whose hash its runs carry as this tag.  bench sync writes to an
 # existing run only where a record's secret hashes to the run's tag, which a crafted record
@@ -151,27 +155,47 @@ class SpooledTrial:
             "tags": self.tags,
             "config": to_dict(self.cfg),
             "result": result.to_dict(),
-            "files": _spool_files(files),
+            "files": {},
         }
+        kept, left = _spool_files(files)
+        if left:  # a record sync can read back whole, never one it refuses for ever
+            names = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
+            why = f"{names}: left out of the spooled record, over {SPOOL_FILES_MAX:,} bytes"
+            said = result.environment.get("refused_files", "")
+            result.environment["refused_files"] = "; ".join(filter(None, [said, why]))[:4000]
+            print(f"bench: {self.name}: {why}", file=sys.stderr)
+        record["result"], record["files"] = result.to_dict(), kept
         path = self.spool.directory / f"{int(time.time())}-{uuid.uuid4().hex[:8]}.json"
         write_private(path, json.dumps(record, indent=1, default=str))
 
 
-def _spool_files(files: list[Path]) -> dict[str, Any]:
+def _spool_files(files: list[Path]) -> tuple[dict[str, Any], list[str]]:
     """Artifact contents by name (a directory's files as ``dir/sub/name``): text as is,
-    anything else (plots, profiler traces) as ``{"base64": ...}``."""
+    anything else (plots, profiler traces) as ``{"base64": ...}``; at most
+    :data:`SPOOL_FILES_MAX` bytes of them as written, the names of those left out."""
 
     out: dict[str, Any] = {}
+    left: list[str] = []
+    total = 0
     for path in files:
         found = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
         for file in (f for f in found if f.exists()):
             name = file.relative_to(path.parent).as_posix()
+            if total + file.stat().st_size > SPOOL_FILES_MAX:
+                left.append(name)
+                continue
             data = file.read_bytes()
             try:
-                out[name] = data.decode()
+                value: Any = data.decode()
             except UnicodeDecodeError:
-                out[name] = {"base64": base64.b64encode(data).decode()}
-    return out
+                value = {"base64": base64.b64encode(data).decode()}
+            size = len(json.dumps(value))
+            if total + size > SPOOL_FILES_MAX:
+                left.append(name)
+                continue
+            out[name] = value
+            total += size
+    return out, left
 
 
 def spooled(directory: Path | None = None) -> list[Path]:

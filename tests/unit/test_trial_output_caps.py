@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from bench.core.config import BenchConfig
 from bench.core.rules import check
 from bench.launchers.collect import Caps, collect
@@ -44,3 +46,30 @@ def test_the_caps_are_keys_with_a_floor() -> None:
     assert (cfg.launcher.max_artifact_mb, cfg.launcher.max_artifact_files) == (1024, 10_000)
     cfg.launcher.max_artifact_mb = 0
     assert any(p.startswith("launcher.max_artifact_mb") for p in check(cfg))
+
+
+def test_no_record_is_spooled_that_sync_cannot_read_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The spool keeps at most SPOOL_FILES_MAX bytes of a trial's files (here made small);
+    the rest is named in the record's result, which sync then reads whole."""
+    from bench import tracking
+    from bench.core.result import OK, TrialResult
+    from bench.tracking import spool as spool_module
+
+    monkeypatch.setenv("BENCH_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr(spool_module, "SPOOL_FILES_MAX", 1000)
+    log, big = tmp_path / "worker.log", tmp_path / "trace.json"
+    log.write_text("log\n")
+    big.write_text("x" * 5000)
+    spool = tracking.Spool("http://127.0.0.1:9", "bench", "test")
+    run = spool.start_trial(spool.start_sweep("s", {}), BenchConfig(), "t", {})
+    run.finish(TrialResult(OK, "torch", "lenet5", "train"), [log, big])
+    (path,) = tracking.spooled()
+    record = spool_module.read_record(path)
+    assert record["files"] == {"worker.log": "log\n"}
+    assert (
+        "trace.json: left out of the spooled record"
+        in record["result"]["environment"]["refused_files"]
+    )
+    assert "trace.json" in capsys.readouterr().err
