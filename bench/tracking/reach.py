@@ -37,10 +37,29 @@ def take_credentials(uri: str) -> str:
     return urllib.parse.urlunsplit(parsed._replace(netloc=host))
 
 
-def reachable(uri: str, timeout_s: float = 5.0) -> str | None:
+# How long the health probe waits where MLflow's own MLFLOW_HTTP_REQUEST_TIMEOUT is not
+# set (MLflow's default, 120 s, is a long wait for a server that is down).
+PROBE_TIMEOUT_S = 5.0
+TIMEOUT_VAR = "MLFLOW_HTTP_REQUEST_TIMEOUT"
+
+
+def probe_timeout_s() -> float:
+    """The health probe's wait: MLflow's own ``MLFLOW_HTTP_REQUEST_TIMEOUT`` where it is set
+    (so that a slow server MLflow would wait for is not taken for a dead one, by a sweep or
+    by ``bench sync``), else :data:`PROBE_TIMEOUT_S`."""
+    try:
+        given = float(os.environ.get(TIMEOUT_VAR, ""))
+    except ValueError:
+        return PROBE_TIMEOUT_S
+    return given if given > 0 else PROBE_TIMEOUT_S
+
+
+def reachable(uri: str, timeout_s: float | None = None) -> str | None:
     """None if an http(s) tracking server answers, else why not (one line).  The request
     carries the credentials MLflow would send; a server that refuses them answered, but
-    bench cannot log there: that is said, naming the variables."""
+    bench cannot log there: that is said, naming the variables.  ``timeout_s``: by default
+    :func:`probe_timeout_s`."""
+    timeout_s = probe_timeout_s() if timeout_s is None else timeout_s
     url = take_credentials(uri).rstrip("/") + "/health"
     request = urllib.request.Request(url)
     user, password = os.environ.get(USERNAME_VAR), os.environ.get(PASSWORD_VAR)

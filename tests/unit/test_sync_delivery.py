@@ -165,3 +165,37 @@ def test_a_result_of_the_wrong_types_is_not_a_result() -> None:
     with pytest.raises(ValueError, match="epochs"):
         TrialResult.from_dict(bad_epoch)
     assert TrialResult.from_dict(good) == result()
+
+
+def test_the_health_probe_waits_as_long_as_mlflow_is_told_to(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A server that answers in 1 s is out of reach for a 0.5 s probe, and reached once
+    MLflow's own MLFLOW_HTTP_REQUEST_TIMEOUT says 3 s (before, the probe's 5 s was fixed: a
+    slow server was spooled to and never synced, whatever MLflow's timeout)."""
+    import http.server
+    import threading
+    import time
+
+    from bench.tracking import reach
+
+    class Slow(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            time.sleep(1.0)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    uri = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        monkeypatch.setattr(reach, "PROBE_TIMEOUT_S", 0.5)
+        monkeypatch.delenv(reach.TIMEOUT_VAR, raising=False)
+        assert reach.reachable(uri) is not None
+        monkeypatch.setenv(reach.TIMEOUT_VAR, "3")
+        assert reach.reachable(uri) is None
+    finally:
+        server.shutdown()
