@@ -1,10 +1,12 @@
 """The cells of a sweep this machine cannot run: a GPU trial on a host with none, a
-multi-node trial outside an allocation.  A sweep whose configs say ``skip_unavailable=true``
+multi-node trial outside an allocation, a strategy whose package is not built here (Horovod
+before ``bench setup horovod``).  A sweep whose configs say ``skip_unavailable=true``
 (the study presets) lists and skips them; anywhere else such a cell is refused as bad input
 (:func:`bench.sweep.jobs.check_all`)."""
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 
 from bench.core.config import BenchConfig
@@ -29,6 +31,9 @@ def not_here(cfg: BenchConfig, slurm: bool = False) -> str:
             )
     if slurm:
         return ""
+    package = cfg.distributed.built_by_setup
+    if package and importlib.util.find_spec(package) is None:
+        return f"needs {package}, not built here (`bench setup {package}` builds it, once)"
     from bench.checks import device as device_preflight
     from bench.distributed.registry import STRATEGIES
 

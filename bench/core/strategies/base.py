@@ -43,6 +43,9 @@ class DistributedConfig:
     parity: ClassVar[tuple[str, ...]] = ()
     # Built against the pinned framework version only (Horovod's build).
     pinned_version_only: ClassVar[bool] = False
+    # The package it needs that ``bench setup NAME`` builds on demand ("": none): a study's
+    # cell that needs it where it is not built is listed as not run here (bench.checks).
+    built_by_setup: ClassVar[str] = ""
     # It trains through parameter servers (``ps``: 0 means one per node).
     parameter_servers: ClassVar[bool] = False
     # It runs across the nodes of a Slurm allocation (nodes > 1, bench.distributed.nodes).

@@ -19,4 +19,5 @@ class HorovodConfig(DistributedConfig):
     runner: ClassVar[str] = "coordinator"
     parity: ClassVar[tuple[str, ...]] = (TORCH, TF)
     pinned_version_only: ClassVar[bool] = True
+    built_by_setup: ClassVar[str] = "horovod"  # bench setup horovod: about 13 min on 2 cores
     multi_node: ClassVar[bool] = True
