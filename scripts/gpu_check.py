@@ -16,7 +16,7 @@ trial into one store (``--store``, a temporary folder by default).  In priority 
 3. ResNet-18 at 32 px, batch 32 (launch-bound), with ``timing=step`` and ``timing=events``;
 4. a real out-of-memory error recorded as ``oom``, its batch sized from the GPU's memory,
    and the sweep going on past it;
-5. the timing method and the peak: ``scripts/bench_gpu_timing.py --peak``;
+5. the timing method and the peak: ``scripts/measure/bench_gpu_timing.py --peak``;
 6. ``compile=true`` once (ResNet-50, bf16, batch 128);
 7. ``tuning=default,best`` (ResNet-50, fp32, batch 64, 2 interleaved repeats): the search
    (compile, channels_last, cudnn_benchmark) cold and then from its cache, and each side;
@@ -320,7 +320,7 @@ def row_timing(check: Check, matrix: list[Run]) -> None:
     if not check.fits(path, 15 + 9 * check.timing_rounds * check.timing_window_s):
         return
     command = [
-        sys.executable, str(REPO / "scripts/bench_gpu_timing.py"), "--peak",
+        sys.executable, str(REPO / "scripts/measure/bench_gpu_timing.py"), "--peak",
         f"--rounds={check.timing_rounds}", f"--window-s={check.timing_window_s}", "--json",
     ]  # fmt: skip
     target = (check.out or check.store) / "gpu_timing.json"

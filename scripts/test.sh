@@ -37,6 +37,7 @@ fi
 .venv/bin/ruff format --check bench tests scripts hydra_plugins
 .venv/bin/mypy bench
 .venv/bin/lint-imports --no-cache  # the import contracts in pyproject.toml
+.venv/bin/python scripts/layout_doc.py --check  # the docs' module and script lists
 .venv/bin/python scripts/locks.py --check  # the locks are what pyproject.toml and the grid give
 # The wheels bench carries to a Python 3.12 interpreter that has its own torch (the GPU check's
 # machine): the set resolves for CPython 3.12 manylinux x86_64 and stays under 50 MiB.

@@ -54,7 +54,7 @@ _GENERATING = Uses("mode", ("generate",))
 # steps_per_epoch=-1: as many steps as make each timed window last min_window_s.
 AUTO = -1
 AUTO_MIN_STEPS = 3  # an auto window has at least this many steps (percentiles need some)
-DEFAULT_MIN_WINDOW_S = 2.0  # scripts/bench_window_cv.py: every side under 5% CV at 2 s
+DEFAULT_MIN_WINDOW_S = 2.0  # scripts/measure/bench_window_cv.py: every side under 5% CV at 2 s
 
 
 @dataclass

@@ -48,7 +48,7 @@ def test_breakdown_profile_and_telemetry_in_both_frameworks(bench, tmp_path: Pat
         # Where the time goes: every part logged, in the step's units and of its order.  How
         # closely they add up (99-102% on the quiet machine, 172% for TF at 1.25 throttled
         # CPUs, where each split step's sync meets the quota's pauses) is the machine's as
-        # much as the method's: scripts/bench_breakdown.py measures it, no timed test.
+        # much as the method's: scripts/measure/bench_breakdown.py measures it, no timed test.
         parts = [metrics[f"time_{p}_ms"] for p in PARTS]
         assert min(parts[1:]) > 0 and parts[0] >= 0, parts
         assert 0.4 < sum(parts) / metrics["time_step_ms"] < 2.5, (framework, parts)

@@ -70,7 +70,7 @@ def test_two_tensorflow_versions_in_one_sweep(bench) -> None:  # noqa: ANN001
 def test_a_sweep_is_compared_with_a_baseline_sweep_of_its_configuration(bench) -> None:  # noqa: ANN001
     """The command on real runs: matched by configuration, the section in the report, exit 0
     with no significant regression (2 runs a side can show none).  That a real slowdown is
-    caught is measured by scripts/bench_baseline_regression.py (a timed check), and the
+    caught is measured by scripts/measure/bench_baseline_regression.py (a timed check), and the
     exit status on a regression is tested on constructed runs (tests/unit/test_versions.py)."""
     args = ["-m", "framework=torch", "repeats=2", "force=true", *TINY]
     for _ in range(2):

@@ -1,11 +1,16 @@
 """docs/layout.md keeps up with the package: its packages table names every package of
 bench and which side of a trial it is on (the trial side being exactly
-``bench.core.paths.TRIAL_SIDE``), and its module list names every module, in order."""
+``bench.core.paths.TRIAL_SIDE``), and its module list names every module, in order: the
+list scripts/layout_doc.py generates from the docstrings (``--check`` in scripts/test.sh)."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
+from types import ModuleType
+
+import pytest
 
 from bench.core.paths import TRIAL_SIDE
 
@@ -41,4 +46,34 @@ def test_every_module_is_listed_in_order() -> None:
         if "__pycache__" not in p.parts and "_data" not in p.parts
     )  # fmt: skip
     listed = re.findall(r"^- `(bench/[^`]+\.py)`", DOC.split("## Modules", 1)[1], re.M)
-    assert listed == modules
+    assert listed == modules, "run: .venv/bin/python scripts/layout_doc.py --write"
+
+
+def _generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("layout_doc", ROOT / "scripts/layout_doc.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("doc", "line"),
+    [
+        ("One thing.  Then more.", "One thing."),
+        ("Wrapped\nover lines, e.g. this.  Not this.", "Wrapped over lines, e.g. this."),
+        ("Names ``bench.core.paths``. Next.", "Names ``bench.core.paths``."),
+        ("Asks why? Then says.", "Asks why?"),
+        ("No full stop\n\nSecond paragraph.", "No full stop"),
+    ],
+)
+def test_a_list_line_is_the_docstring_s_first_sentence(doc: str, line: str) -> None:
+    assert _generator().first_sentence(doc) == line
+
+
+def test_the_generated_lists_replace_only_their_block() -> None:
+    gen = _generator()
+    page = "prose\n<!-- generated: x -->\n- old\n<!-- end: x -->\nmore prose\n"
+    assert gen.rendered(page, "x", "- new") == page.replace("- old", "- new")
+    with pytest.raises(SystemExit):
+        gen.rendered("no block", "x", "- new")

@@ -1,5 +1,5 @@
 """repeats=auto's stopping rule (bench.analysis.sequential): its levels, its verdicts on
-constructed data, and its error rate by a small simulation (scripts/bench_sequential.py
+constructed data, and its error rate by a small simulation (scripts/measure/bench_sequential.py
 runs the full one)."""
 
 from __future__ import annotations

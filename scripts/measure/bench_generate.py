@@ -1,7 +1,7 @@
 """bench's decode tokens/s beside Hugging Face's own ``generate()`` on the same model.
 
-    .venv/bin/python scripts/bench_generate.py                  # llama, 4 layers, 256 wide
-    .venv/bin/python scripts/bench_generate.py --family gpt2 --batches 1,8 --prompts 32,128
+    .venv/bin/python scripts/measure/bench_generate.py                  # llama, 4 layers, 256 wide
+    .venv/bin/python scripts/measure/bench_generate.py --family gpt2 --batches 1,8 --prompts 32,128
 
 For each batch size x prompt length, one model (``model=hf`` at bench's default size,
 random weights, float32, CPU unless --device cuda) generates ``--new-tokens`` tokens per
@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.core.config import BenchConfig, ModelConfig, TelemetryConfig  # noqa: E402
 from bench.models import hf_lm  # noqa: E402

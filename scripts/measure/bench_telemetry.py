@@ -12,7 +12,8 @@ with the trial idle, as a share of one core.  On a
 machine without a GPU the GPU sampler is absent and the host sampler's cost is measured.
 Target: telemetry on >= 0.99 of off.
 
-    .venv/bin/python scripts/bench_telemetry.py [--model resnet50] [--repeats 10] [--steps 10]
+    .venv/bin/python scripts/measure/bench_telemetry.py [--model resnet50] [--repeats 10]
+        [--steps 10]
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 WORKER = """
 import json, sys, time

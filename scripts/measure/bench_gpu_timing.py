@@ -17,7 +17,7 @@ peak bench's MFU is taken against).  ``--json FILE`` writes the figures.  On a h
 without a GPU it runs the same on the CPU (small cases), where both timings equal the bare
 loop: a rehearsal of the script, not a figure.
 
-    python scripts/bench_gpu_timing.py --peak
+    python scripts/measure/bench_gpu_timing.py --peak
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 GPU_CASES = [("resnet18", 32, 32), ("resnet50", 224, 64)]  # launch-bound, compute-bound

@@ -10,7 +10,7 @@ a temporary directory) and splits the wall time outside the timed epochs into it
 
 Target: overhead beyond the framework import <= 5 s.
 
-    .venv/bin/python scripts/bench_overhead.py [--repeats 3] [--frameworks torch,tf]
+    .venv/bin/python scripts/measure/bench_overhead.py [--repeats 3] [--frameworks torch,tf]
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ workers with MXNet's synchronous and asynchronous parameter server (one server).
 Runs two sweeps through ``python -m bench`` into one MLflow experiment (a temporary store
 unless ``--uri`` is given) and prints one table from it:
 
-    .venv/bin/python scripts/bench_mxnet.py [--batch-size 32] [--steps 10] [--epochs 3]
+    .venv/bin/python scripts/measure/bench_mxnet.py [--batch-size 32] [--steps 10] [--epochs 3]
 
 Two-worker rows: every worker trains on ``--batch-size`` samples per step; samples/s is
 global (the sum of the workers' rates), and each worker gets half the cores.  PyTorch DDP
@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def sweep(uri: str, outdir: Path, overrides: list[str]) -> None:

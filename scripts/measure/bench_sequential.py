@@ -6,7 +6,7 @@ after rounds 2..max.  For identical sides (A/A) it prints how often repeats=auto
 false "faster" verdict, against re-testing at the 5% level after every round (naive); for a
 true 5% difference, how often it is found (power); and the mean number of rounds.
 
-    .venv/bin/python scripts/bench_sequential.py [--sweeps 2000] [--max-rounds 10]
+    .venv/bin/python scripts/measure/bench_sequential.py [--sweeps 2000] [--max-rounds 10]
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ sweep through ``python -m bench``: ``framework=torch,tf`` x ``data.cache=true,fa
 and epoch: ``data_wait_pct`` (time waiting for the next batch over the epoch's timed window)
 and samples/s.  Epoch 1 fills the cache; later epochs read from it.
 
-    .venv/bin/python scripts/bench_data_wait.py [--images-per-file 64] [--epochs 3]
+    .venv/bin/python scripts/measure/bench_data_wait.py [--images-per-file 64] [--epochs 3]
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 

@@ -12,7 +12,7 @@ the wall time from the launch call to its result goes:
 Target: docker's harness overhead at most 2 s above the process launcher's.  The image is
 built first if its tag is missing; that build is reported but not counted.
 
-    .venv/bin/python scripts/bench_docker_overhead.py [--repeats 5] [--framework torch]
+    .venv/bin/python scripts/measure/bench_docker_overhead.py [--repeats 5] [--framework torch]
         [--base-image bench-base:bookworm] [--ca-bundle PEM] [--wheelhouse DIR]
 """
 

@@ -9,8 +9,8 @@ figures included), writing it (write), the whole (total, the interpreter's start
 imports included), and the peak resident memory of that process.  With ``--http`` the
 same store is read again through a local ``mlflow server``.
 
-    .venv/bin/python scripts/bench_report.py [--runs 2000] [--keep DIR] [--http [--workers N]]
-        [--reader bulk|client] [--code DIR]
+    .venv/bin/python scripts/measure/bench_report.py [--runs 2000] [--keep DIR]
+        [--http [--workers N]] [--reader bulk|client] [--code DIR]
 
 ``--keep DIR`` keeps the store (``DIR/runs-N.db``) and reuses it on the next call with the
 same ``--runs``; ``--workers N`` runs the server with N worker processes (1 by default;
@@ -34,7 +34,7 @@ import time
 import uuid
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FRAMEWORKS = {"torch": 1.0, "tf": 1.1}
 MODELS = {"resnet50": (23_520_842, 1.0), "vgg16": (14_728_266, 1.6), "lenet5": (61_706, 0.05)}
 MODELS.update({"mobilenet_v2": (2_236_682, 0.4), "alexnet": (57_044_810, 0.8)})

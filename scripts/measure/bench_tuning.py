@@ -4,8 +4,9 @@ table per (model, framework): samples/s at each with a 95% t interval, the pick,
 search's wall time cold (the first repeat) and warm (the later ones, from the cache), and
 the report's verdicts at defaults and at best.
 
-    .venv/bin/python scripts/bench_tuning.py [--models resnet50] [--frameworks torch,tf,mxnet]
-        [--repeats 3] [--image-size 32] [--batch-size 32] [--store /tmp/bench-tuning]
+    .venv/bin/python scripts/measure/bench_tuning.py [--models resnet50]
+        [--frameworks torch,tf,mxnet] [--repeats 3] [--image-size 32] [--batch-size 32]
+        [--store /tmp/bench-tuning]
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 

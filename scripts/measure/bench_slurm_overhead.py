@@ -4,7 +4,7 @@ Runs the same one-trial sweep both ways, alternately, several times, each as a w
 `python -m bench -m ...` command against a fresh sqlite store, and prints the wall times
 and their difference.  Needs the cluster of scripts/slurm_cluster.sh (or any Slurm).
 
-    .venv/bin/python scripts/bench_slurm_overhead.py [--repeats 3]
+    .venv/bin/python scripts/measure/bench_slurm_overhead.py [--repeats 3]
 
 ``--nodes`` instead compares, through Slurm, a 2-worker ddp trial on one node against the
 same 2 workers spread over two nodes (partition ``multi`` of the test cluster, whose two
@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TRIAL = [
     "framework=torch",
     "model=lenet5",

@@ -6,7 +6,7 @@ one-worker rate); in brackets against the undistributed trial; for model_paralle
 rate over the undistributed one) and exposed communication
 per step (``time_comm_ms`` from ``breakdown=true``; push+pull for ps_async).
 
-    .venv/bin/python scripts/bench_scaling.py [--model lenet5] [--steps 20] [--batch 32]
+    .venv/bin/python scripts/measure/bench_scaling.py [--model lenet5] [--steps 20] [--batch 32]
         [--frameworks torch,tf,jax]
 """
 
@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 STRATEGIES = {
     "torch": ["ddp", "horovod"],
     "tf": ["mirrored", "multiworker", "ps_async", "horovod", "model_parallel"],

@@ -8,7 +8,7 @@ the gate) and for the third (expected: a significant regression, exit status 1).
 each sweep's mean time per sample and the report's lines.  Run on an otherwise idle
 machine:
 
-    .venv/bin/python scripts/bench_baseline_regression.py [--gate 20] [--keep DIR]
+    .venv/bin/python scripts/measure/bench_baseline_regression.py [--gate 20] [--keep DIR]
 
 (A timed check, so it is a script and not a test: the test suite checks the comparison on
 constructed runs, tests/unit/test_versions.py, and the command end to end on real runs,
@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SWEEP = [
     "-m", "framework=torch", "model=lenet5", "epochs=1", "steps_per_epoch=-1",
     "min_window_s=1.0", "batch_size=16", "repeats=4", "threads=1", "force=true",

@@ -7,7 +7,7 @@ per model, framework and window: the median timed window (s), the steps it took 
 coefficient of variation of the trials' samples/s over the repeats, the figure the
 comparison report calls a side unstable by (10% or more).
 
-    .venv/bin/python scripts/bench_window_cv.py [--models lenet5,resnet18]
+    .venv/bin/python scripts/measure/bench_window_cv.py [--models lenet5,resnet18]
         [--frameworks torch,tf,mxnet] [--windows 0.05,0.2,0.5,1,2] [--repeats 4]
 """
 
@@ -22,7 +22,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 

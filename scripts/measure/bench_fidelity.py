@@ -12,7 +12,7 @@ reports its median window, so a stray pause inside one process moves no figure.
 loop with the framework's own default threading (no thread call at all); ``--threads N``
 sets N intra- and inter-op threads on both sides.
 
-    .venv/bin/python scripts/bench_fidelity.py [--model resnet50] [--batch-size 16]
+    .venv/bin/python scripts/measure/bench_fidelity.py [--model resnet50] [--batch-size 16]
         [--rounds 5] [--steps 20] [--frameworks torch,tf,mxnet] [--threads 0]
 """
 
@@ -25,7 +25,7 @@ import subprocess
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 BARE_TORCH = """
 import json, sys, time, torch

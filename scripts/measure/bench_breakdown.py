@@ -6,8 +6,8 @@ loaded or throttled CPU stretches the split steps, each with a sync of its own, 
 whole steps), so it is measured here and printed, not asserted by a timed test.  On a quiet
 machine the sum lands within about 10% of the step.
 
-    .venv/bin/python scripts/bench_breakdown.py [--model resnet18] [--frameworks torch,tf,mxnet]
-        [--trials 3] [--batch-size 4] [--threads 1]
+    .venv/bin/python scripts/measure/bench_breakdown.py [--model resnet18]
+        [--frameworks torch,tf,mxnet] [--trials 3] [--batch-size 4] [--threads 1]
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import statistics
 import subprocess
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PHASES = ("data", "forward", "backward", "optimizer")
 
 TRIAL = """

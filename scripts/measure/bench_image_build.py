@@ -12,7 +12,7 @@ For one framework's cpu image on a local base, it times:
                       downloads from the cache mount)
     buildkit, same    a second build of unchanged inputs (every layer cached)
 
-    .venv/bin/python scripts/bench_image_build.py [--framework torch]
+    .venv/bin/python scripts/measure/bench_image_build.py [--framework torch]
         [--base-image bench-base:bookworm] [--legacy-rev ba5141b^] [--wheelhouse DIR]
 
 It empties BuildKit's build cache (``docker builder prune -af``): run it alone.
@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CA = "/etc/ssl/certs/ca-certificates.crt"
 
 
