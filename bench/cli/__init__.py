@@ -178,6 +178,13 @@ def run() -> None:
             file=sys.stderr,
         )
         sys.exit(2)
+    from bench.cli.overrides import check
+
+    problems = check(sys.argv[1:])
+    if problems:  # in bench's words, before Hydra answers in its own (issue 50)
+        for problem in problems:
+            print(f"bench: {problem}", file=sys.stderr)
+        sys.exit(2)
     given = _without_credentials(sys.argv[1:])
     left = _credentials_left(given)
     if left:  # before Hydra writes the command line into its output folders

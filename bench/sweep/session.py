@@ -36,6 +36,7 @@ from bench.launchers import get as get_launcher
 from bench.launchers.collect import Caps, collect
 from bench.runtime.processes import shielded
 from bench.sweep.jobs import BenchExit
+from bench.tracking import recent
 
 SKIPPED = "skipped"
 
@@ -306,6 +307,7 @@ class Sweep:
             if total is not None:
                 tags["bench.total_trials"] = str(total)
             sweep_id = store.start_sweep(name, tags)
+        recent.remember(cfg.tracking.uri)  # where `bench reproduce` and `bench ui` look
         if store.spooled_to() is not None:
             print(f"bench: results are kept in {store.where}", file=sys.stderr)
         return cls(store, sweep_id, total, cfg.report, cfg.claims, context.launcher)

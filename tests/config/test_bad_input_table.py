@@ -55,6 +55,12 @@ def cases() -> list[tuple[list[str], str]]:
         (["batchsize=4"], "batchsize"),  # no such key
         (["+batchsize=4"], "batchsize"),  # no such key, added past Hydra's check
         (["+optimizer.nesterov=true"], "optimizer.nesterov"),
+        # Unknown keys and group options in bench's words, the nearest named (issue 50).
+        (["modle=lenet5"], "did you mean model=lenet5?"),
+        (["+modle=lenet5"], "did you mean model=lenet5?"),
+        (["framework=pytorch"], "did you mean framework=torch?"),
+        (["plan", "framework=torch,pytorch"], "did you mean framework=torch?"),
+        (["model.sorce=bench"], "did you mean model.source"),
         (["batch_size=${oc.env:BENCH_NO_SUCH_VARIABLE}"], "batch_size"),  # cannot resolve
         (["-m", "batch_size=4,${oc.env:BENCH_NO_SUCH_VARIABLE}"], "batch_size"),
         (["-m", "model=lenet5,notamodel", "hydra.sweeper.max_batch_size=1"], "notamodel"),
@@ -201,3 +207,18 @@ def test_the_table_covers_every_key() -> None:
     missing = [k for k, v in FIELDS.items() if not isinstance(v, str) and k not in named]
     assert not missing, missing
     assert len(CASES) >= 100
+
+
+HYDRA_WORDS = ("HYDRA_FULL_ERROR", "Config search path", "To append", "Could not override")
+
+
+@pytest.mark.parametrize(
+    "args", [["modle=lenet5"], ["+modle=lenet5"], ["framework=pytorch"], ["-m", "data=cifar"]]
+)
+def test_unknown_names_get_one_line_in_benchs_words(
+    args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    err = refused(args, tmp_path, monkeypatch, capsys)
+    lines = [line for line in err.splitlines() if line.startswith("bench: ")]
+    assert len(lines) == 1, err
+    assert not any(word in err for word in HYDRA_WORDS), err
