@@ -39,7 +39,8 @@ RUN --mount=type=cache,target=/var/cache/bench-pip --mount=type=secret,id=ca \
       $pip install --require-hashes --no-deps -r /ctx/version.lock; \
     else \
       $pip install --constraint /ctx/constraints-jax.txt --find-links /ctx \
-        $framework keras flax numpy psutil nvidia-ml-py scikit-learn matplotlib; \
+        $framework keras flax numpy psutil nvidia-ml-py scikit-learn matplotlib \
+        mlcommons-loadgen; \
     fi; \
     /opt/venv/bin/python -c "import jax, jaxlib; print('jax', jax.__version__, 'jaxlib', jaxlib.__version__)"
 

@@ -49,7 +49,7 @@ RUN --mount=type=cache,target=/var/cache/bench-pip --mount=type=secret,id=ca \
     pip="/opt/venv/bin/python -m pip --disable-pip-version-check --no-input -q"; \
     $pip install --constraint /ctx/constraints-mxnet.txt pip; \
     $pip install --constraint /ctx/constraints-mxnet.txt --find-links /ctx \
-      "$framework" numpy psutil nvidia-ml-py scikit-learn matplotlib; \
+      "$framework" numpy psutil nvidia-ml-py scikit-learn matplotlib mlcommons-loadgen; \
     /opt/venv/bin/python -c "import mxnet; print('mxnet', mxnet.__version__)"
 
 FROM runtime

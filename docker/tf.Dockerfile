@@ -40,7 +40,7 @@ RUN --mount=type=cache,target=/var/cache/bench-pip --mount=type=secret,id=ca \
       $pip install --require-hashes --no-deps -r /ctx/version.lock; \
     else \
       $pip install --constraint /ctx/constraints-tf.txt --find-links /ctx \
-        "$framework" keras numpy psutil nvidia-ml-py scikit-learn matplotlib; \
+        "$framework" keras numpy psutil nvidia-ml-py scikit-learn matplotlib mlcommons-loadgen; \
       $pip install --constraint /ctx/constraints-tf.txt --no-deps keras-hub tensorflow-text; \
       deps=$(/opt/venv/bin/python -c "from importlib.metadata import requires; \
 from packaging.requirements import Requirement as R; \

@@ -43,7 +43,7 @@ RUN --mount=type=cache,target=/var/cache/bench-pip --mount=type=secret,id=ca \
       $pip install --require-hashes --no-deps -r /ctx/version.lock; \
     else \
       $pip install --constraint /ctx/constraints-torch.txt --find-links /ctx $index \
-        torch transformers numpy psutil nvidia-ml-py scikit-learn matplotlib; \
+        torch transformers numpy psutil nvidia-ml-py scikit-learn matplotlib mlcommons-loadgen; \
     fi; \
     /opt/venv/bin/python -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"; \
     if [ ! -s /ctx/version.lock ]; then \

@@ -45,7 +45,7 @@ if [ ! -f "$stamp" ]; then
   uv=${BENCH_UV:-}
   if [ -z "$uv" ] && [ -x .venv/bin/uv ]; then uv=$PWD/.venv/bin/uv; fi
   other=$([ "$package" = mxnet ] && echo mxnet-cu117 || echo mxnet)  # both install "mxnet"
-  wanted=("$package==1.9.1" numpy psutil nvidia-ml-py scikit-learn matplotlib)
+  wanted=("$package==1.9.1" numpy psutil nvidia-ml-py scikit-learn matplotlib mlcommons-loadgen)
   if [ -n "$uv" ]; then  # uv (bench's own dependency): parallel downloads, a shared cache
     if [ -z "${SSL_CERT_FILE:-}" ] && [ -f /etc/ssl/certs/ca-certificates.crt ]; then
       export SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt  # uv does not read pip's config

@@ -22,8 +22,12 @@ from bench.core.frameworks import NAMES, TORCH
 from bench.core.strategy_configs import STRATEGY_CONFIGS, DistributedConfig
 
 FRAMEWORKS = NAMES  # bench.core.frameworks: each one's spec
-# generate: a causal LM's prefill and greedy decoding with its KV cache (bench.trial.generate).
-MODES = ("train", "infer", "generate")
+# generate: a causal LM's prefill and greedy decoding with its KV cache (bench.trial.generate);
+# serve: the model served under MLPerf's LoadGen (bench.trial.serve).
+MODES = ("train", "infer", "generate", "serve")
+# mode=serve: LoadGen's scenarios and what a trial does with them (bench.trial.serve).
+SERVE_SCENARIOS = ("single_stream", "multi_stream", "server", "offline")
+SERVE_MODES = ("performance", "accuracy", "find_peak")
 DEVICES = ("auto", "cpu", "cuda")
 LAUNCHERS = ("process", "inline", "docker")
 DOCKER_VARIANTS = ("auto", "cpu", "cuda")
@@ -49,6 +53,7 @@ GOAL_METRICS = ("top1",)
 _SEQUENCE_MODEL = Uses("model.task", ("image",), unless=True)  # sizes image models ignore
 _SEARCHING = Uses("tuning.name", ("default",), unless=True)
 _GENERATING = Uses("mode", ("generate",))
+_SERVING = Uses("mode", ("serve",))
 
 
 # steps_per_epoch=-1: as many steps as make each timed window last min_window_s.
@@ -242,6 +247,41 @@ class GoalConfig:
 
 
 @dataclass
+class ServeConfig:
+    """``mode=serve``: the model served under MLPerf's LoadGen (bench.trial.serve,
+    docs/serving.md).  The defaults are seconds, not MLPerf's ten minutes: a run shorter
+    than MLPerf's rules is tagged so (``serve.rules``) beside LoadGen's own verdict."""
+
+    # single_stream | multi_stream | server | offline (LoadGen's four scenarios).
+    scenario: str = "server"
+    # performance: one LoadGen run; accuracy: LoadGen's accuracy run, its answers checked
+    # against the framework's own batch outputs; find_peak (Server): the highest target QPS
+    # LoadGen reports VALID at the latency bound (a bisection of performance runs).
+    mode: str = "performance"
+    # The batching policy every framework shares: up to max_batch samples a batch, waiting
+    # at most batch_timeout_ms after the first queued sample for more (0: no wait).
+    max_batch: int = 8
+    batch_timeout_ms: float = 0.0
+    # Server: the offered load (find_peak's first probe) and the latency bound at a percentile.
+    target_qps: float = 50.0
+    latency_bound_ms: float = 50.0
+    latency_percentile: float = 0.99
+    # MultiStream: samples per query (MLPerf's 8).
+    samples_per_query: int = 8
+    # LoadGen's minimum duration and query count (MLPerf's: 600 s; see bench.trial.serve);
+    # min_queries=0: the fewest queries LoadGen's early stopping can pass at the scenario's
+    # percentile (459 at p99, 44 at SingleStream's p90; Offline: 1 query).
+    min_duration_s: float = 2.0
+    min_queries: int = 0
+    # Offline's expected samples/s, which sizes its one query; 0: measured in the warm-up.
+    expected_qps: float = 0.0
+    # find_peak: at most this many LoadGen runs; stop when the lowest INVALID load is within
+    # this fraction of the highest VALID one.
+    peak_probes: int = 8
+    peak_tolerance: float = 0.1
+
+
+@dataclass
 class BenchConfig:
     framework: FrameworkConfig = field(default_factory=FrameworkConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -311,6 +351,8 @@ class BenchConfig:
     # (greedy, at least this many: end-of-sequence is ignored); batch_size prompts at once.
     prompt_len: int = keyed(128, new=True, used=_GENERATING)
     new_tokens: int = keyed(32, new=True, used=_GENERATING)
+    # mode=serve: LoadGen's scenario and settings, and the batching policy (ServeConfig).
+    serve: ServeConfig = keyed(factory=ServeConfig, new=True, used=_SERVING)
     max_repeats: int = keyed(10, measured=False)
     repeats_budget_s: float = keyed(0.0, measured=False)
     # Two sides whose whole interval of the time ratio lies within ±this are "equivalent".

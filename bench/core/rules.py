@@ -22,12 +22,15 @@ from bench.core.config import (
     ONEDNN,
     OPTIMIZERS,
     PRECISIONS,
+    SERVE_MODES,
+    SERVE_SCENARIOS,
     TIMINGS,
     TUNABLE,
     TUNINGS,
     BenchConfig,
     DockerConfig,
     GoalConfig,
+    ServeConfig,
     TelemetryConfig,
     auto_repeats,
 )
@@ -106,6 +109,47 @@ def _check_goal(problems: list[str], cfg: BenchConfig) -> None:
         problems.append(
             f"goal: goal=accuracy trains in one process for now (distributed="
             f"{cfg.distributed.name}'s ranks evaluate nothing); use distributed=none"
+        )
+
+
+def _positive(problems: list[str], name: str, value: float) -> None:
+    if not (value > 0 and math.isfinite(value)):
+        problems.append(f"{name}: must be a finite number > 0, got {value:g}")
+
+
+def _check_serve(problems: list[str], cfg: BenchConfig) -> None:
+    """mode=serve's keys (bench.trial.serve): LoadGen's scenario and mode, positive loads,
+    bounds and durations, a batch of at least one sample; find_peak under Server only; one
+    process (no distributed strategy serves yet)."""
+    s: ServeConfig = cfg.serve
+    choice(problems, "serve.scenario", s.scenario, SERVE_SCENARIOS)
+    choice(problems, "serve.mode", s.mode, SERVE_MODES)
+    for name in ("target_qps", "latency_bound_ms", "min_duration_s", "peak_tolerance"):
+        _positive(problems, f"serve.{name}", getattr(s, name))
+    at_least(problems, "serve.max_batch", s.max_batch, 1)
+    at_least(problems, "serve.samples_per_query", s.samples_per_query, 1)
+    at_least(problems, "serve.min_queries", s.min_queries, 0)
+    at_least(problems, "serve.peak_probes", s.peak_probes, 1)
+    for name in ("batch_timeout_ms", "expected_qps"):
+        value = getattr(s, name)
+        if not (value >= 0 and math.isfinite(value)):
+            problems.append(f"serve.{name}: must be a finite number >= 0, got {value:g}")
+    if not 0 < s.latency_percentile < 1:
+        problems.append(
+            "serve.latency_percentile: a fraction in (0, 1) (0.99: p99), got "
+            f"{s.latency_percentile:g}"
+        )
+    if cfg.mode != "serve":
+        return
+    if s.mode == "find_peak" and s.scenario != "server":
+        problems.append(
+            f"serve.mode: find_peak searches Server's target QPS; serve.scenario={s.scenario} "
+            "has none (use serve.scenario=server)"
+        )
+    if cfg.distributed.name != "none":
+        problems.append(
+            f"distributed: mode=serve serves from one process; distributed="
+            f"{cfg.distributed.name} is not wired for it (use distributed=none)"
         )
 
 
@@ -198,6 +242,7 @@ def check(cfg: BenchConfig) -> list[str]:
         if key in STRATEGY_CHOICES:
             choice(problems, f"distributed.{key}", value, STRATEGY_CHOICES[key])
     _check_telemetry(problems, cfg.telemetry)
+    _check_serve(problems, cfg)
     _check_goal(problems, cfg)
     if not cfg.tracking.experiment.strip():
         problems.append("tracking.experiment: must be a non-empty name")

@@ -88,6 +88,20 @@ class OutputCheck(Protocol):
 
 
 @runtime_checkable
+class Predict(Protocol):
+    """A session that serves (an optional extension; mode=serve, :mod:`bench.trial.serve`):
+    its model's inference on any number of host samples."""
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        """The model's outputs (eval mode, the session's precision) for host samples ``x``
+        in bench's layout (images (N, 3, H, W) float32, tokens (N, L) int64), on the host:
+        the device has finished when it returns."""
+
+    def sync(self) -> None:
+        """Block until all queued device work is done (a no-op on CPU)."""
+
+
+@runtime_checkable
 class PeakProbe(Protocol):
     """A session that can measure its device's peak arithmetic rate (an optional extension)."""
 

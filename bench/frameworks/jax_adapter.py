@@ -467,6 +467,13 @@ class JaxSession:
         # Dispatch is asynchronous on every platform: wait for the queued steps' results.
         jax.block_until_ready((self.net.trainable, self._loss_sum, self._out))
 
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        if x.ndim == 4:  # bench's NCHW to Keras' NHWC, as its batches
+            x = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+        net = self.net
+        out = self._infer(net.trainable, net.non_trainable, jax.device_put(x, self.jax_device))
+        return np.asarray(out, dtype=np.float32)
+
     def output_finite(self) -> bool:
         x, _ = self.next_batch()
         net = self.net

@@ -274,6 +274,10 @@ class MXNetSession:
     def sync(self) -> None:
         mx.nd.waitall()
 
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        out = self.net(mx.nd.array(x, ctx=self.ctxs[0]))
+        return np.asarray(out.astype("float32").asnumpy())  # asnumpy waits for the engine
+
     def take_mean_loss(self) -> float | None:
         if not self._losses:
             return None

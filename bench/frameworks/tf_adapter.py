@@ -169,6 +169,7 @@ class TFSession:
             model = self.model
             self._fn = tf.function(lambda x, y: model(x, training=False), jit_compile=self.jit)
         self._eval_fn = self._make_eval_step()
+        self._predict_fn: Any = None  # mode=serve's forward, made on first use
 
     def _make_train_step(self, cfg: BenchConfig) -> Any:
         opt = cfg.optimizer
@@ -252,6 +253,17 @@ class TFSession:
             out = self.model(x, training=False)
         outs = tf.nest.flatten(out)
         return all(bool(np.isfinite(np.asarray(o, dtype=np.float32)).all()) for o in outs)
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        if self._predict_fn is None:  # one trace per batch size (mode=serve warms each up)
+            model = self.model
+            self._predict_fn = tf.function(
+                lambda x: tf.cast(model(x, training=False), tf.float32), jit_compile=self.jit
+            )
+        if self._image_size is not None:  # bench's NCHW to Keras' NHWC, as its batches
+            x = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+        with tf.device(self.tf_device):
+            return np.asarray(self._predict_fn(tf.constant(x)))
 
     def take_mean_loss(self) -> float | None:
         if not self._loss_steps:

@@ -273,6 +273,12 @@ class TorchSession:
         outs = out if isinstance(out, tuple | list) else (out,)
         return all(bool(torch.isfinite(o.float()).all()) for o in outs if torch.is_tensor(o))
 
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        with torch.inference_mode(), self._autocast():
+            out = self.forward(self._laid_out(torch.from_numpy(x).to(self.dev)))
+        out = out[0] if isinstance(out, tuple | list) else out
+        return out.float().cpu().numpy()
+
     def mark(self) -> torch.cuda.Event | None:
         if self.dev.type != "cuda":
             return None

@@ -430,6 +430,12 @@ def run_trial(
         t0 = time.perf_counter()
         parity = hooks.parity
         host = data_mod.load(cfg) if parity is None else parity_hook.batches(parity, cfg, rank)
+        library = None
+        if cfg.mode == "serve":  # LoadGen's sample library; the session sees one batch of it
+            from bench.trial import serve
+
+            library = serve.library(host)
+            host = library.batches(cfg.serve.max_batch)
         result.phases["data_time_s"] = time.perf_counter() - t0
 
         telemetry.before_device_use()  # idle power is measured before the device is used
@@ -448,6 +454,10 @@ def run_trial(
         telemetry.start(session.device)
         if cfg.mode == "generate":  # a causal LM's generation windows: their own loop
             records = _generate(result, session, cfg, on_epoch, telemetry.window, flops)
+        elif library is not None:  # mode=serve: LoadGen's runs against the batching SUT
+            records = serve.serve(
+                result, session, library, cfg, on_epoch, telemetry.window, workdir
+            )
         else:
             records, cfg = _train_or_infer(
                 result,

@@ -31,6 +31,8 @@ CHOICES = {
     "tracking.uri": "tracking.uri",
     "onednn": "onednn",
     "tuning": "tuning",
+    "serve.scenario": "serve.scenario",
+    "serve.mode": "serve.mode",
     "goal": "goal",
     "goal.metric": "goal.metric",
 }
@@ -86,6 +88,16 @@ def cases() -> list[tuple[list[str], str]]:
         (["goal=accuracy", "data=digits", "data.evaluate=false"], "data.evaluate"),
         (["framework=tf", "channels_last=true"], "channels_last"),
         (["framework=mxnet", "cudnn_benchmark=true"], "cudnn_benchmark"),
+        # mode=serve (docs/serving.md)
+        (["mode=serve", "serve.target_qps=0"], "serve.target_qps"),
+        (["mode=serve", "serve.latency_bound_ms=0"], "serve.latency_bound_ms"),
+        (["mode=serve", "serve.max_batch=0"], "serve.max_batch"),
+        (["mode=serve", "serve.latency_percentile=1"], "serve.latency_percentile"),
+        (["mode=serve", "serve.scenario=offline", "serve.mode=find_peak"], "serve.mode: find_peak"),
+        (["mode=serve", "distributed=ddp", "workers=2"], "distributed: mode=serve"),
+        (["mode=serve", "model=hf", "model.name=llama"], "mode: serve does not serve causal LMs"),
+        (["mode=serve", "tuning=best"], "tuning: best searches training"),
+        (["mode=serve", "breakdown=true"], "breakdown: not wired for mode=serve"),
         # Rules across fields.
         (["model=alexnet", "image_size=32"], "image_size"),
         (["precision=fp16", "device=cpu"], "precision"),

@@ -1,0 +1,839 @@
+"""mode=serve: a model served under MLPerf's LoadGen (``mlperf_loadgen``), one scenario a trial.
+
+LoadGen is the load: its arrival process (SingleStream, MultiStream, Server's Poisson
+arrivals, Offline's one big query), its statistics and its verdict (VALID/INVALID, and which
+rule failed), all its own; bench never re-implements them.  bench supplies:
+
+- the query sample library: bench's usual data bytes (:func:`library`), every sample in host
+  memory before the run (LoadGen's load and unload calls have nothing left to do);
+- the system under test, one batching policy for every framework (:class:`Batcher`): the
+  samples LoadGen issues are queued; a worker thread takes a batch as soon as it is free, up
+  to ``serve.max_batch`` samples, waiting at most ``serve.batch_timeout_ms`` after the first
+  queued sample's arrival for more; it runs the framework session's ``predict``
+  (:class:`bench.frameworks.base.Predict`: host samples in, host outputs out), synchronizes
+  the device, and only then tells LoadGen the samples are complete.
+
+Before LoadGen starts, every batch size from 1 to ``serve.max_batch`` runs ``warmup_steps``
+times (tracing and compilation happen there; the first call is ``compile_time_s``); the
+single sample's and the full batch's times give LoadGen its expected latency and Offline's
+expected QPS unless ``serve.expected_qps`` is set.
+
+One trial is one LoadGen run (``serve.mode=performance|accuracy``) or, for Server,
+``serve.mode=find_peak``: a bisection of performance runs for the highest target QPS that
+LoadGen reports VALID at the latency bound (:func:`find_peak`).  Why not LoadGen's own
+FindPeakPerformance mode, which the Python bindings do run: it refuses to start unless the
+first target is already VALID, it writes one summary (its last probe's, not the peak's) and
+logs only the QPS it tried, not each probe's latency, so the run's history could not show
+every probe's QPS and p99.  Each LoadGen run is one record (a window, ``step`` = its index),
+its files kept under ``loadgen/<run>/`` as artifacts (``mlperf_log_summary.txt``,
+``mlperf_log_detail.txt``; ``mlperf_log_accuracy.json`` in accuracy mode).
+
+The summary file is parsed as untrusted input (:func:`parse_summary`): bounded, each figure
+checked, a malformed file an error naming the line.  A run shorter than MLPerf's own rules
+(:data:`MLPERF_MIN_DURATION_S`, :data:`MLPERF_MIN_QUERIES`) says so in its ``serve.rules``
+tag; LoadGen's own VALID/INVALID stays beside it, never replaced.
+
+Stopping: LoadGen's ``StartTest`` runs in a thread of its own while this thread waits in
+Python, so Ctrl-C and the inline launcher's timeout arrive here; the SUT then answers every
+queued and later query at once (LoadGen has no call to abort a test, so it ends at its own
+pace: its minimum duration) and the threads are joined before the exception goes on.
+LoadGen's ``max_duration`` is the trial's time left, so a run never outlives its timeout.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.core.config import BenchConfig
+from bench.core.result import EpochRecord, TrialResult
+from bench.data import HostBatches, LabelledData, SequenceBatches
+
+EpochCallback = Callable[[EpochRecord], None]
+WindowCallback = Callable[[float, float, int], dict[str, float]]
+# A framework's forward on host samples, returning host outputs (the device synchronized).
+Predict = Callable[[np.ndarray], np.ndarray]
+# Tells LoadGen that samples (their response ids) are done; ``outputs`` their rows, or None
+# for samples answered without running (a drained SUT).
+Complete = Callable[[Sequence[int], "np.ndarray | None"], None]
+
+# bench's scenario names and LoadGen's.
+SCENARIOS = {
+    "single_stream": "SingleStream",
+    "multi_stream": "MultiStream",
+    "server": "Server",
+    "offline": "Offline",
+}
+MODES = {"performance": "PerformanceOnly", "accuracy": "AccuracyOnly", "find_peak": ""}
+
+# MLPerf Inference's own rules (LoadGen's mlperf.conf, v4 and later): every scenario runs at
+# least 600 s; MultiStream at least 662 queries, Offline's one query at least 24,576 samples.
+MLPERF_MIN_DURATION_S = 600.0
+MLPERF_MIN_QUERIES = {"multi_stream": 662, "offline": 24_576}
+
+# The figures a serving trial records (to move into bench.core.metrics' catalogue).  A
+# LoadGen run's (a window's, logged at step = the run's index) and the trial's never share
+# a name: the trial's are trial_<name>.
+SERVE_SAMPLES_PER_S = "serve_samples_per_s"  # LoadGen's throughput figure of the scenario
+SERVE_LATENCY_P50_MS = "serve_latency_p50_ms"
+SERVE_LATENCY_P90_MS = "serve_latency_p90_ms"
+SERVE_LATENCY_P99_MS = "serve_latency_p99_ms"
+SERVE_LATENCY_P999_MS = "serve_latency_p999_ms"
+SERVE_LATENCY_MEAN_MS = "serve_latency_mean_ms"
+SERVE_VALID = "serve_valid"  # 1: LoadGen's VALID, 0: INVALID
+SERVE_TARGET_QPS = "serve_target_qps"  # Server: the offered load
+SERVE_SCHEDULED_QPS = "serve_scheduled_qps"  # Server: the load LoadGen scheduled
+SERVE_MEAN_BATCH = "serve_mean_batch"  # samples per batch the SUT ran
+SERVE_ACCURACY_AGREEMENT = "serve_accuracy_agreement"  # accuracy mode: served == batch outputs
+SERVE_TOP1 = "serve_top1"  # accuracy mode, labelled data: served answers' accuracy
+WINDOW_FIGURES = (
+    SERVE_SAMPLES_PER_S,
+    SERVE_LATENCY_P50_MS,
+    SERVE_LATENCY_P90_MS,
+    SERVE_LATENCY_P99_MS,
+    SERVE_LATENCY_P999_MS,
+    SERVE_LATENCY_MEAN_MS,
+    SERVE_VALID,
+    SERVE_MEAN_BATCH,
+)
+# Trial figures: the (last, or only) performance run's, as trial_<name>; find_peak's peak.
+SERVE_PEAK_QPS = "serve_peak_qps"  # find_peak: the highest VALID target QPS (0: none)
+SERVE_PEAK_LATENCY_P99_MS = "serve_peak_latency_p99_ms"  # find_peak: that run's p99
+SERVE_PROBES = "serve_probes"  # find_peak: LoadGen runs made
+
+
+def trial_name(name: str) -> str:
+    return f"trial_{name}"
+
+
+# --- the query sample library ---------------------------------------------------------------
+
+
+@dataclass
+class Library:
+    """Every sample a LoadGen run may ask for, in host memory, in bench's layout (images
+    (N, 3, H, W) float32, normalized as the framework loaders normalize them; tokens
+    (N, L) int64); ``labels`` where the data set has them (else None)."""
+
+    samples: np.ndarray
+    labels: np.ndarray | None
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def batches(self, max_batch: int) -> HostBatches | SequenceBatches:
+        """What the framework session is prepared with: the first ``max_batch`` samples as
+        one batch (its warm-up and shape; the served samples come from the library)."""
+        x = self.samples[:max_batch]
+        y = self.labels[:max_batch] if self.labels is not None else np.zeros(len(x), dtype=np.int64)
+        if x.ndim == 4:
+            return HostBatches([x], [y])
+        return SequenceBatches("serve", [x], [(y,)])
+
+
+def library(host: HostBatches | LabelledData | SequenceBatches) -> Library:
+    """The query sample library of ``host`` data: synthetic batches concatenated; a labelled
+    set's held-out split, normalized with its training statistics (as the loaders do)."""
+    if isinstance(host, HostBatches):
+        return Library(np.concatenate(host.images), np.concatenate(host.labels))
+    if isinstance(host, SequenceBatches):
+        return Library(np.concatenate(host.inputs), None)
+    x = host.test_x.astype(np.float32).transpose(0, 3, 1, 2) / 255.0
+    mean = np.asarray(host.mean, np.float32).reshape(1, 3, 1, 1)
+    std = np.asarray(host.std, np.float32).reshape(1, 3, 1, 1)
+    return Library(np.ascontiguousarray((x - mean) / std), host.test_y.astype(np.int64))
+
+
+# --- the system under test's batching policy ------------------------------------------------
+
+
+@dataclass
+class Batcher:
+    """The SUT: samples queued as LoadGen issues them; a worker thread runs them in batches.
+
+    A batch is taken as soon as the worker is free and a sample is queued: up to
+    ``max_batch`` samples, waiting for more until ``timeout_s`` after the first queued
+    sample's arrival (0: no wait, whatever is queued).  ``predict`` runs the batch (its
+    outputs are on the host, so the device has finished), ``sync`` synchronizes the device
+    anyway, then ``complete`` tells LoadGen.  A failing ``predict`` keeps its exception
+    (``error``) and drains: every queued and later sample is answered at once, unrun, so
+    that LoadGen ends and the trial can report the failure."""
+
+    predict: Predict
+    samples: np.ndarray
+    max_batch: int
+    timeout_s: float
+    complete: Complete
+    sync: Callable[[], None] = lambda: None
+    clock: Callable[[], float] = time.perf_counter
+    # What ran: each batch's time (take to complete, s) and size.
+    batch_s: list[float] = field(default_factory=list)
+    batch_sizes: list[int] = field(default_factory=list)
+    error: BaseException | None = None
+    _queue: deque[tuple[int, int, float]] = field(default_factory=deque)
+    _cond: threading.Condition = field(default_factory=threading.Condition)
+    _stopping: bool = False
+    _draining: bool = False
+    _thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._stopping = self._draining = False
+        self._thread = threading.Thread(target=self._work, name="bench-serve-sut", daemon=True)
+        self._thread.start()
+
+    def issue(self, items: Sequence[tuple[int, int]]) -> None:
+        """LoadGen's IssueQuery: (response id, library index) pairs, queued."""
+        now = self.clock()
+        with self._cond:
+            if not self._draining:
+                self._queue.extend((rid, index, now) for rid, index in items)
+                self._cond.notify()
+                return
+        self.complete([rid for rid, _ in items], None)
+
+    def flush(self) -> None:
+        """LoadGen's FlushQueries: nothing is held back beyond the timeout; nothing to do."""
+
+    def drain(self) -> None:
+        """Answer every queued and later sample at once, unrun (a stop, or a failure)."""
+        with self._cond:
+            self._draining = True
+            pending = [rid for rid, _, _ in self._queue]
+            self._queue.clear()
+            self._cond.notify_all()
+        if pending:
+            self.complete(pending, None)
+
+    def stop(self) -> None:
+        """End the worker (after draining what is queued) and join it."""
+        self.drain()
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _take(self) -> list[tuple[int, int, float]] | None:
+        with self._cond:
+            while not self._queue and not self._stopping:
+                self._cond.wait()
+            if not self._queue:
+                return None
+            deadline = self._queue[0][2] + self.timeout_s
+            while len(self._queue) < self.max_batch and not self._draining:
+                left = deadline - self.clock()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            n = min(self.max_batch, len(self._queue))
+            return [self._queue.popleft() for _ in range(n)]
+
+    def _work(self) -> None:
+        while (batch := self._take()) is not None:
+            ids = [rid for rid, _, _ in batch]
+            if self.error is not None:
+                self.complete(ids, None)
+                continue
+            start = self.clock()
+            try:
+                out = self.predict(self.samples[[index for _, index, _ in batch]])
+                self.sync()
+            except BaseException as exc:  # noqa: BLE001 - the trial reports it after LoadGen
+                self.error = exc
+                self.complete(ids, None)
+                self.drain()
+                continue
+            self.complete(ids, out)
+            self.batch_s.append(self.clock() - start)
+            self.batch_sizes.append(len(batch))
+
+
+# --- LoadGen's summary, as untrusted input ---------------------------------------------------
+
+
+class SummaryError(ValueError):
+    """A LoadGen summary that cannot be read: the message names the file's line or field."""
+
+
+MAX_SUMMARY_BYTES = 1 << 20
+_LINE = re.compile(r"^\s*([^:]{1,120}?)\s*:\s*(.{0,200}?)\s*$")
+_PERCENTILE = re.compile(r"^(\d{1,2}(?:\.\d{1,2})?) percentile latency \(ns\)$")
+_CHECKS = {
+    "Performance constraints satisfied": "performance",
+    "Min duration satisfied": "min_duration",
+    "Min queries satisfied": "min_queries",
+    "Early stopping satisfied": "early_stopping",
+}
+# The scenario's headline throughput, as LoadGen names it (MultiStream has none).
+_THROUGHPUT = {
+    "SingleStream": "QPS w/ loadgen overhead",
+    "Server": "Completed samples per second",
+    "Offline": "Samples per second",
+}
+
+
+@dataclass
+class Summary:
+    """What ``mlperf_log_summary.txt`` says: the scenario and mode, LoadGen's verdict and
+    each of its rules (``checks``: rule -> satisfied), the throughput (samples/s; None for
+    MultiStream, which reports latencies only), latency percentiles (ms, by percentile
+    in %), the mean latency (ms), and the parameters it ran with."""
+
+    scenario: str
+    mode: str
+    valid: bool
+    checks: dict[str, bool]
+    samples_per_s: float | None
+    latency_ms: dict[float, float]
+    mean_latency_ms: float
+    scheduled_qps: float | None
+    samples_per_query: int
+    target_qps: float
+    target_latency_ms: float
+
+    @property
+    def failed(self) -> list[str]:
+        """The rules LoadGen found unsatisfied, in its order."""
+        return [rule for rule, ok in self.checks.items() if not ok]
+
+    def verdict(self) -> str:
+        """``VALID``, or ``INVALID (rule, rule)``."""
+        if self.valid:
+            return "VALID"
+        return f"INVALID ({', '.join(self.failed)})" if self.failed else "INVALID"
+
+
+def _number(key: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise SummaryError(f"mlperf_log_summary.txt: {key}: not a number: {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise SummaryError(f"mlperf_log_summary.txt: {key}: not a finite number >= 0: {text!r}")
+    return value
+
+
+def parse_summary(text: str) -> Summary:
+    """Read a LoadGen summary; refuse one that is too long, lacks a field every summary
+    has, or holds a figure that is not a finite number >= 0 (:class:`SummaryError`)."""
+    if len(text) > MAX_SUMMARY_BYTES:
+        raise SummaryError(f"mlperf_log_summary.txt: longer than {MAX_SUMMARY_BYTES} bytes")
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        match = _LINE.match(line)
+        if match and not line.lstrip().startswith("*"):
+            fields.setdefault(match.group(1), match.group(2))
+
+    def need(key: str) -> str:
+        if key not in fields:
+            raise SummaryError(f"mlperf_log_summary.txt: no {key!r} line")
+        return fields[key]
+
+    scenario = need("Scenario")
+    if scenario not in SCENARIOS.values():
+        raise SummaryError(f"mlperf_log_summary.txt: Scenario: unknown {scenario!r}")
+    result = need("Result is")
+    if result not in ("VALID", "INVALID"):
+        raise SummaryError(f"mlperf_log_summary.txt: Result is: {result!r}, not VALID/INVALID")
+    checks: dict[str, bool] = {}
+    for label, rule in _CHECKS.items():
+        if label in fields:
+            answer = fields[label]
+            if answer not in ("Yes", "NO"):
+                raise SummaryError(f"mlperf_log_summary.txt: {label}: {answer!r}, not Yes/NO")
+            checks[rule] = answer == "Yes"
+    latency: dict[float, float] = {}
+    for key, value in fields.items():
+        match = _PERCENTILE.match(key)
+        if match:
+            latency[float(match.group(1))] = _number(key, value) / 1e6
+    for p in (50.0, 90.0, 99.0):
+        if p not in latency:
+            raise SummaryError(f"mlperf_log_summary.txt: no {p:.2f} percentile latency line")
+    throughput = _THROUGHPUT.get(scenario)
+    scheduled = fields.get("Scheduled samples per second")
+    target_latency = fields.get("target_latency (ns)", "0")
+    return Summary(
+        scenario=scenario,
+        mode=need("Mode"),
+        valid=result == "VALID",
+        checks=checks,
+        samples_per_s=_number(throughput, need(throughput)) if throughput else None,
+        latency_ms=latency,
+        mean_latency_ms=_number("Mean latency (ns)", need("Mean latency (ns)")) / 1e6,
+        scheduled_qps=_number("Scheduled samples per second", scheduled) if scheduled else None,
+        samples_per_query=int(_number("samples_per_query", need("samples_per_query"))),
+        target_qps=_number("target_qps", need("target_qps")),
+        target_latency_ms=_number("target_latency (ns)", target_latency) / 1e6,
+    )
+
+
+# --- one LoadGen run -------------------------------------------------------------------------
+
+
+@dataclass
+class Expected:
+    """What the warm-up measured: one sample's and a full batch's forward (s)."""
+
+    single_s: float
+    batch_s: float
+    max_batch: int
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.max_batch / max(self.batch_s, 1e-6)
+
+
+# LoadGen's latency percentile of each scenario (Server's is serve.latency_percentile).
+PERCENTILES = {"single_stream": 0.9, "multi_stream": 0.99, "offline": 0.9}
+# LoadGen's early stopping passes a run at a percentile p only with at least
+# log(1 - 0.99) / log(p) queries (every one of them within the bound): 459 at p99, 44 at p90.
+EARLY_STOPPING_CONFIDENCE = 0.99
+
+
+def min_queries(cfg: BenchConfig) -> int:
+    """LoadGen's minimum query count: serve.min_queries, or (0) the fewest its early
+    stopping can pass at the scenario's percentile (Offline: its one query)."""
+    s = cfg.serve
+    if s.min_queries > 0:
+        return s.min_queries
+    if s.scenario == "offline":
+        return 1
+    p = s.latency_percentile if s.scenario == "server" else PERCENTILES[s.scenario]
+    return math.ceil(math.log(1 - EARLY_STOPPING_CONFIDENCE) / math.log(p))
+
+
+def rules_note(cfg: BenchConfig, expected_samples: int = 0) -> str:
+    """'' where the run is as long as MLPerf's rules ask; otherwise what falls short, as the
+    ``serve.rules`` tag says it ('not valid under MLPerf's rules: ...')."""
+    s = cfg.serve
+    short = []
+    if s.min_duration_s < MLPERF_MIN_DURATION_S:
+        short.append(f"min_duration {s.min_duration_s:g} s < {MLPERF_MIN_DURATION_S:g} s")
+    need = MLPERF_MIN_QUERIES.get(s.scenario, 0)
+    have = expected_samples if s.scenario == "offline" else min_queries(cfg)
+    if have < need:
+        unit = "samples" if s.scenario == "offline" else "queries"
+        short.append(f"{have} {unit} < {need}")
+    return "not valid under MLPerf's rules: " + "; ".join(short) if short else ""
+
+
+def settings(cfg: BenchConfig, expected: Expected, target_qps: float, max_duration_s: float) -> Any:
+    """LoadGen's TestSettings for ``cfg.serve`` (Server at ``target_qps``)."""
+    import mlperf_loadgen as lg
+
+    s = cfg.serve
+    ts = lg.TestSettings()
+    ts.scenario = getattr(lg.TestScenario, SCENARIOS[s.scenario])
+    ts.mode = lg.TestMode.AccuracyOnly if s.mode == "accuracy" else lg.TestMode.PerformanceOnly
+    ts.min_duration_ms = int(s.min_duration_s * 1000)
+    ts.max_duration_ms = max(int(max_duration_s * 1000), ts.min_duration_ms)
+    ts.min_query_count = min_queries(cfg)
+    ts.qsl_rng_seed = ts.sample_index_rng_seed = ts.schedule_rng_seed = cfg.seed
+    ts.server_target_qps = target_qps
+    ts.server_target_latency_ns = int(s.latency_bound_ms * 1e6)
+    ts.server_target_latency_percentile = s.latency_percentile
+    ts.multi_stream_samples_per_query = s.samples_per_query
+    ts.single_stream_expected_latency_ns = max(int(expected.single_s * 1e9), 1)
+    per_query = expected.batch_s * math.ceil(s.samples_per_query / expected.max_batch)
+    ts.multi_stream_expected_latency_ns = max(int(per_query * 1e9), 1)
+    ts.offline_expected_qps = s.expected_qps or expected.samples_per_s
+    return ts
+
+
+def offline_samples(cfg: BenchConfig, expected: Expected) -> int:
+    """The samples of Offline's one query, as LoadGen sizes it (expected QPS x min duration
+    x 1.1, at least min_queries)."""
+    qps = cfg.serve.expected_qps or expected.samples_per_s
+    return max(int(qps * cfg.serve.min_duration_s * 1.1), min_queries(cfg))
+
+
+@dataclass
+class Run:
+    """One LoadGen run: its summary (None in accuracy mode, whose summary holds no
+    figures), bench's own view of it (wall time, the SUT's batches) and its logs' folder."""
+
+    summary: Summary | None
+    wall_s: float
+    start: float
+    end: float
+    batch_s: list[float]
+    batch_sizes: list[int]
+    outdir: Path
+    answers: dict[int, int] = field(default_factory=dict)  # accuracy: library index -> class
+
+
+def _responses(lg: Any, accuracy: bool) -> Complete:
+    """LoadGen's QuerySamplesComplete for a batch: in accuracy mode each response carries
+    its sample's answer (the output's argmax, int64), which LoadGen copies into its log."""
+
+    def complete(ids: Sequence[int], outputs: np.ndarray | None) -> None:
+        if not accuracy or outputs is None:
+            lg.QuerySamplesComplete([lg.QuerySampleResponse(rid, 0, 0) for rid in ids])
+            return
+        answers = np.ascontiguousarray(
+            np.asarray(outputs).reshape(len(ids), -1).argmax(axis=1).astype(np.int64)
+        )
+        base, size = answers.ctypes.data, answers.itemsize
+        lg.QuerySamplesComplete(
+            [lg.QuerySampleResponse(rid, base + i * size, size) for i, rid in enumerate(ids)]
+        )
+
+    return complete
+
+
+def read_accuracy_log(path: Path, size: int) -> dict[int, int]:
+    """``mlperf_log_accuracy.json``: each library index's answer (untrusted: each entry an
+    index within the library and an 8-byte hex answer, else :class:`SummaryError`)."""
+    import json
+
+    try:
+        entries = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise SummaryError(f"{path.name}: cannot be read: {exc}") from exc
+    if not isinstance(entries, list):
+        raise SummaryError(f"{path.name}: not a list of responses")
+    answers: dict[int, int] = {}
+    for entry in entries:
+        index = entry.get("qsl_idx") if isinstance(entry, dict) else None
+        data = entry.get("data") if isinstance(entry, dict) else None
+        if not isinstance(index, int) or not 0 <= index < size or not isinstance(data, str):
+            raise SummaryError(f"{path.name}: a malformed response: {str(entry)[:80]}")
+        try:
+            raw = bytes.fromhex(data)
+        except ValueError:
+            raise SummaryError(f"{path.name}: response {index}: data is not hex") from None
+        if len(raw) != 8:
+            raise SummaryError(f"{path.name}: response {index}: {len(raw)} bytes, not 8")
+        answers[index] = int(np.frombuffer(raw, dtype=np.int64)[0])
+    return answers
+
+
+@contextmanager
+def _constructed(lg: Any, batcher: Batcher, size: int) -> Iterator[tuple[Any, Any]]:
+    def issue(queries: Any) -> None:
+        batcher.issue([(q.id, q.index) for q in queries])
+
+    sut = lg.ConstructSUT(issue, batcher.flush)
+    qsl = lg.ConstructQSL(size, size, lambda indices: None, lambda indices: None)
+    try:
+        yield sut, qsl
+    finally:
+        lg.DestroyQSL(qsl)
+        lg.DestroySUT(sut)
+
+
+def run_loadgen(
+    ts: Any,
+    predict: Predict,
+    lib: Library,
+    cfg: BenchConfig,
+    outdir: Path,
+    sync: Callable[[], None] = lambda: None,
+) -> Run:
+    """One LoadGen test with ``ts`` against the batching SUT; its logs in ``outdir``.
+
+    StartTest runs in its own thread; this one waits in Python, so that an interrupt (Ctrl-C,
+    the inline launcher's timeout) arrives here: the SUT then drains, LoadGen ends at its
+    own pace, every thread is joined, and the exception goes on."""
+    import mlperf_loadgen as lg
+
+    outdir.mkdir(parents=True, exist_ok=True)
+    log = lg.LogSettings()
+    log.log_output.outdir = str(outdir)
+    log.log_output.copy_summary_to_stdout = False
+    log.enable_trace = False
+    accuracy = cfg.serve.mode == "accuracy"
+    batcher = Batcher(
+        predict,
+        lib.samples,
+        cfg.serve.max_batch,
+        cfg.serve.batch_timeout_ms / 1e3,
+        _responses(lg, accuracy),
+        sync,
+    )
+    failure: list[BaseException] = []
+    done = threading.Event()
+    with _constructed(lg, batcher, len(lib)) as (sut, qsl):
+
+        def test() -> None:
+            try:  # no audit.config from the working directory: a missing file in outdir
+                lg.StartTestWithLogSettings(sut, qsl, ts, log, str(outdir / "audit.config"))
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+                failure.append(exc)
+            finally:
+                done.set()
+
+        thread = threading.Thread(target=test, name="bench-serve-loadgen", daemon=True)
+        batcher.start()
+        start = time.perf_counter()
+        thread.start()
+        try:
+            while not done.wait(0.05):
+                pass
+        except BaseException:
+            batcher.drain()  # answer everything at once: LoadGen ends at its minimum duration
+            thread.join()
+            raise
+        finally:
+            end = time.perf_counter()
+            batcher.stop()
+    if failure:
+        raise failure[0]
+    if batcher.error is not None:
+        raise batcher.error
+    trace = outdir / "mlperf_log_trace.json"
+    if trace.exists() and trace.stat().st_size == 0:  # enable_trace=False leaves it empty
+        trace.unlink()
+    summary = None
+    if not accuracy:
+        path = outdir / "mlperf_log_summary.txt"
+        try:
+            text = path.read_text(errors="replace")
+        except OSError as exc:
+            raise SummaryError(f"LoadGen wrote no summary in {outdir}: {exc}") from exc
+        summary = parse_summary(text)
+    run = Run(
+        summary,
+        end - start,
+        start,
+        end,
+        batcher.batch_s,
+        batcher.batch_sizes,
+        outdir,
+    )
+    if accuracy:
+        run.answers = read_accuracy_log(outdir / "mlperf_log_accuracy.json", len(lib))
+    return run
+
+
+# --- a trial -----------------------------------------------------------------------------------
+
+
+def warm_up(
+    predict: Predict, lib: Library, cfg: BenchConfig, sync: Callable[[], None]
+) -> tuple[float, float, Expected]:
+    """Every batch size from 1 to max_batch, ``max(warmup_steps, 1)`` times each (tracing and
+    compiling each shape before LoadGen starts); (the first call's time, the rest's, what
+    one sample and a full batch took at their last call)."""
+    perf = time.perf_counter
+    first = rest = 0.0
+    last: dict[int, float] = {}
+    rounds = max(cfg.warmup_steps, 1)
+    for r in range(rounds):
+        for size in range(1, cfg.serve.max_batch + 1):
+            t0 = perf()
+            predict(lib.samples[np.arange(size) % len(lib)])
+            sync()
+            took = perf() - t0
+            if r == 0 and size == 1:
+                first = took
+            else:
+                rest += took
+            last[size] = took
+    return first, rest, Expected(last[1], last[cfg.serve.max_batch], cfg.serve.max_batch)
+
+
+def record(run: Run, index: int, on_window: WindowCallback | None) -> EpochRecord:
+    """A LoadGen run as a window: the SUT's batches as its steps (a step's time is a batch's
+    forward, synchronized), its samples over bench's wall time around StartTest, LoadGen's
+    figures beside them."""
+    samples = sum(run.batch_sizes)
+    times = np.asarray(run.batch_s or [0.0]) * 1e3
+    p50, p90, p99 = (float(v) for v in np.percentile(times, [50, 90, 99]))
+    rec = EpochRecord(
+        epoch=index,
+        steps=len(run.batch_sizes),
+        samples=samples,
+        epoch_time_s=run.wall_s,
+        samples_per_s=samples / run.wall_s if run.wall_s > 0 else 0.0,
+        step_time_p50_ms=p50,
+        step_time_p90_ms=p90,
+        step_time_p99_ms=p99,
+    )
+    if run.summary is not None:
+        rec.extra.update(figures(run.summary, rec.samples_per_s))
+    rec.extra[SERVE_MEAN_BATCH] = samples / len(run.batch_sizes) if run.batch_sizes else 0.0
+    if on_window is not None:
+        rec.extra.update(on_window(run.start, run.end, samples))
+    return rec
+
+
+def figures(s: Summary, bench_samples_per_s: float) -> dict[str, float]:
+    """A run's LoadGen figures under bench's names (MultiStream's throughput: bench's)."""
+    out = {
+        SERVE_SAMPLES_PER_S: s.samples_per_s
+        if s.samples_per_s is not None
+        else bench_samples_per_s,
+        SERVE_LATENCY_P50_MS: s.latency_ms[50.0],
+        SERVE_LATENCY_P90_MS: s.latency_ms[90.0],
+        SERVE_LATENCY_P99_MS: s.latency_ms[99.0],
+        SERVE_LATENCY_MEAN_MS: s.mean_latency_ms,
+        SERVE_VALID: 1.0 if s.valid else 0.0,
+    }
+    if 99.9 in s.latency_ms:
+        out[SERVE_LATENCY_P999_MS] = s.latency_ms[99.9]
+    if s.scenario == "Server":
+        out[SERVE_TARGET_QPS] = s.target_qps
+        if s.scheduled_qps is not None:
+            out[SERVE_SCHEDULED_QPS] = s.scheduled_qps
+    return out
+
+
+@dataclass
+class Probe:
+    """find_peak's view of one run: the offered QPS, LoadGen's verdict and p99."""
+
+    target_qps: float
+    valid: bool
+    p99_ms: float
+
+
+def find_peak(
+    probe: Callable[[float], Probe], start_qps: float, max_probes: int, tolerance: float
+) -> tuple[float, list[Probe]]:
+    """The highest target QPS that ``probe`` finds VALID: from ``start_qps``, doubled while
+    VALID and halved while INVALID until both a VALID and an INVALID load are known, then
+    bisected until the INVALID load is within ``tolerance`` (relative) of the VALID one, in
+    at most ``max_probes`` runs.  (0.0, probes) when no load was VALID."""
+    low: float | None = None  # the highest VALID load so far
+    high: float | None = None  # the lowest INVALID load so far
+    qps = start_qps
+    probes: list[Probe] = []
+    while len(probes) < max_probes:
+        p = probe(qps)
+        probes.append(p)
+        if p.valid:
+            low = qps if low is None else max(low, qps)
+        else:
+            high = qps if high is None else min(high, qps)
+        if low is not None and high is not None:
+            if high - low <= tolerance * low:
+                break
+            qps = (low + high) / 2
+        elif low is not None:
+            qps = low * 2
+        else:
+            assert high is not None
+            qps = high / 2
+    return (low or 0.0), probes
+
+
+def serve(
+    result: TrialResult,
+    session: Any,
+    lib: Library,
+    cfg: BenchConfig,
+    on_epoch: EpochCallback | None,
+    on_window: WindowCallback | None,
+    workdir: Path | None,
+) -> list[EpochRecord]:
+    """mode=serve's warm-up and LoadGen runs on a prepared session; the records, with the
+    trial's figures and tags written into ``result``."""
+    from bench.frameworks.base import Predict as PredictProtocol
+
+    if not isinstance(session, PredictProtocol):
+        raise TypeError(f"mode=serve: {cfg.framework.name}'s session has no predict")
+    predict, sync = session.predict, session.sync
+    first, rest, expected = warm_up(predict, lib, cfg, sync)
+    result.phases["compile_time_s"], result.phases["warmup_time_s"] = first, rest
+    s = cfg.serve
+    samples = offline_samples(cfg, expected) if s.scenario == "offline" else 0
+    env = result.environment
+    env["serve.scenario"] = SCENARIOS[s.scenario]
+    env["serve.policy"] = f"max_batch={s.max_batch} batch_timeout_ms={s.batch_timeout_ms:g}"
+    env["serve.rules"] = rules_note(cfg, samples) or "as long as MLPerf's rules ask"
+    env["serve.peak_search"] = "bench's bisection" if s.mode == "find_peak" else ""
+    deadline = result.marks.get("trial_start", time.time()) + cfg.timeout_s - 5.0
+
+    temp = None
+    if workdir is None:
+        temp = Path(tempfile.mkdtemp(prefix="bench-serve-"))
+    base = (workdir or temp or Path(".")) / "loadgen"
+    records: list[EpochRecord] = []
+
+    def one(target_qps: float) -> tuple[Run, EpochRecord]:
+        left = deadline - time.time()
+        ts = settings(cfg, expected, target_qps, left)
+        run = run_loadgen(ts, predict, lib, cfg, base / f"run{len(records) + 1}", sync)
+        rec = record(run, len(records) + 1, on_window)
+        records.append(rec)
+        if on_epoch is not None:
+            on_epoch(rec)
+        return run, rec
+
+    try:
+        if s.mode == "find_peak":
+            runs: dict[float, tuple[Run, EpochRecord]] = {}
+
+            def probe(qps: float) -> Probe:
+                runs[qps] = one(qps)
+                summary = runs[qps][0].summary
+                assert summary is not None  # a performance run's
+                return Probe(qps, summary.valid, summary.latency_ms[99.0])
+
+            peak, probes = find_peak(probe, s.target_qps, s.peak_probes, s.peak_tolerance)
+            result.summary[SERVE_PEAK_QPS] = peak
+            result.summary[SERVE_PROBES] = float(len(probes))
+            # the trial's figures: the peak's run (the last probe's where none was VALID)
+            last, rec = runs[peak] if peak > 0 else runs[probes[-1].target_qps]
+            if peak > 0 and last.summary is not None:
+                result.summary[SERVE_PEAK_LATENCY_P99_MS] = last.summary.latency_ms[99.0]
+            env["serve.peak"] = (
+                f"{peak:g} QPS at p{s.latency_percentile * 100:g} <= {s.latency_bound_ms:g} ms"
+                if peak > 0
+                else "no target QPS was VALID"
+            )
+        else:
+            last, rec = one(s.target_qps)
+            if s.mode == "accuracy":
+                _check_accuracy(result, session, lib, cfg, last)
+        env["serve.result"] = (
+            last.summary.verdict() if last.summary is not None else "accuracy run (no verdict)"
+        )
+        for name in WINDOW_FIGURES + (SERVE_TARGET_QPS, SERVE_SCHEDULED_QPS):
+            if name in rec.extra:
+                result.summary[trial_name(name)] = rec.extra[name]
+        result.summary["trial_time_s"] = sum(r.epoch_time_s for r in records)
+        result.summary["trial_samples_per_s"] = rec.samples_per_s
+    finally:
+        if temp is not None:
+            shutil.rmtree(temp, ignore_errors=True)
+    if workdir is not None:
+        result.files.append("loadgen")
+    return records
+
+
+def _check_accuracy(
+    result: TrialResult, session: Any, lib: Library, cfg: BenchConfig, run: Run
+) -> None:
+    """Accuracy mode: LoadGen's logged answers against the framework's own batch outputs on
+    the same samples (batches of max_batch, outside LoadGen), and against the labels."""
+    if not run.answers:
+        raise SummaryError("mlperf_log_accuracy.json: no responses in accuracy mode")
+    indices = np.asarray(sorted(run.answers))
+    own = np.concatenate(
+        [
+            np.asarray(session.predict(lib.samples[indices[i : i + cfg.serve.max_batch]]))
+            .reshape(len(indices[i : i + cfg.serve.max_batch]), -1)
+            .argmax(axis=1)
+            for i in range(0, len(indices), cfg.serve.max_batch)
+        ]
+    )
+    served = np.asarray([run.answers[i] for i in indices])
+    result.summary[trial_name(SERVE_ACCURACY_AGREEMENT)] = float(np.mean(served == own))
+    if lib.labels is not None:
+        result.summary[trial_name(SERVE_TOP1)] = float(np.mean(served == lib.labels[indices]))

@@ -1,0 +1,82 @@
+"""mode=serve through ``python -m bench``: LeNet-5 served under MLPerf's real LoadGen, one
+trial per scenario (torch) and a tf Server trial, in ONE sweep whose store every assertion
+reads; each LoadGen run lasts a fraction of a second."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import Bench
+
+pytestmark = pytest.mark.e2e
+pytest.importorskip("mlperf_loadgen")
+
+SERVE = [
+    "mode=serve", "model=lenet5", "batch_size=4", "warmup_steps=1", "threads=1",
+    "serve.max_batch=4", "serve.min_duration_s=0.3", "serve.min_queries=16",
+    "serve.target_qps=40", "serve.latency_bound_ms=2000", "telemetry.enabled=false",
+]  # fmt: skip
+SCENARIOS = ("single_stream", "multi_stream", "server", "offline")
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Bench, Any, list[Any]]:
+    bench = Bench(tmp_path_factory.mktemp("serve"))
+    result = bench.run("-m", "framework=torch", f"serve.scenario={','.join(SCENARIOS)}", *SERVE)
+    assert result.returncode == 0, result.output
+    return bench, result, bench.children()
+
+
+def by_scenario(children: list[Any]) -> dict[str, Any]:
+    return {c.data.params["serve.scenario"]: c for c in children}
+
+
+def test_one_ok_trial_per_scenario_with_loadgen_s_verdict(sweep) -> None:  # noqa: ANN001
+    _, result, children = sweep
+    runs = by_scenario(children)
+    assert sorted(runs) == sorted(SCENARIOS)
+    for scenario, run in runs.items():
+        tags, metrics = run.data.tags, run.data.metrics
+        assert tags["bench.status"] == "ok", tags.get("bench.error")
+        assert tags["bench.serve.result"].split(" ")[0] in ("VALID", "INVALID")
+        assert tags["bench.serve.rules"].startswith("not valid under MLPerf's rules")
+        assert tags["bench.serve.policy"] == "max_batch=4 batch_timeout_ms=0"
+        assert metrics["trial_serve_valid"] in (0.0, 1.0)
+        assert 0 < metrics["trial_serve_latency_p50_ms"] <= metrics["trial_serve_latency_p99_ms"]
+        assert metrics["trial_serve_samples_per_s"] > 0
+        assert 1 <= metrics["trial_serve_mean_batch"] <= 4
+        if scenario == "single_stream":  # one sample a query, one query at a time
+            assert metrics["trial_serve_mean_batch"] == 1
+    assert "Server" in runs["server"].data.tags["bench.serve.scenario"]
+    assert runs["server"].data.metrics["trial_serve_target_qps"] == 40
+
+
+def test_the_summary_file_is_an_artifact_and_agrees_with_mlflow(sweep, tmp_path: Path) -> None:  # noqa: ANN001
+    from bench.trial.serve import parse_summary
+
+    bench, _, children = sweep
+    client = bench.client()
+    for run in children:
+        files = {f.path for f in client.list_artifacts(run.info.run_id, "loadgen/run1")}
+        assert {
+            "loadgen/run1/mlperf_log_summary.txt",
+            "loadgen/run1/mlperf_log_detail.txt",
+        } <= files
+        local = client.download_artifacts(
+            run.info.run_id, "loadgen/run1/mlperf_log_summary.txt", str(tmp_path)
+        )
+        summary = parse_summary(Path(local).read_text())
+        metrics = run.data.metrics
+        assert metrics["trial_serve_latency_p99_ms"] == pytest.approx(summary.latency_ms[99.0])
+        assert metrics["trial_serve_valid"] == float(summary.valid)
+        assert run.data.tags["bench.serve.result"] == summary.verdict()
+
+
+def test_the_run_s_history_holds_the_loadgen_run_as_a_window(sweep) -> None:  # noqa: ANN001
+    bench, _, children = sweep
+    history = bench.client().get_metric_history(children[0].info.run_id, "serve_latency_p99_ms")
+    assert [m.step for m in history] == [1]
+    assert history[0].value == children[0].data.metrics["trial_serve_latency_p99_ms"]
