@@ -20,6 +20,7 @@ from typing import Any
 from bench.analysis.scaling import scaling_efficiency
 from bench.core.config import BenchConfig, flatten, to_dict
 from bench.core.identity import config_hash, logged_params
+from bench.core.metrics import REFERENCE_STEP_S, SCALING_EFFICIENCY, TRIAL_SAMPLES_PER_S
 from bench.core.paths import locked
 from bench.core.result import KILLED, OK, EpochRecord, TrialResult
 from bench.runtime.processes import owner_alive, owner_label
@@ -39,6 +40,8 @@ from bench.tracking.reach import HalfBuiltStore, half_built, one_line, reachable
 from bench.tracking.spool import ORIGIN_TAG, Spool, SpooledTrial, new_origin, origin_hash
 from bench.tracking.system_metrics import points as system_points
 
+# Each run create's own mark (MlflowStore._create_run).
+CREATE_TAG = "bench.create_id"
 _MAX_PARAM_LEN = 6000
 
 # The experiment's kind, as MLflow's UI reads it (MLflow 3): it opens a model-training
@@ -170,14 +173,30 @@ class MlflowStore:
                 raise
             return str(found.experiment_id)
 
+    def _create_run(self, name: str, tags: dict[str, str]) -> Any:
+        """A new run, made once: MLflow's client retries a create that the server answered
+        with an error after making the run (a 500 from a proxy), which made it twice and
+        left the first RUNNING for ever.  Each create carries a mark of its own; any other
+        run with the mark is a retry's twin and is deleted."""
+        mark = uuid.uuid4().hex
+        run = self.client.create_run(
+            self.experiment_id, run_name=name, tags={**tags, CREATE_TAG: mark}
+        )
+        twins = self.client.search_runs(
+            [self.experiment_id], filter_string=f"tags.`{CREATE_TAG}` = '{mark}'", max_results=10
+        )
+        for twin in twins:
+            if twin.info.run_id != run.info.run_id:
+                self.client.delete_run(twin.info.run_id)
+        return run
+
     def start_sweep(self, name: str, tags: dict[str, str], origin: str = "") -> str:
         """A sweep's parent run; ``origin``: its secret (a new one if ''), whose hash it and
         its trials carry (:data:`~.spool.ORIGIN_TAG`)."""
         origin = origin or new_origin()
-        run = self.client.create_run(
-            self.experiment_id,
-            run_name=name,
-            tags={
+        run = self._create_run(
+            name,
+            {
                 "bench.sweep": "true",
                 OWNER_TAG: owner_label(),
                 **native_tags(),
@@ -264,7 +283,7 @@ class MlflowStore:
 
     def note_round(self, sweep_id: str, round_: int, reference_s: float) -> None:
         try:
-            self.client.log_metric(sweep_id, "reference_step_s", reference_s, step=round_)
+            self.client.log_metric(sweep_id, REFERENCE_STEP_S, reference_s, step=round_)
         except Exception as exc:  # noqa: BLE001 - a figure lost; the sweep goes on
             print(f"bench: could not log round {round_}'s reference step: {exc}", file=sys.stderr)
 
@@ -329,7 +348,7 @@ class MlflowStore:
                 "name": run.info.run_name or run.info.run_id,
                 "status": run.data.tags.get("bench.status", "running"),
                 "running": run.info.status == "RUNNING",
-                "samples_per_s": run.data.metrics.get("trial_samples_per_s"),
+                TRIAL_SAMPLES_PER_S: run.data.metrics.get(TRIAL_SAMPLES_PER_S),
                 "seconds": ((run.info.end_time or run.info.start_time) - run.info.start_time)
                 / 1000.0,
                 "tags": dict(run.data.tags),
@@ -357,10 +376,9 @@ class MlflowStore:
         from mlflow.entities import Param
 
         origin = self.sweeps.get(sweep_id, {}).get("origin", "")
-        run = self.client.create_run(
-            self.experiment_id,
-            run_name=name,
-            tags={
+        run = self._create_run(
+            name,
+            {
                 OWNER_TAG: owner_label(),
                 **native_tags(),
                 **trial_tags(cfg),
@@ -429,7 +447,7 @@ class MlflowTrialRun:
         tags = [RunTag(k, v) for k, v in trial_tags(self.cfg, result).items()]
         scaling = scaling_efficiency(self.cfg, result, self.store.find_ok_run)
         if scaling is not None:
-            metrics.append(Metric("scaling_efficiency", scaling[0], now, 0))
+            metrics.append(Metric(SCALING_EFFICIENCY, scaling[0], now, 0))
             tags.append(RunTag("bench.scaling_baseline_run", scaling[1]))
         start_s = result.marks.get("trial_start", time.time())
         for key, value, at, step in system_points(files, start_s):
