@@ -142,6 +142,12 @@ def half_built(db: Path) -> str:
         }
         if not tables:
             return ""
+        if not tables & {"experiments", "runs", "alembic_version"}:
+            names = ", ".join(sorted(tables)[:5])
+            return (
+                f"{db} is another application's SQLite database (its tables: {names}), not an "
+                "MLflow store: name a new file, or an MLflow store, in the tracking URI"
+            )
 
         def rows(table: str) -> int:
             return (

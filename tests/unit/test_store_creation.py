@@ -91,3 +91,15 @@ def test_a_half_built_store_is_named_with_the_fix(
 
     with pytest.raises(LookupError, match="half-built"):
         load_runs(f"sqlite:///{db}")
+
+
+def test_another_applications_database_is_named_as_such(tmp_path: Path) -> None:
+    """Issue 51: it was called half-built, with the advice to remove it."""
+    db = tmp_path / "notes.db"
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE notes (id INTEGER, body TEXT)")
+        con.execute("INSERT INTO notes VALUES (1, 'keep me')")
+    before = db.read_bytes()
+    with pytest.raises(HalfBuiltStore, match="another application's SQLite database .* notes"):
+        MlflowStore(f"sqlite:///{db}", "bench")
+    assert db.read_bytes() == before
