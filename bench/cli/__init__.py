@@ -49,7 +49,15 @@ def _job_minutes(timeout_s: float, tuning: str = "default", budget_s: float = 0.
     return math.ceil(limit / 60.0) + 1
 
 
+def _framework_titles() -> str:
+    """``bench --help``'s list of frameworks, from their specs (``PyTorch, TensorFlow, ...``)."""
+    from bench.core.frameworks import FRAMEWORKS
+
+    return ", ".join(spec.title for spec in FRAMEWORKS.values())
+
+
 OmegaConf.register_new_resolver("bench_minutes", _job_minutes)
+OmegaConf.register_new_resolver("bench_frameworks", _framework_titles)
 register_resolvers()  # data.name: ${bench_cifar_if_present:}
 try:  # `hydra/launcher=submitit_slurm` gets bench's defaults (bench/launchers/slurm.py)
     from bench.launchers.slurm import register_launcher_config

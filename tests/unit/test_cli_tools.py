@@ -141,3 +141,17 @@ def test_the_inventory_keeps_its_entry_points(module: str) -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "usage: python -m bench.models" in done.stdout and "--image-size" in done.stdout
+
+
+def test_help_names_every_framework_from_its_spec(
+    monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    from hydra.core.global_hydra import GlobalHydra
+
+    from bench.core.frameworks import FRAMEWORKS
+
+    GlobalHydra.instance().clear()
+    assert bench(monkeypatch, "--help") in (0, None)
+    GlobalHydra.instance().clear()
+    head = capsys.readouterr().out.split("\n\n")[0]
+    assert ", ".join(spec.title for spec in FRAMEWORKS.values()) in head, head
