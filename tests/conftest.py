@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -165,10 +167,11 @@ def horovod_ready() -> None:
     build = os.environ.get("BENCH_HOROVOD_BUILD")
     if build:
         rc_file, deadline = Path(build) / "rc", time.monotonic() + 45 * 60
-        while not rc_file.exists():
-            if time.monotonic() > deadline:
-                pytest.fail("the background Horovod build did not finish in 45 minutes")
-            time.sleep(5)
+        with waiting_for("horovod build"):
+            while not rc_file.exists():
+                if time.monotonic() > deadline:
+                    pytest.fail("the background Horovod build did not finish in 45 minutes")
+                time.sleep(5)
         if rc_file.read_text().strip() != "0":
             log = (Path(build) / "log").read_text()[-4000:]
             pytest.fail(f"bench setup horovod failed:\n{log}")
@@ -182,7 +185,39 @@ def horovod_ready() -> None:
 # The time of each tier, for scripts/test_times.py (CI's guard against the e2e tier's drift):
 # every test's set-up, call and tear-down, summed in the process that reports (pytest-xdist's
 # controller, or the only one), written where BENCH_TEST_TIMES says at the session's end.
+# Time a fixture spends waiting for a build that runs beside the suite (the Docker images,
+# Horovod: seconds on a machine that has them cached, minutes on a new one) is reported
+# apart (``waits``), not as the tier's: it measures the machine's caches, not the tests.
 _TIMES: dict[str, Any] = {"tiers": {}, "tests": {}}
+
+
+@contextlib.contextmanager
+def waiting_for(what: str) -> Iterator[None]:
+    """Records how long the block waited for ``what`` (a build beside the suite), in the
+    file of this process's waits beside BENCH_TEST_TIMES' (every xdist worker has its own)."""
+    import json
+    import time
+
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        target = os.environ.get("BENCH_TEST_TIMES")
+        if target:
+            line = json.dumps({"what": what, "s": round(time.monotonic() - started, 2)})
+            with open(f"{target}.waits.{os.getpid()}", "a") as out:
+                out.write(line + "\n")
+
+
+def _waits(target: str) -> dict[str, float]:
+    import json
+
+    waits: dict[str, float] = {}
+    for path in Path(target).parent.glob(Path(target).name + ".waits.*"):
+        for line in path.read_text().splitlines():
+            wait = json.loads(line)
+            waits[wait["what"]] = round(waits.get(wait["what"], 0.0) + float(wait["s"]), 2)
+    return waits
 
 
 def _tier(keywords: Any) -> str:
@@ -219,6 +254,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             {
                 **existing,
                 "tiers": tiers,
+                "waits": _waits(target),
                 "slowest": [[nodeid, round(test[1], 1)] for nodeid, test in slowest],
             },
             indent=1,

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from bench import images
-from tests.conftest import REPO, TINY, Bench
+from tests.conftest import REPO, TINY, Bench, waiting_for
 from tests.docker_images import BASE, FRAMEWORKS, build_all, build_base, ca_bundle, wheelhouse
 
 pytestmark = pytest.mark.e2e
@@ -38,7 +38,8 @@ DOCKER = [
 @pytest.fixture(scope="session")
 def engine() -> Any:
     client = images.client()
-    build_base()
+    with waiting_for("docker base image"):
+        build_base()
     return client
 
 
@@ -46,7 +47,8 @@ def engine() -> Any:
 def built(engine: Any) -> dict[str, images.Image]:
     """bench's CPU images of both frameworks and the tracking server's image, built now
     unless their content-hash tags exist (or waited for: scripts/test.sh builds them ahead)."""
-    return build_all(engine)
+    with waiting_for("docker images"):
+        return build_all(engine)
 
 
 @pytest.fixture(scope="session")
