@@ -144,6 +144,13 @@ def _verdicts_of(ctx: Context) -> list[tuple[str, str, stats.Verdict]]:
     return ctx.verdicts
 
 
+def verdicts(runs: RunSet) -> list[tuple[str, str, stats.Verdict]]:
+    """The report's verdicts on ``runs`` as data, in the report's order: (what is compared,
+    the configuration, the verdict); ``bench.compare``'s rows."""
+    trials = [to_trial(r) for r in runs.records if not r.tags.get(HOOKS_TAG)]
+    return _verdicts_of(Context(trials))
+
+
 # What the build imports that the read does not: scipy's statistics and matplotlib's Agg
 # canvas (2-3 s on a 2-core machine).  ``warm_imports`` loads them in a background thread
 # while the runs are read, which over HTTP is mostly waiting on the server.
