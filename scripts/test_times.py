@@ -15,9 +15,10 @@ beside the suite (the Docker images, Horovod), which the e2e total is compared w
 ``check``.
 
 Machines differ (CI's kind runs up to twice as slow as the developers'), so the e2e total is
-compared in units of a reference workload timed on the same machine in the same run: a
-single-threaded pure-Python loop (the e2e tier is mostly interpreters starting, importing
-and building models, one core each), best of five, its mean before and after pytest.  The
+compared in units of a reference workload timed on the same machine in the same run: the
+CPU time of a single-threaded pure-Python loop (the e2e tier is mostly interpreters
+starting, importing and building models, one core each), best of five, its mean before and
+after pytest.  The
 baseline (``tests/test_times_baseline.json``) records both figures; a run passes when
 ``e2e_s / calibration_s`` stays within ``margin`` of the baseline's ratio.
 """
@@ -45,12 +46,13 @@ def workload() -> int:
 
 
 def calibrate() -> float:
-    """Seconds of :func:`workload`, the best of ``ROUNDS``: the machine's speed, not its load."""
+    """CPU seconds of :func:`workload`, the best of ``ROUNDS``: the machine's speed, not its
+    load (the Docker images building beside it, or not, on a machine that has them)."""
     best = float("inf")
     for _ in range(ROUNDS):
-        start = time.perf_counter()
+        start = time.process_time()
         workload()
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.process_time() - start)
     return best
 
 
