@@ -128,7 +128,12 @@ def _check_generate(problems: list[str], cfg: BenchConfig) -> None:
 
     kind = task(cfg.model)
     if not own_causal_lm(cfg.model):
-        what = f"a {kind} model" if kind != "causal_lm" else "a causal LM without a KV cache here"
+        article = "an" if kind[:1] in "aeiou" else "a"
+        what = (
+            f"{article} {kind} model"
+            if kind != "causal_lm"
+            else "a causal LM without a KV cache here"
+        )
         problems.append(
             f"mode: generate runs the causal LMs of model=hf (model=hf model.name=llama) and "
             f"of model=py model.task=causal_lm with a cached forward; {cfg.model.name} is {what}"

@@ -73,7 +73,8 @@ def _overview(ctx: Context, runs: RunSet) -> Section:
             else f"{min(repeats)} to {max(repeats)}"
         )
         section.blocks.append(
-            f"{len(repeats)} configurations (framework included) ran ok, with {each} runs each."
+            f"{len(repeats)} configuration{'s' if len(repeats) != 1 else ''} (framework "
+            f"included) ran ok, with {each} run{'s' if each != '1' else ''} each."
         )
     envs = group(ctx.trials, lambda t: (t.framework, tuple(sorted(t.environment.items()))))
     rows = []

@@ -291,7 +291,8 @@ def _say_planned(labels: Sequence[str], not_run: int, auto: bool = False) -> Non
     if auto:
         first = sum(1 for label in labels if re.search(r"\brepeat=[01]\b", label))
         print(
-            f"\nat most {len(labels)} trials would run (repeats=auto, a dry run: every check "
+            f"\nat most {len(labels)} trial{'s' if len(labels) != 1 else ''} would run "
+            "(repeats=auto, a dry run: every check "
             f"passed; nothing was started and no MLflow run was made{skipped}): the first "
             f"two rounds ({first} trials) always run; each later round runs only the "
             "configurations with a comparison still open"

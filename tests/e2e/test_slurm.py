@@ -309,7 +309,7 @@ def test_a_job_sbatch_refuses_is_recorded_as_an_error(bench) -> None:  # noqa: A
     (run,) = bench.children()
     assert run.data.tags["bench.status"] == "error"
     assert run.data.tags["bench.error"].startswith("Slurm did not accept the job: ")
-    assert "1 trials: 1 error" in result.stdout
+    assert "1 trial: 1 error" in result.stdout
 
 
 def test_a_job_slurm_would_never_start_is_cancelled_and_recorded_as_an_error(bench) -> None:  # noqa: ANN001
@@ -337,4 +337,4 @@ def test_a_job_slurm_would_never_start_is_cancelled_and_recorded_as_an_error(ben
     assert "Slurm would never start the job (pending, reason DependencyNeverSatisfied)" in error
     job = run.data.tags["bench.slurm_job_id"]
     assert _sacct(job, "State")[0][0].startswith("CANCELLED")
-    assert "1 trials: 1 error" in result.stdout
+    assert "1 trial: 1 error" in result.stdout
