@@ -120,6 +120,7 @@ TOOLS = {
     "parity": "bench.cli.parity",
     "data": "bench.cli.download",
     "setup": "bench.cli.setup",
+    "ui": "bench.cli.ui",
 }
 
 
