@@ -1,5 +1,7 @@
 """Training parity of ResNet-18 (``python -m bench.parity --model resnet18``): torch, tf and
-mxnet through their trial sessions, and faults that must fail it.
+mxnet through their trial sessions, with both jax sides (the Keras model on Keras' JAX
+backend, the Flax NNX model) in the same check under SGD and Adam, so the reference and its
+rounding floor are run once for all five; and faults that must fail it.
 
 ResNet-18 on random data is chaotic, and at its first step a few ReLU inputs lie within
 rounding of zero: where rounding tips one over (a one-ulp shake of the initial weights, or
@@ -23,12 +25,18 @@ torch = pytest.importorskip("torch")
 
 pytestmark = pytest.mark.e2e
 
+# The jax sides (Keras on JAX, Flax NNX) join the check under SGD and Adam, as they did in a
+# check of their own (torch, tf, jax, flax) before: one reference and floor for all.
+JAX_SIDES = {"sgd": ["jax", "jax[source=flax]"], "adam": ["jax", "jax[source=flax]"]}
+
 
 @pytest.mark.parametrize("optimizer", OPTIMIZERS)
 def test_resnet18_trains_the_same_in_every_framework(optimizer: str) -> None:
-    outcome = check.check(side.Spec(model="resnet18", **OPTIMIZERS[optimizer]), ALL)
+    sides = [*ALL, *JAX_SIDES.get(optimizer, [])]
+    outcome = check.check(side.Spec(model="resnet18", **OPTIMIZERS[optimizer]), sides)
     text = check.format_outcome(outcome)
     assert outcome.passed, text
+    assert [d.framework for d in outcome.deviations] == sides[1:], text
     # ResNet-18 on random data is chaotic: a one-ulp change of its initial weights moves its
     # own trajectory by over a hundredth of the tolerance within 2 steps, so the comparison
     # usually stops at the first step (momentum over 20 steps: lenet5, in the unit tier).
