@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -67,6 +68,10 @@ def latest(uri: str, experiment: str | None) -> tuple[str, str]:
     return found.experiment_id, parents[0].info.run_id if parents else ""
 
 
+def _stop(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     from bench.tracking.recent import store_or_last
 
@@ -87,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench ui: {exc}", file=sys.stderr)
         return 2
     base = f"http://127.0.0.1:{args.port}"
+    signal.signal(signal.SIGTERM, _stop)  # the server is stopped with bench ui, never left
     server = subprocess.Popen(
         [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
          "--host", "127.0.0.1", "--port", str(args.port)],
@@ -109,3 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     finally:
         server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
