@@ -16,6 +16,7 @@ import os
 import shlex
 import sys
 
+from bench.core.rules import bad_image_reference
 from bench.images import (
     COMPOSE_SERVICES,
     VARIANTS,
@@ -55,6 +56,14 @@ def main(argv: list[str] | None = None) -> int:
     prune.add_argument("--keep", type=_at_least_one, default=1, help="newest kept per kind")
     prune.add_argument("--dry-run", action="store_true", help="only say what would go")
     args = parser.parse_args(argv)
+    base = getattr(args, "base_image", "")
+    if base and bad_image_reference(base):  # before the engine answers with a traceback
+        print(
+            f"bench images: --base-image: {base!r} is not an image reference "
+            "([REGISTRY[:PORT]/]NAME[:TAG][@DIGEST], lower-case NAME, or an image id)",
+            file=sys.stderr,
+        )
+        return 2
     try:
         if args.command == "list":
             return _list()

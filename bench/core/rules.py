@@ -60,6 +60,11 @@ _IMAGE_REFERENCE = re.compile(
 )
 
 
+def bad_image_reference(value: str) -> bool:
+    """Whether ``value`` is not an image reference by Docker's grammar (nor an image id)."""
+    return not _IMAGE_REFERENCE.fullmatch(value)
+
+
 def _check_images(problems: list[str], d: DockerConfig) -> None:
     for name in ("image", "base_image"):
         value = getattr(d, name)

@@ -332,3 +332,16 @@ def test_a_base_image_that_cannot_be_had_is_refused_before_any_trial() -> None:
     docker_host.base_problem(Client(), "nowhere:1")
     assert Images.asked == ["here:1", "nowhere:1"]  # asked once per base
     docker_host._bases.clear()
+
+
+@pytest.mark.parametrize("base", ["bad name!!", "UPPER/Case:tag", "../../etc"])
+def test_bench_images_build_refuses_a_bad_base_image_in_one_line(
+    base: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 51: the Docker SDK's traceback, before; the engine is never asked now."""
+    from bench.cli import images as images_cli
+
+    monkeypatch.setattr(images_cli, "ensure", lambda spec: pytest.fail("the engine was asked"))
+    assert images_cli.main(["build", "torch", "--base-image", base]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("bench images: --base-image:") and "not an image reference" in line
