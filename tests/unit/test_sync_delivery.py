@@ -6,6 +6,7 @@ ones after it delivered; a dead tracking URI is skipped while the others sync.""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +29,18 @@ def result(epochs: int = 2) -> TrialResult:
     )
 
 
+@pytest.fixture(scope="module")
+def empty_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A new store made once (MLflow's migrations take seconds), copied for each test."""
+    db = tmp_path_factory.mktemp("template") / "mlflow.db"
+    MlflowStore(f"sqlite:///{db}", "bench")
+    return db
+
+
 @pytest.fixture
-def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> MlflowStore:
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, empty_store: Path) -> MlflowStore:
     monkeypatch.setenv("BENCH_STATE_DIR", str(tmp_path / "state"))
+    shutil.copyfile(empty_store, tmp_path / "mlflow.db")
     return MlflowStore(f"sqlite:///{tmp_path / 'mlflow.db'}", "bench")
 
 
