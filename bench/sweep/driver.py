@@ -47,8 +47,17 @@ from bench.sweep.session import Counting, Row, Sweep, SweepContext, TrialStopped
 P = ParamSpec("P")
 
 
-def sweep_name() -> str:
-    return "sweep-" + time.strftime("%Y%m%d-%H%M%S")
+def sweep_name(overrides: Sequence[str] = ()) -> str:
+    """A sweep's parent run's name: what it varies first, so that MLflow's runs table (which
+    cuts names short) tells sweeps apart, then when it started; Hydra's and the store's
+    settings left out.  ``sweep-<date>`` for a sweep of the defaults."""
+    shown = [o.lstrip("+") for o in overrides
+             if not o.lstrip("+~").startswith(("hydra", "tracking.", "report="))]  # fmt: skip
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    if not shown:
+        return f"sweep-{stamp}"
+    what = " ".join(shown)
+    return f"{what[:77] + '...' if len(what) > 80 else what} · {stamp}"
 
 
 def _interrupted() -> None:
@@ -120,7 +129,7 @@ def run_sweep(
     first = composed[0][2]
     given = [str(a.input_line) for a in arguments]
     with _no_crash():
-        sweep = Sweep.open(first, len(jobs), sweep_name(), given, context)
+        sweep = Sweep.open(first, len(jobs), sweep_name(given), given, context)
         sweep.not_run = not_run
     ref = SweepRef(sweep.sweep_id, len(jobs), varying(jobs))
     # Jobs that run in this process go one at a time, so that each row is kept as soon as
@@ -381,7 +390,7 @@ def _single(cfg: BenchConfig, overrides: list[str], workdir: Path, context: Swee
     except ConfigError as exc:
         fail(exc.problems)
     with _no_crash():
-        sweep = Sweep.open(cfg, 1, sweep_name(), overrides, context)
+        sweep = Sweep.open(cfg, 1, sweep_name(overrides), overrides, context)
     try:
         verdicts = parity.run_checks([cfg], sweep.store, sweep.sweep_id)
         verdict = verdicts.get(parity.group_of(cfg))

@@ -13,3 +13,14 @@ def test_a_generations_rate_is_named_tokens_per_s() -> None:
     assert "samples/s" not in format_table([gen]).splitlines()[0]
     assert "samples/s" in format_table([train]).splitlines()[0]
     assert "samples or tokens/s" in format_table([gen, train]).splitlines()[0]
+
+
+def test_a_sweeps_parent_run_is_named_by_what_it_varies() -> None:
+    from bench.sweep.driver import sweep_name
+
+    given = ["framework=torch,tf", "model=lenet5", "tracking.uri=sqlite:///x.db"]
+    name = sweep_name([*given, "hydra.sweeper.dry_run=false", "+experiment=seed000_single_gpu"])
+    assert name.startswith("framework=torch,tf model=lenet5 experiment=seed000_single_gpu · ")
+    assert "tracking" not in name and "hydra" not in name
+    assert sweep_name([]).startswith("sweep-")
+    assert len(sweep_name(["model.name=" + "x" * 200])) < 110
