@@ -58,7 +58,9 @@ def rows(records: Sequence[Any], items: Sequence[Any], current: Sequence[Any]) -
 
     trials = [to_trial(r) for r in records]
     commits = Counter(r.tags.get(COMMIT_TAG, "")[:7] or "?" for r in records)
-    commit = ", ".join(c for c, _ in commits.most_common())
+    main = commits.most_common(1)[0][0] if commits else "?"
+    # the main commit (most runs), and how many others the runs were made at
+    commit = main + (f" (+{len(commits) - 1} others)" if len(commits) > 1 else "")
     started = min((r.start_time_ms for r in records), default=0)
     date = time.strftime("%Y-%m-%d", time.gmtime(started / 1000)) if started else "?"
     now = {version(i) for i in current}

@@ -35,6 +35,8 @@ verdicts.  A claim file is a YAML list (``python -m bench.report --claims FILE``
   kind: average            # a comparison of the geometric mean, over the configurations,
   faster: torch            #   of each one's ratio (an average the study states)
   slower: tf
+  over: {model: [lenet5, alexnet, resnet18, resnet50]}   # optional: the average the study
+  #   took spans these; runs that lack one read "not measured here" (not a part's average)
 - claim: PyTorch outperforms MXNet on LeNet-5 irrespective of the training mode
   kind: comparison
   faster: torch            # a side listing several values (both MXNet modes) compares
@@ -91,7 +93,7 @@ KINDS = ("comparison", "majority", "trend", "independence", "average")
 _FIELDS = {
     "comparison": {"faster", "slower", "by_at_least_pct"},
     "majority": {"faster", "slower", "by_at_least_pct"},
-    "average": {"faster", "slower", "by_at_least_pct"},
+    "average": {"faster", "slower", "by_at_least_pct", "over"},
     "trend": {"against", "direction", "up_to"},
     "independence": {"against", "margin_pct"},
 }
@@ -125,6 +127,7 @@ class Claim:
     caveat: str = ""  # the claim's scope against the study's, shown beside its verdict
     requires: dict[str, Any] = field(default_factory=dict)  # bench.report.claim_requires
     per: str = ""  # checked on each value of this key apart (each must hold)
+    over: dict[str, list[str]] = field(default_factory=dict)  # what an average must span
 
     @property
     def scope(self) -> str:
@@ -174,6 +177,7 @@ def _parse_one(i: int, item: Any) -> Claim:
         metric=str(item.get("metric", "ms_per_sample")),
         caveat=" ".join(str(item.get("caveat", "")).split()),
         per=str(item.get("per") or ""),
+        over=_filter(item.get("over") or {}),
     )
     try:
         claim.requires = parse_requires(item.get("requires") or {})
@@ -436,6 +440,7 @@ def _average(claim: Claim, trials: list[Trial]) -> tuple[str, str]:
     value = _metric(claim)
     threshold = 1 + claim.by_at_least_pct / 100
     per_pair: dict[tuple[str, str], list[tuple[list[float], list[float]]]] = {}
+    spanned: dict[str, set[str]] = {k: set() for k in claim.over}
     short = 0
     for _fw, _config, a, b, fast, slow in _paired(claim, trials):
         if min(len(a), len(b)) < 2:
@@ -443,6 +448,13 @@ def _average(claim: Claim, trials: list[Trial]) -> tuple[str, str]:
             continue
         per_pair.setdefault((fast, slow), []).append(([value(t) for t in a],
                                                       [value(t) for t in b]))  # fmt: skip
+        for key in claim.over:
+            spanned[key] |= {_value(t, key) for t in (*a, *b)}
+    lacking = {k: [v for v in want if v not in spanned[k]] for k, want in claim.over.items()}
+    if per_pair and any(lacking.values()):
+        said = "; ".join(f"{k}={'/'.join(v)}" for k, v in lacking.items() if v)
+        had = "; ".join(f"{k}={'/'.join(sorted(s))}" for k, s in spanned.items())
+        return NOT_MEASURED, f"the study's average spans {said} too (these runs: {had})"
     if not per_pair:
         if short:
             return INCONCLUSIVE, f"{short} configuration(s) with both sides, none 2 runs a side"

@@ -113,3 +113,15 @@ def test_average_and_per_are_parsed_and_a_typo_refused() -> None:
         assert "not a field of a average claim" in str(refused)
     else:
         raise AssertionError("an unknown field was accepted")
+
+
+def test_an_average_over_part_of_the_studys_configurations_is_not_measured() -> None:
+    """ "By average 2.65X" over six model-dataset pairs: LeNet-5's runs alone (where the
+    study has the other order) are not that average."""
+    records = runs("torch", 300, seed=1) + runs("tf", 100, seed=2)
+    spans = {**AVERAGE, "over": {"model": ["resnet50", "vgg16"]}}
+    found = check(spans, records)
+    assert found.verdict == claims.NOT_MEASURED
+    assert "spans model=vgg16 too (these runs: model=resnet50)" in found.effect
+    records += runs("torch", 300, model="vgg16", seed=3) + runs("tf", 100, model="vgg16", seed=4)
+    assert check(spans, records).verdict == claims.HOLDS
