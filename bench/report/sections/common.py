@@ -108,6 +108,8 @@ def ratio_text(verdict: stats.Verdict) -> str:
         return "-"
     if not math.isnan(verdict.ci_low) and not sequential.bounded(verdict.ci_low, verdict.ci_high):
         return f"{fmt(verdict.ratio, 4)} (too few runs for a bounded interval)"
+    if math.isnan(verdict.ci_low) or verdict.ci_low == verdict.ci_high:
+        return f"{fmt(verdict.ratio, 4)} (one run a side: no interval)"
     return f"{fmt(verdict.ratio, 4)} [{fmt(verdict.ci_low, 4)}, {fmt(verdict.ci_high, 4)}]"
 
 
