@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-open", action="store_true", help="print the link only")
     args = parser.parse_args(argv)
     uri, why = store_or_last(args.uri, TrackingConfig.uri)
+    why = "--uri" if args.uri else why
     try:
         experiment_id, sweep_id = latest(uri, args.experiment)
     except LookupError as exc:
