@@ -31,7 +31,7 @@ TRIAL = "trial"
 SWEEP = "sweep"
 SCOPES = (WINDOW, TRIAL, SWEEP)
 
-MODES = ("train", "infer", "generate")
+MODES = ("train", "infer", "generate", "serve")
 TIMED = ("train", "infer")  # the modes whose windows are steps of a batch
 
 # How repeats (windows into a trial's figure; a config's repeated trials in the report)
@@ -423,6 +423,51 @@ WORKER = family(
 )
 STAGE = family("stage{}", "", WINDOW, "a stage's parameters, peak memory", "model_parallel")
 GPU_IDLE = family("gpu{}_idle_power_w", "W", TRIAL, "one GPU's idle power", "GPUs")
+
+# Serving (mode=serve, bench.trial.serve, docs/serving.md): each LoadGen run is a window (a
+# find_peak probe each); the trial's are trial_* (the run's, or find_peak's peak run's).
+SRV, SERVER, PEAK, ACC = ("serve",), "Server", "serve.mode=find_peak", "serve.mode=accuracy"
+SERVE_SAMPLES_PER_S = window("serve_samples_per_s", "samples/s", "LoadGen's throughput figure "
+                             "of the scenario", MEDIAN, True, SRV)  # fmt: skip
+SERVE_LATENCY_P50_MS = window("serve_latency_p50_ms", "ms", "LoadGen's median query latency",
+                              MEDIAN, False, SRV)  # fmt: skip
+SERVE_LATENCY_P90_MS = window("serve_latency_p90_ms", "ms", "LoadGen's 90th percentile "
+                              "latency", MEDIAN, False, SRV)  # fmt: skip
+SERVE_LATENCY_P99_MS = window("serve_latency_p99_ms", "ms", "LoadGen's 99th percentile "
+                              "latency", MEDIAN, False, SRV)  # fmt: skip
+SERVE_LATENCY_P999_MS = window("serve_latency_p999_ms", "ms", "LoadGen's 99.9th percentile "
+                               "latency", MEDIAN, False, SRV)  # fmt: skip
+SERVE_LATENCY_MEAN_MS = window("serve_latency_mean_ms", "ms", "LoadGen's mean latency", MEDIAN,
+                               False, SRV)  # fmt: skip
+SERVE_VALID = window("serve_valid", "", "LoadGen's verdict: 1 VALID, 0 INVALID", LAST, True,
+                     SRV)  # fmt: skip
+SERVE_MEAN_BATCH = window("serve_mean_batch", "samples", "samples per batch the SUT ran",
+                          MEAN, None, SRV)  # fmt: skip
+SERVE_TARGET_QPS = window("serve_target_qps", "QPS", "Server's offered load", LAST, None, SRV,
+                          SERVER)  # fmt: skip
+SERVE_SCHEDULED_QPS = window("serve_scheduled_qps", "QPS", "the load LoadGen scheduled", LAST,
+                             None, SRV, SERVER)  # fmt: skip
+TRIAL_SERVE_SAMPLES_PER_S = SERVE_SAMPLES_PER_S.trial("the trial's run's")
+TRIAL_SERVE_LATENCY_P50_MS = SERVE_LATENCY_P50_MS.trial("the trial's run's")
+TRIAL_SERVE_LATENCY_P90_MS = SERVE_LATENCY_P90_MS.trial("the trial's run's")
+TRIAL_SERVE_LATENCY_P99_MS = SERVE_LATENCY_P99_MS.trial("the trial's run's")
+TRIAL_SERVE_LATENCY_P999_MS = SERVE_LATENCY_P999_MS.trial("the trial's run's")
+TRIAL_SERVE_LATENCY_MEAN_MS = SERVE_LATENCY_MEAN_MS.trial("the trial's run's")
+TRIAL_SERVE_VALID = SERVE_VALID.trial("the trial's run's verdict", MEAN)
+TRIAL_SERVE_MEAN_BATCH = SERVE_MEAN_BATCH.trial("the trial's run's")
+TRIAL_SERVE_TARGET_QPS = SERVE_TARGET_QPS.trial("the trial's run's")
+TRIAL_SERVE_SCHEDULED_QPS = SERVE_SCHEDULED_QPS.trial("the trial's run's")
+SERVE_PEAK_QPS = trial("serve_peak_qps", "QPS", "the highest VALID target QPS (0: none)",
+                       MEDIAN, True, SRV, PEAK)  # fmt: skip
+SERVE_PEAK_LATENCY_P99_MS = trial("serve_peak_latency_p99_ms", "ms", "the peak run's p99",
+                                  MEDIAN, False, SRV, PEAK)  # fmt: skip
+SERVE_PROBES = trial("serve_probes", "runs", "LoadGen runs find_peak made", MEDIAN, None, SRV,
+                     PEAK)  # fmt: skip
+TRIAL_SERVE_ACCURACY_AGREEMENT = trial("trial_serve_accuracy_agreement", "", "served answers "
+                                       "equal to the framework's batch outputs", MEAN, True,
+                                       SRV, ACC)  # fmt: skip
+TRIAL_SERVE_TOP1 = trial("trial_serve_top1", "", "served answers' accuracy", MEAN, True, SRV,
+                         ACC + ", labelled data")  # fmt: skip
 
 # --- A sweep's parent run ------------------------------------------------------------------
 

@@ -126,6 +126,7 @@ def _builders(ctx: Context) -> list[Callable[[], Section | None]]:
         lambda: sections.relative_time(ctx, "train"),
         lambda: sections.relative_time(ctx, "infer"),
         lambda: sections.generation(ctx),
+        lambda: sections.serving(ctx),
         lambda: sections.versions(ctx),
         lambda: sections.at_best(ctx),
         lambda: sections.inference_vs_batch(ctx),

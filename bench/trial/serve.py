@@ -57,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.core import metrics
 from bench.core.config import BenchConfig
 from bench.core.result import EpochRecord, TrialResult
 from bench.data import HostBatches, LabelledData, SequenceBatches
@@ -83,39 +84,39 @@ MODES = {"performance": "PerformanceOnly", "accuracy": "AccuracyOnly", "find_pea
 MLPERF_MIN_DURATION_S = 600.0
 MLPERF_MIN_QUERIES = {"multi_stream": 662, "offline": 24_576}
 
-# The figures a serving trial records (to move into bench.core.metrics' catalogue).  A
-# LoadGen run's (a window's, logged at step = the run's index) and the trial's never share
-# a name: the trial's are trial_<name>.
-SERVE_SAMPLES_PER_S = "serve_samples_per_s"  # LoadGen's throughput figure of the scenario
-SERVE_LATENCY_P50_MS = "serve_latency_p50_ms"
-SERVE_LATENCY_P90_MS = "serve_latency_p90_ms"
-SERVE_LATENCY_P99_MS = "serve_latency_p99_ms"
-SERVE_LATENCY_P999_MS = "serve_latency_p999_ms"
-SERVE_LATENCY_MEAN_MS = "serve_latency_mean_ms"
-SERVE_VALID = "serve_valid"  # 1: LoadGen's VALID, 0: INVALID
-SERVE_TARGET_QPS = "serve_target_qps"  # Server: the offered load
-SERVE_SCHEDULED_QPS = "serve_scheduled_qps"  # Server: the load LoadGen scheduled
-SERVE_MEAN_BATCH = "serve_mean_batch"  # samples per batch the SUT ran
-SERVE_ACCURACY_AGREEMENT = "serve_accuracy_agreement"  # accuracy mode: served == batch outputs
-SERVE_TOP1 = "serve_top1"  # accuracy mode, labelled data: served answers' accuracy
-WINDOW_FIGURES = (
-    SERVE_SAMPLES_PER_S,
-    SERVE_LATENCY_P50_MS,
-    SERVE_LATENCY_P90_MS,
-    SERVE_LATENCY_P99_MS,
-    SERVE_LATENCY_P999_MS,
-    SERVE_LATENCY_MEAN_MS,
-    SERVE_VALID,
-    SERVE_MEAN_BATCH,
-)
-# Trial figures: the (last, or only) performance run's, as trial_<name>; find_peak's peak.
-SERVE_PEAK_QPS = "serve_peak_qps"  # find_peak: the highest VALID target QPS (0: none)
-SERVE_PEAK_LATENCY_P99_MS = "serve_peak_latency_p99_ms"  # find_peak: that run's p99
-SERVE_PROBES = "serve_probes"  # find_peak: LoadGen runs made
+# The figures a serving trial records, declared in bench.core.metrics: a LoadGen run's (a
+# window's, logged at step = the run's index) and the trial's (trial_<name>) never share a name.
+SERVE_SAMPLES_PER_S = metrics.SERVE_SAMPLES_PER_S  # LoadGen's throughput figure
+SERVE_LATENCY_P50_MS = metrics.SERVE_LATENCY_P50_MS
+SERVE_LATENCY_P90_MS = metrics.SERVE_LATENCY_P90_MS
+SERVE_LATENCY_P99_MS = metrics.SERVE_LATENCY_P99_MS
+SERVE_LATENCY_P999_MS = metrics.SERVE_LATENCY_P999_MS
+SERVE_LATENCY_MEAN_MS = metrics.SERVE_LATENCY_MEAN_MS
+SERVE_VALID = metrics.SERVE_VALID  # 1: LoadGen's VALID, 0: INVALID
+SERVE_TARGET_QPS = metrics.SERVE_TARGET_QPS  # Server: the offered load
+SERVE_SCHEDULED_QPS = metrics.SERVE_SCHEDULED_QPS  # Server: the load LoadGen scheduled
+SERVE_MEAN_BATCH = metrics.SERVE_MEAN_BATCH  # samples per batch the SUT ran
+SERVE_PEAK_QPS = metrics.SERVE_PEAK_QPS  # find_peak: the highest VALID target QPS (0: none)
+SERVE_PEAK_LATENCY_P99_MS = metrics.SERVE_PEAK_LATENCY_P99_MS  # find_peak: that run's p99
+SERVE_PROBES = metrics.SERVE_PROBES  # find_peak: LoadGen runs made
+# Each window figure's trial figure (the trial's run's, or find_peak's peak run's).
+TRIAL_OF: dict[str, str] = {
+    SERVE_SAMPLES_PER_S: metrics.TRIAL_SERVE_SAMPLES_PER_S,
+    SERVE_LATENCY_P50_MS: metrics.TRIAL_SERVE_LATENCY_P50_MS,
+    SERVE_LATENCY_P90_MS: metrics.TRIAL_SERVE_LATENCY_P90_MS,
+    SERVE_LATENCY_P99_MS: metrics.TRIAL_SERVE_LATENCY_P99_MS,
+    SERVE_LATENCY_P999_MS: metrics.TRIAL_SERVE_LATENCY_P999_MS,
+    SERVE_LATENCY_MEAN_MS: metrics.TRIAL_SERVE_LATENCY_MEAN_MS,
+    SERVE_VALID: metrics.TRIAL_SERVE_VALID,
+    SERVE_MEAN_BATCH: metrics.TRIAL_SERVE_MEAN_BATCH,
+    SERVE_TARGET_QPS: metrics.TRIAL_SERVE_TARGET_QPS,
+    SERVE_SCHEDULED_QPS: metrics.TRIAL_SERVE_SCHEDULED_QPS,
+}
 
 
 def trial_name(name: str) -> str:
-    return f"trial_{name}"
+    """The trial figure of a serving window figure."""
+    return TRIAL_OF[name]
 
 
 # --- the query sample library ---------------------------------------------------------------
@@ -674,7 +675,7 @@ def record(run: Run, index: int, on_window: WindowCallback | None) -> EpochRecor
 
 def figures(s: Summary, bench_samples_per_s: float) -> dict[str, float]:
     """A run's LoadGen figures under bench's names (MultiStream's throughput: bench's)."""
-    out = {
+    out: dict[str, float] = {
         SERVE_SAMPLES_PER_S: s.samples_per_s
         if s.samples_per_s is not None
         else bench_samples_per_s,
@@ -749,7 +750,7 @@ def serve(
         raise TypeError(f"mode=serve: {cfg.framework.name}'s session has no predict")
     predict, sync = session.predict, session.sync
     first, rest, expected = warm_up(predict, lib, cfg, sync)
-    result.phases["compile_time_s"], result.phases["warmup_time_s"] = first, rest
+    result.phases[metrics.COMPILE_TIME_S], result.phases[metrics.WARMUP_TIME_S] = first, rest
     s = cfg.serve
     samples = offline_samples(cfg, expected) if s.scenario == "offline" else 0
     env = result.environment
@@ -804,11 +805,11 @@ def serve(
         env["serve.result"] = (
             last.summary.verdict() if last.summary is not None else "accuracy run (no verdict)"
         )
-        for name in WINDOW_FIGURES + (SERVE_TARGET_QPS, SERVE_SCHEDULED_QPS):
+        for name, trial_figure in TRIAL_OF.items():
             if name in rec.extra:
-                result.summary[trial_name(name)] = rec.extra[name]
-        result.summary["trial_time_s"] = sum(r.epoch_time_s for r in records)
-        result.summary["trial_samples_per_s"] = rec.samples_per_s
+                result.summary[trial_figure] = rec.extra[name]
+        result.summary[metrics.TRIAL_TIME_S] = sum(r.epoch_time_s for r in records)
+        result.summary[metrics.TRIAL_SAMPLES_PER_S] = rec.samples_per_s
     finally:
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)
@@ -834,6 +835,7 @@ def _check_accuracy(
         ]
     )
     served = np.asarray([run.answers[i] for i in indices])
-    result.summary[trial_name(SERVE_ACCURACY_AGREEMENT)] = float(np.mean(served == own))
+    result.summary[metrics.TRIAL_SERVE_ACCURACY_AGREEMENT] = float(np.mean(served == own))
     if lib.labels is not None:
-        result.summary[trial_name(SERVE_TOP1)] = float(np.mean(served == lib.labels[indices]))
+        top1 = float(np.mean(served == lib.labels[indices]))
+        result.summary[metrics.TRIAL_SERVE_TOP1] = top1

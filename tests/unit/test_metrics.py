@@ -43,7 +43,7 @@ def test_the_trial_figure_of_a_window_metric_is_its_trial_name(scratch: None) ->
         (lambda: metrics.window("loss", "", "x"), "already declared"),
         (lambda: metrics.SAMPLES_PER_S.trial(), "already declared"),
         (lambda: metrics.trial("x_s", "s", "x", aggregate="mode"), "aggregate"),
-        (lambda: metrics.trial("x_s", "s", "x", modes=("serve",)), "modes"),
+        (lambda: metrics.trial("x_s", "s", "x", modes=("fly",)), "modes"),
     ],
 )
 def test_a_name_is_declared_once(scratch: None, declare, refusal: str) -> None:

@@ -4,6 +4,7 @@ from bench.report.sections.breakdown import breakdown
 from bench.report.sections.common import HISTORY_KEYS, Context
 from bench.report.sections.generation import generation
 from bench.report.sections.other_pairs import other_pairs
+from bench.report.sections.serving import serving
 from bench.report.sections.timing import inference_vs_batch, power, relative_time
 from bench.report.sections.training import (
     accuracy,
@@ -28,5 +29,6 @@ __all__ = [
     "other_pairs",
     "power",
     "relative_time",
+    "serving",
     "versions",
 ]

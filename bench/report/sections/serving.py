@@ -1,0 +1,184 @@
+"""mode=serve (MLPerf's LoadGen, bench.trial.serve): each configuration's serving figures with
+LoadGen's verdicts and MLPerf's rules beside them, a latency-versus-load figure (Server's p99
+against its offered QPS, one line per framework), and the framework pairs' verdicts by the
+rules of the training-time verdicts: SingleStream's p90 and MultiStream's p99 latency, Offline's
+throughput and Server's highest VALID QPS (find_peak)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import replace
+
+from bench.analysis import stats
+from bench.core import metrics
+from bench.report import figures
+from bench.report.document import Cell, Figure, Section, Table, num
+from bench.report.sections.common import (
+    Context,
+    both_sides,
+    ratio_text,
+    sample,
+    sorted_configs,
+    verdict_cell,
+)
+from bench.report.trials import Labeller, Trial, fmt_mean_sd, framework_pairs, group
+
+# What each scenario is compared on: (figure, metric, lower is better).  A higher-is-better
+# figure is compared as its inverse (time per sample, or per query of the peak load), so that
+# "faster" reads as "holds more load".
+COMPARED = {
+    "SingleStream": ("p90 latency", metrics.TRIAL_SERVE_LATENCY_P90_MS, True),
+    "MultiStream": ("p99 latency", metrics.TRIAL_SERVE_LATENCY_P99_MS, True),
+    "Offline": ("samples/s", metrics.TRIAL_SERVE_SAMPLES_PER_S, False),
+    "Server": ("highest VALID QPS", metrics.SERVE_PEAK_QPS, False),
+}
+SHOWN = (
+    ("samples/s", metrics.TRIAL_SERVE_SAMPLES_PER_S),
+    ("p50 ms", metrics.TRIAL_SERVE_LATENCY_P50_MS),
+    ("p90 ms", metrics.TRIAL_SERVE_LATENCY_P90_MS),
+    ("p99 ms", metrics.TRIAL_SERVE_LATENCY_P99_MS),
+    ("batch", metrics.TRIAL_SERVE_MEAN_BATCH),
+    ("peak QPS", metrics.SERVE_PEAK_QPS),
+)
+REMEDY = "LoadGen's runs are seconds long here: more repeats, or a longer serve.min_duration_s"
+
+
+# bench's scenario names (the serve.scenario param) and LoadGen's.
+SCENARIOS = {
+    "single_stream": "SingleStream",
+    "multi_stream": "MultiStream",
+    "server": "Server",
+    "offline": "Offline",
+}
+
+
+def _scenario(t: Trial) -> str:
+    return SCENARIOS.get(t.param("serve.scenario", "server"), "?")
+
+
+def _tag(t: Trial, name: str) -> str:
+    return t.record.tags.get(f"bench.serve.{name}", "")
+
+
+def _value(key: str, lower: bool) -> Callable[[Trial], float]:
+    def value(t: Trial) -> float:
+        v = t.metric(key)
+        if lower:
+            return v
+        return 1.0 / v if v > 0 else math.nan
+
+    return value
+
+
+def _verdicts(t: list[Trial]) -> str:
+    """LoadGen's verdicts of a configuration's runs, counted ('VALID x2, INVALID (...) x1')."""
+    counts: dict[str, int] = {}
+    for trial in t:
+        verdict = _tag(trial, "result") or "?"
+        counts[verdict] = counts.get(verdict, 0) + 1
+    return ", ".join(f"{v} x{n}" for v, n in sorted(counts.items()))
+
+
+def _figure_cell(members: list[Trial], key: str) -> Cell:
+    """The mean ± sd of a figure over the runs that have it ('-' where none has)."""
+    values = [v for v in (t.metric(key) for t in members) if not math.isnan(v)]
+    return num(fmt_mean_sd(values)) if values else Cell("-")
+
+
+def serving(ctx: Context) -> Section | None:
+    trials = [t for t in ctx.ok if t.mode == "serve"]
+    if not trials:
+        return None
+    lab = Labeller(trials)
+    section = Section("Serving", "serving")
+    section.blocks.append(
+        "Models served under MLPerf's LoadGen (mode=serve): LoadGen's own arrival process, "
+        "statistics and verdict, and one batching SUT for every framework (the policy in "
+        "each row).  Each figure is the mean over a configuration's runs, ± their standard "
+        "deviation; 'LoadGen' counts its verdicts (an INVALID names the rule that failed), "
+        "'MLPerf's rules' says whether the runs were as long as MLPerf asks.  Frameworks are "
+        "compared per scenario by the rules of the training-time verdicts: SingleStream on "
+        "its p90 latency, MultiStream on its p99, Offline on samples/s and Server on the "
+        "highest target QPS LoadGen found VALID at the bound (serve.mode=find_peak); "
+        "'faster' there means lower latency or more load held."
+    )
+    by_config = group(trials, lambda t: t.config)
+    rows: list[list[Cell]] = []
+    for config in sorted_configs(lab, list(by_config)):
+        for framework, members in sorted(group(by_config[config], lambda t: t.framework).items()):
+            rows.append(
+                [Cell(framework), Cell(lab.label(config)), Cell(_scenario(members[0]))]
+                + [_figure_cell(members, key) for _, key in SHOWN]
+                + [
+                    Cell(_verdicts(members)),
+                    Cell(_tag(members[0], "rules")),
+                    Cell(_tag(members[0], "policy")),
+                ]
+            )
+    columns = ["Framework", "Configuration", "Scenario", *(n for n, _ in SHOWN), "LoadGen",
+               "MLPerf's rules", "Batching"]  # fmt: skip
+    section.blocks.append(Table(columns, rows, "Serving figures"))
+    figure = _latency_vs_load(trials)
+    if figure is not None:
+        section.blocks.append(figure)
+    for a, b in framework_pairs(t.framework for t in trials):
+        compared: list[list[Cell]] = []
+        for config, side_a, side_b in both_sides(lab, by_config, a, b):
+            what, key, lower = COMPARED.get(_scenario(side_a[0]), ("", "", True))
+            value = _value(key, lower)
+            if not key or any(math.isnan(value(t)) for t in side_a + side_b):
+                continue
+            label = lab.label(config)
+            verdict = stats.compare(
+                replace(sample(a, side_a, value), remedy=REMEDY),
+                replace(sample(b, side_b, value), remedy=REMEDY),
+            )
+            ctx.verdicts.append((f"serving {what}, {b} vs {a}", label, verdict))
+            compared.append(
+                [
+                    Cell(label),
+                    Cell(what),
+                    num(fmt_mean_sd([t.metric(key) for t in side_a])),
+                    num(fmt_mean_sd([t.metric(key) for t in side_b])),
+                    num(ratio_text(verdict)),
+                    verdict_cell(verdict),
+                ]
+            )
+        if compared:
+            columns = ["Configuration", "Figure", a, b, f"{b} / {a} [95% CI]", "Verdict"]
+            section.blocks.append(Table(columns, compared, f"Serving, {b} vs {a}"))
+    return section
+
+
+def _latency_vs_load(trials: list[Trial]) -> Figure | None:
+    """Server's p99 against the offered load, one line per framework (and model): every
+    Server run's point (its target QPS, its p99), the mean p99 at each load."""
+    server = [t for t in trials if _scenario(t) == "Server"]
+    target = metrics.TRIAL_SERVE_TARGET_QPS
+    p99 = metrics.TRIAL_SERVE_LATENCY_P99_MS
+    server = [t for t in server if t.metric(target) > 0 and t.metric(p99) > 0]
+    if not server:
+        return None
+    panel = figures.Panel("Server: p99 latency against offered load", "target QPS", "p99 ms")
+    panel.logy = True
+    for i, ((framework, model), members) in enumerate(
+        sorted(group(server, lambda t: (t.framework, t.model)).items())
+    ):
+        by_load: dict[float, list[float]] = {}
+        for t in members:
+            by_load.setdefault(t.metric(target), []).append(t.metric(p99))
+        xs = sorted(by_load)
+        series = figures.Series(
+            f"{framework} · {model}",
+            xs,
+            [statistics.fmean(by_load[x]) for x in xs],
+            colour=figures.colour(framework),
+        )
+        panel.series.append(figures.styled(series, i))
+    bounds = sorted({float(t.param("serve.latency_bound_ms", "nan")) for t in server})
+    caption = "Server's p99 latency against its offered load (each run's point; mean per load)"
+    if bounds and not math.isnan(bounds[0]):
+        caption += f"; the latency bound: {', '.join(f'{b:g} ms' for b in bounds)}"
+    return Figure("serving_latency_vs_load", figures.panels([panel], columns=1), caption)
