@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 
 from bench.core.config import BenchConfig
-from bench.core.frameworks import TF, TORCH
+from bench.core.frameworks import FRAMEWORKS, FrameworkSpec
 from bench.core.zoo import LIBRARY_FRAMEWORK, MODELS, OWN_SOURCES, OWN_TASKS
 from bench.distributed.registry import distributes
 
@@ -25,6 +25,14 @@ _OWN_KEYS = ("builder", "torch", "tf", "task")
 PROBE_TIMEOUT_S = 300.0
 _LIBRARIES = {"keras": "keras.applications", "torchvision": "torchvision.models", "timm": "timm"}
 _EXAMPLES = {"keras": "EfficientNetV2S", "torchvision": "resnet50", "timm": "resnet50d"}
+
+
+# The facts of a framework bench does not know (the config's own rules refuse its name).
+_UNKNOWN = FrameworkSpec("", "", "", "", "", "", (), (), "", "", "", "")
+
+
+def _spec(framework: str) -> FrameworkSpec:
+    return FRAMEWORKS.get(framework, _UNKNOWN)
 
 
 def _library_refusal(source: str, framework: str, name: str) -> str:
@@ -39,13 +47,14 @@ def _library_refusal(source: str, framework: str, name: str) -> str:
         if name in (spec.stock_keras, spec.stock_torch) and spec.stock_name(framework)
     ]
     hint = f"model={twins[0]} model.source=stock builds it in both" if twins else ""
-    if framework == TORCH:
+    own = _spec(framework).library  # the library this framework builds models of by name
+    if own == "torchvision":
         where = "model=torchvision model.name=NAME"
         if not stock.torchvision_available():
             where += " (torchvision is not installed here)"
-        hint = hint or f"for torch: {where}, or bench's zoo (python -m bench.models)"
-    elif framework == TF:
-        hint = hint or "for tf: model=keras model.name=NAME (keras.applications)"
+        hint = hint or f"for {framework}: {where}, or bench's zoo (python -m bench.models)"
+    elif own:
+        hint = hint or f"for {framework}: model={own} model.name=NAME ({_LIBRARIES[own]})"
     else:
         hint = hint or f"the libraries' models are not wired for framework={framework}"
     return (
@@ -63,7 +72,9 @@ def _library_missing(cfg: BenchConfig) -> list[str]:
     from bench.models import stock
 
     source = cfg.model.source
-    if cfg.framework.name != TORCH or versions.own_release(cfg.framework.version):
+    if LIBRARY_FRAMEWORK.get(source) != cfg.framework.name:
+        return []  # another framework's library: refused by _library_refusal
+    if versions.own_release(cfg.framework.version):
         return []
     if source == "timm" and stock.timm_missing():
         return [f"model.source: {stock.timm_missing()}"]
@@ -82,7 +93,7 @@ def _torchvision_in_docker(cfg: BenchConfig) -> list[str]:
     torch); a user's image (launcher.docker.image) is theirs to equip."""
     source = cfg.model.source
     wanted = source in ("timm", "torchvision") or (
-        source == "stock" and cfg.framework.name == TORCH
+        source == "stock" and _spec(cfg.framework.name).library == "torchvision"
     )
     if not wanted or cfg.launcher.name != "docker" or cfg.launcher.docker.image:
         return []
@@ -186,7 +197,7 @@ def _hf_image(cfg: BenchConfig) -> list[str]:
     if not version or cfg.launcher.docker.image:
         return []
     framework = cfg.framework.name
-    library = "transformers" if framework == TORCH else "keras-hub and tensorflow-text"
+    library = _spec(framework).hf_libraries  # torch or tf here: the rules refused the rest
     return [
         f"framework.version: model=hf under launcher=docker needs {library}, which the "
         f"image of {framework} {version} does not install (it installs that version's own "
@@ -206,13 +217,14 @@ def _hf_rules(cfg: BenchConfig) -> list[str]:
     for key in _OWN_KEYS:
         if getattr(model, key):
             problems.append(f"model.{key}: only model=py uses it, not model=hf")
-    if not problems and framework == TF:  # keras-hub (bench.models.keras_hub_lm)
+    built_by = _spec(framework).hf_module
+    if not problems and built_by == "bench.models.keras_hub_lm":  # keras-hub (tf)
         from bench.models import keras_hub_lm
 
         # at another version, its environment with the keras-hub extra has them
         # (bench.envs.environments, refused naming framework.version where it cannot)
         problems += keras_hub_lm.problems(model.name, hf_lm.config_fields(model))
-    elif not problems and framework != TORCH:
+    elif not problems and not built_by:
         problems.append(
             f"model.name: model=hf builds {model.name} with transformers for framework=torch; "
             f"framework={framework} has no build of {model.name} (framework=tf: keras-hub's)"
@@ -261,9 +273,8 @@ def _request(cfg: BenchConfig) -> tuple[str, str, str, str] | None:
         fields = ("name", "vocab_size", "hidden", "layers", "heads", "intermediate",
                   "max_positions", "config")  # fmt: skip
         hf = json.dumps({k: getattr(m, k) for k in fields}, sort_keys=True)
-        if cfg.framework.name == TF:  # keras-hub imports and maps the fields
-            return python, str(Path.cwd()), hf, "bench.models.keras_hub_lm"
-        return python, str(Path.cwd()), hf, "bench.models.hf_lm"
+        # transformers' (torch) or keras-hub's (tf, which imports and maps the fields)
+        return python, str(Path.cwd()), hf, _spec(cfg.framework.name).hf_module
     from bench.models.custom import LM_SIZES
 
     keys: tuple[str, ...] = ("name", "source", "builder", "torch", "tf", "task")

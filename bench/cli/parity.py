@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 
-from bench.core.frameworks import MXNET
+from bench.core.frameworks import FRAMEWORKS as SPECS
 from bench.distributed.registry import NONE, distributes
 from bench.parity.check import DEFAULT_TOLERANCE, FRAMEWORKS
 from bench.parity.strategy import ASYNC, ASYNC_TOLERANCE, CHECKED, whole_batch
@@ -161,7 +161,7 @@ def _frameworks(args: argparse.Namespace) -> list[str]:
 
 def problems(args: argparse.Namespace) -> list[str]:
     from bench.envs import interpreters
-    from bench.models import MODELS, mxnet_models, native_problem
+    from bench.models import MODELS, native_problem
     from bench.parity import side
 
     found: list[str] = []
@@ -216,11 +216,13 @@ def problems(args: argparse.Namespace) -> list[str]:
         images = sorted(n for n, m in MODELS.items() if m.task == "image")
         found.append(f"--model: one of the image models {', '.join(images)}; got {args.model!r}")
     else:
-        if MXNET in frameworks and args.model not in mxnet_models():
-            found.append(
-                f"--model: {args.model} has no MXNet build (those: "
-                f"{', '.join(sorted(mxnet_models()))})"
-            )
+        for name in dict.fromkeys(f for f in frameworks if f in SPECS):
+            if not spec.has_builder(name):  # MXNet's zoo is smaller
+                built = sorted(n for n, m in MODELS.items() if m.has_builder(name))
+                found.append(
+                    f"--model: {args.model} has no {SPECS[name].title} build (those: "
+                    f"{', '.join(built)})"
+                )
         if args.image_size < spec.min_image_size:
             found.append(
                 f"--image-size: {args.model} needs at least {spec.min_image_size}, "

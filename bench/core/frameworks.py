@@ -57,6 +57,13 @@ class FrameworkSpec:
     # Whether bench has an image for it (docker/<name>.Dockerfile): launcher=docker and
     # compose.yaml's services; without one, its trials run in processes only.
     image: bool = True
+    # model=<library> model.name=NAME: the library whose models it builds by name
+    # (model.source; its stock twins are that library's too); '' where none is wired.
+    library: str = ""
+    # model=hf: the module of bench.models that builds a Hugging Face causal LM for it (its
+    # probe too), and the libraries that needs; '' where it has no build.
+    hf_module: str = ""
+    hf_libraries: str = ""
 
     @property
     def own_environment(self) -> bool:
@@ -86,6 +93,9 @@ FRAMEWORKS: dict[str, FrameworkSpec] = {
             tag="torch_version",
             gpu_fix="install torch's CUDA wheel",
             colour="#c0392b",
+            library="torchvision",
+            hf_module="bench.models.hf_lm",
+            hf_libraries="transformers",
         ),
         FrameworkSpec(
             TF,
@@ -107,6 +117,9 @@ FRAMEWORKS: dict[str, FrameworkSpec] = {
             tag="tensorflow_version",
             gpu_fix="install TensorFlow's GPU build (tensorflow[and-cuda])",
             colour="#2471a3",
+            library="keras",
+            hf_module="bench.models.keras_hub_lm",
+            hf_libraries="keras-hub and tensorflow-text",
         ),
         FrameworkSpec(
             MXNET,

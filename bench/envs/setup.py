@@ -23,7 +23,7 @@ import subprocess
 import sys
 
 from bench.core import paths
-from bench.core.frameworks import MXNET
+from bench.core.frameworks import MXNET, own_environment
 from bench.envs import interpreters
 
 WHAT = {
@@ -48,7 +48,7 @@ def _variant() -> str:
 
 def _script_env(name: str) -> dict[str, str]:
     env = dict(os.environ, BENCH_CACHE=str(paths.cache_dir()))
-    if name == MXNET:
+    if own_environment(name):  # a framework's own environment: MXNet's
         env.update(
             BENCH_VARIANT=_variant(),
             BENCH_MXNET_VENV=str(interpreters.own_venv(MXNET)),

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from bench import tracking
 from bench.core.config import BenchConfig
-from bench.core.frameworks import MXNET, TF, TORCH
+from bench.core.frameworks import FRAMEWORKS, TF
 from bench.core.zoo import NATIVE_SOURCES
 from bench.distributed.registry import distributes
 from bench.parity import at_best as tuned
@@ -107,18 +107,19 @@ def side_of(cfg: BenchConfig) -> str:
 
 def _covered(group: Group, frameworks: list[str]) -> str:
     """Why the checks cannot cover ``group`` ('' if they can)."""
-    from bench.models import MODELS, mxnet_models
+    from bench.models import MODELS
 
     if group.lm:  # the LM logit check compares transformers (torch) with keras-hub (tf)
-        others = [f for f in frameworks if f not in (TORCH, TF)]
+        others = [f for f in frameworks if f not in FRAMEWORKS or not FRAMEWORKS[f].hf_module]
         if others or len(frameworks) < 2:
             return f"the LM logit check compares torch with tf, not {', '.join(frameworks)}"
         return ""
     spec = MODELS.get(group.model)
     if spec is None or spec.task != "image":
         return f"{group.model} is not an image model"
-    if MXNET in frameworks and group.model not in mxnet_models():
-        return f"{group.model} has no MXNet build"
+    for name in (f for f in frameworks if f in FRAMEWORKS):  # a plain side, not jax[source=...]
+        if not spec.has_builder(name):  # MXNet's zoo is smaller
+            return f"{group.model} has no {FRAMEWORKS[name].title} build"
     if distributes(group.distributed):
         runs_in = strategy.CHECKED.get(group.distributed)
         if runs_in is None or group.nodes > 1:

@@ -36,6 +36,17 @@ def test_a_named_interpreter_is_never_made(monkeypatch: pytest.MonkeyPatch) -> N
     assert any("BENCH_MXNET_PYTHON gone" in p for p in parity_cli.problems(args))
 
 
+def test_a_model_without_a_framework_s_build_is_refused_naming_its_models(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(interpreters, "problem", lambda fw, version="": "")
+    args = parity_cli._parser().parse_args(
+        ["--frameworks", "torch,mxnet", "--model", "mobilenet_v2"]
+    )
+    (problem,) = parity_cli.problems(args)
+    assert problem.startswith("--model: mobilenet_v2 has no MXNet build (those: alexnet, lenet5,")
+
+
 def test_ctrl_c_in_bench_sync_is_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

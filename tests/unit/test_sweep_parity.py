@@ -95,6 +95,19 @@ def test_a_flax_trial_is_a_side_of_its_own(scripted: list[Any]) -> None:
     assert parity.overrides(flax, verdicts) == ["++hydra.job.env_set.BENCH_PARITY=passed"]
 
 
+def test_a_model_a_side_cannot_build_and_an_lm_beyond_torch_and_tf_are_not_covered() -> None:
+    """What the spec says decides coverage: the model's build in each plain side (MXNet's
+    zoo is smaller), and for an LM a build of model=hf in each framework (torch, tf)."""
+    group = parity.group_of(cfg("mxnet", model=ModelConfig("mobilenet_v2")))
+    assert parity._covered(group, ["torch", "mxnet"]) == "mobilenet_v2 has no MXNet build"
+    assert parity._covered(group, ["torch", "jax", "jax[source=flax]"]) == ""
+    lm = dataclasses.replace(group, lm=(("family", "llama"),))
+    assert parity._covered(lm, ["torch", "tf"]) == ""
+    assert parity._covered(lm, ["torch", "jax"]) == (
+        "the LM logit check compares torch with tf, not torch, jax"
+    )
+
+
 def test_a_stray_parity_variable_never_tags_a_trial(monkeypatch: pytest.MonkeyPatch) -> None:
     """The sweeper hands every job a value (none without a verdict), and a job tags only
     one of the check's own verdicts."""
