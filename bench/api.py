@@ -18,13 +18,19 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from bench.core import metrics
 from bench.core.config import TrackingConfig
 
 if TYPE_CHECKING:
     import pandas
 
 # The figures a table of runs shows first, where a run has them.
-FIRST = ("trial_samples_per_s", "epoch_time_s", "trial_time_s", "final_loss")
+FIRST = (
+    metrics.TRIAL_SAMPLES_PER_S,
+    metrics.EPOCH_TIME_S,
+    metrics.TRIAL_TIME_S,
+    metrics.FINAL_LOSS,
+)
 
 
 class SweepRefused(ValueError):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from bench.core import metrics
 from bench.core.config import BenchConfig
 from bench.core.result import OK, TrialResult
 from bench.distributed.registry import scaling_baselines, scaling_divisor
@@ -20,12 +21,14 @@ def scaling_efficiency(
     cfg: BenchConfig, result: TrialResult, find_ok_run: FindOkRun
 ) -> tuple[float, str] | None:
     """(efficiency, the baseline run's id), or None without an ok result or a baseline."""
-    rate = result.summary.get("global_samples_per_s", result.summary.get("trial_samples_per_s"))
+    rate = result.summary.get(
+        metrics.GLOBAL_SAMPLES_PER_S, result.summary.get(metrics.TRIAL_SAMPLES_PER_S)
+    )
     if result.status != OK or not rate:
         return None
     for base in scaling_baselines(cfg):
         found = find_ok_run(base)
-        base_rate = found["metrics"].get("trial_samples_per_s") if found else None
+        base_rate = found["metrics"].get(metrics.TRIAL_SAMPLES_PER_S) if found else None
         if found and base_rate:
             return rate / (scaling_divisor(cfg) * base_rate), str(found["run_id"])
     return None

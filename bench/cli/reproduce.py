@@ -28,6 +28,7 @@ from types import FrameType
 
 from bench import tracking
 from bench.checks.preflight import validate
+from bench.core import metrics
 from bench.core.config import (
     BenchConfig,
     ConfigError,
@@ -40,17 +41,17 @@ from bench.core.config import (
 
 # What is compared, in this order, where either run has it.
 COMPARED = (
-    "trial_samples_per_s",
-    "trial_time_s",
-    "trial_step_time_p50_ms",
-    "trial_step_time_p90_ms",
-    "trial_step_time_p99_ms",
-    "final_loss",
-    "peak_host_rss_mb",
-    "import_time_s",
-    "build_time_s",
-    "compile_time_s",
-    "epochs_completed",
+    metrics.TRIAL_SAMPLES_PER_S,
+    metrics.TRIAL_TIME_S,
+    metrics.TRIAL_STEP_TIME_P50_MS,
+    metrics.TRIAL_STEP_TIME_P90_MS,
+    metrics.TRIAL_STEP_TIME_P99_MS,
+    metrics.FINAL_LOSS,
+    metrics.PEAK_HOST_RSS_MB,
+    metrics.IMPORT_TIME_S,
+    metrics.BUILD_TIME_S,
+    metrics.COMPILE_TIME_S,
+    metrics.EPOCHS_COMPLETED,
 )
 # The most of a run's lock.txt read (bench's locks are tens of KiB).
 LOCK_MAX = 4 * 2**20
@@ -210,7 +211,7 @@ def explained(original: tracking.RunRecord, again: tracking.RunRecord) -> list[s
     """Why the figures of a reproduction differ from the original's where that is expected,
     in a line each: the numbers a run's windows were sized by, its start-up, its machine."""
     notes = []
-    steps = [r.metrics.get("steps_per_epoch_used") for r in (original, again)]
+    steps = [r.metrics.get(metrics.STEPS_PER_EPOCH_USED) for r in (original, again)]
     if any(steps) and steps[0] != steps[1]:
         a, b = (_fmt(x) for x in steps)
         notes.append(
@@ -218,12 +219,12 @@ def explained(original: tracking.RunRecord, again: tracking.RunRecord) -> list[s
             "a window, so final_loss is the loss after a different number of steps and "
             "trial_time_s covers different work; the rates (samples/s, step times) compare"
         )
-    elif any(k in original.metrics for k in ("final_loss", "trial_time_s")):
+    elif any(k in original.metrics for k in (metrics.FINAL_LOSS, metrics.TRIAL_TIME_S)):
         notes.append(
             "final_loss and trial_time_s follow the steps each run trained (auto windows are "
             "sized by time); the rates (samples/s, step times) are what a reproduction compares"
         )
-    if "import_time_s" in original.metrics or "build_time_s" in original.metrics:
+    if metrics.IMPORT_TIME_S in original.metrics or metrics.BUILD_TIME_S in original.metrics:
         notes.append(
             "trial_time_s includes starting the process, importing the framework and building "
             "the model (import_time_s, build_time_s), which the operating system's file cache "

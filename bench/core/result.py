@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from bench.core.metrics import (
+    EPOCH_TIME_S,
+    LOSS,
+    SAMPLES_PER_S,
+    STEP_TIME_P50_MS,
+    STEP_TIME_P90_MS,
+    STEP_TIME_P99_MS,
+)
 
 OK = "ok"
 OOM = "oom"
@@ -46,17 +56,21 @@ class EpochRecord:
     extra: dict[str, float] = field(default_factory=dict)
 
     def metrics(self) -> dict[str, float]:
-        out = {
-            "epoch_time_s": self.epoch_time_s,
-            "samples_per_s": self.samples_per_s,
-            "step_time_p50_ms": self.step_time_p50_ms,
-            "step_time_p90_ms": self.step_time_p90_ms,
-            "step_time_p99_ms": self.step_time_p99_ms,
+        out: dict[str, float] = {
+            EPOCH_TIME_S: self.epoch_time_s,
+            SAMPLES_PER_S: self.samples_per_s,
+            STEP_TIME_P50_MS: self.step_time_p50_ms,
+            STEP_TIME_P90_MS: self.step_time_p90_ms,
+            STEP_TIME_P99_MS: self.step_time_p99_ms,
         }
         if self.loss is not None:
-            out["loss"] = self.loss
+            out[LOSS] = self.loss
         out.update(self.extra)
         return out
+
+
+# What a trial calls after each timed window (the sweep logs the window as it ends).
+EpochCallback = Callable[[EpochRecord], None]
 
 
 @dataclass
@@ -153,12 +167,12 @@ _EPOCH_TYPES: dict[str, tuple[Any, str]] = {
     "epoch": _INT,
     "steps": _INT,
     "samples": _INT,
-    "epoch_time_s": _NUM,
-    "samples_per_s": _NUM,
-    "step_time_p50_ms": _NUM,
-    "step_time_p90_ms": _NUM,
-    "step_time_p99_ms": _NUM,
-    "loss": (lambda v: v is None or _number(v), "a number or null"),
+    EPOCH_TIME_S: _NUM,
+    SAMPLES_PER_S: _NUM,
+    STEP_TIME_P50_MS: _NUM,
+    STEP_TIME_P90_MS: _NUM,
+    STEP_TIME_P99_MS: _NUM,
+    LOSS: (lambda v: v is None or _number(v), "a number or null"),
     "extra": _NUMBERS,
 }
 

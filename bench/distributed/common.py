@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from bench.core import metrics
 from bench.core.config import BenchConfig
 from bench.data import LabelledData
 
@@ -55,10 +56,10 @@ def exposed_comm(
     dist = statistics.median(d for d, _ in calm)
     alone = statistics.median(v for _, v in calm)
     return {
-        "time_comm_ms": 1e3 * max(0.0, dist - alone),
-        "time_step_ms": 1e3 * dist,
-        "time_local_step_ms": 1e3 * alone,
-        "breakdown_steps": float(pairs),
+        metrics.TIME_COMM_MS: 1e3 * max(0.0, dist - alone),
+        metrics.TIME_STEP_MS: 1e3 * dist,
+        metrics.TIME_LOCAL_STEP_MS: 1e3 * alone,
+        metrics.BREAKDOWN_STEPS: float(pairs),
     }
 
 

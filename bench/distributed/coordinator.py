@@ -29,14 +29,22 @@ import traceback
 from pathlib import Path
 from types import FrameType
 
+from bench.core import metrics
 from bench.core.config import BenchConfig, to_dict
-from bench.core.result import DIST_FAILURE, ERROR, OK, TIMEOUT, EpochRecord, TrialResult
+from bench.core.result import (
+    DIST_FAILURE,
+    ERROR,
+    OK,
+    TIMEOUT,
+    EpochCallback,
+    EpochRecord,
+    TrialResult,
+)
 from bench.distributed import launch, nodes
 from bench.distributed.base import CONFIG, Proc, Strategy, deadline_s, rank_command
 from bench.distributed.registry import STRATEGIES, load
 from bench.runtime.hooks import NO_HOOKS, TrialHooks
 from bench.runtime.protocol import EVENTS, RESULT, STOPPED, EventReader, read_result, write_config
-from bench.trial.loop import EpochCallback
 
 
 class _Stop(BaseException):
@@ -271,19 +279,33 @@ def _merge(result: TrialResult, results: list[TrialResult], summed: bool) -> Non
     total_time = sum(e.epoch_time_s for e in result.epochs)
     total = sum(e.samples for e in result.epochs)
     result.summary.update(results[0].summary)  # worker 0's telemetry and step figures
-    result.summary["trial_time_s"] = total_time
-    result.summary["trial_samples_per_s"] = total / total_time
-    result.summary["global_samples_per_s"] = total / total_time
-    for key in ("trial_step_time_p50_ms", "trial_step_time_p90_ms", "trial_step_time_p99_ms"):
+    result.summary[metrics.TRIAL_TIME_S] = total_time
+    result.summary[metrics.TRIAL_SAMPLES_PER_S] = total / total_time
+    result.summary[metrics.GLOBAL_SAMPLES_PER_S] = total / total_time
+    for key in (
+        metrics.TRIAL_STEP_TIME_P50_MS,
+        metrics.TRIAL_STEP_TIME_P90_MS,
+        metrics.TRIAL_STEP_TIME_P99_MS,
+    ):
         result.summary[key] = max(r.summary[key] for r in results)
-    losses = [r.summary["final_loss"] for r in results if "final_loss" in r.summary]
+    losses = [r.summary[metrics.FINAL_LOSS] for r in results if metrics.FINAL_LOSS in r.summary]
     if losses:
-        result.summary["final_loss"] = statistics.fmean(losses)
-    result.summary["peak_host_rss_mb"] = sum(r.summary.get("peak_host_rss_mb", 0) for r in results)
+        result.summary[metrics.FINAL_LOSS] = statistics.fmean(losses)
+    result.summary[metrics.PEAK_HOST_RSS_MB] = sum(
+        r.summary.get(metrics.PEAK_HOST_RSS_MB, 0) for r in results
+    )
     if len(results) > 1:
         for i, r in enumerate(results):
-            result.summary[f"worker{i}_trial_samples_per_s"] = r.summary["trial_samples_per_s"]
-    for key in ("time_comm_ms", "ps_push_ms", "ps_pull_ms", "time_step_ms", "time_local_step_ms"):
+            result.summary[f"worker{i}_trial_samples_per_s"] = r.summary[
+                metrics.TRIAL_SAMPLES_PER_S
+            ]
+    for key in (
+        metrics.TIME_COMM_MS,
+        metrics.PS_PUSH_MS,
+        metrics.PS_PULL_MS,
+        metrics.TIME_STEP_MS,
+        metrics.TIME_LOCAL_STEP_MS,
+    ):
         values = [r.summary[key] for r in results if key in r.summary]
         if values:
             result.summary[key] = statistics.fmean(values)

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bench.core import metrics
 from bench.core.config import BenchConfig
 from bench.core.frameworks import TF, TORCH
 from bench.distributed import common
@@ -263,9 +264,9 @@ class _TFSession:
         comm_s = common.timed_alone(lambda: self._all_reduce(), pairs)
         self.take_mean_loss()
         return {
-            "time_comm_ms": 1e3 * comm_s,
-            "time_step_ms": 1e3 * step_s,
-            "breakdown_steps": float(pairs),
+            metrics.TIME_COMM_MS: 1e3 * comm_s,
+            metrics.TIME_STEP_MS: 1e3 * step_s,
+            metrics.BREAKDOWN_STEPS: float(pairs),
         }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from bench.core import metrics
 from bench.core.config import BenchConfig
 
 # XLA's flag that makes its CPU client expose that many host devices (read when JAX loads).
@@ -39,4 +40,4 @@ def exposed_comm(session: Any, cfg: BenchConfig) -> dict[str, float]:
 
     out = common.exposed_comm(sharded, alone, common.breakdown_pairs(cfg))
     session.take_mean_loss()  # the losses of these extra steps are not reported
-    return {key: out[key] for key in ("time_comm_ms", "time_local_step_ms")}
+    return {key: out[key] for key in (metrics.TIME_COMM_MS, metrics.TIME_LOCAL_STEP_MS)}

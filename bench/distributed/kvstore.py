@@ -38,8 +38,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.core import metrics
 from bench.core.config import BenchConfig, to_dict, usable_cpus
-from bench.core.result import ERROR, OK, EpochRecord, TrialResult
+from bench.core.result import ERROR, OK, EpochCallback, EpochRecord, TrialResult
 from bench.distributed import launch
 from bench.distributed.base import Proc
 from bench.runtime import child, processes
@@ -55,14 +56,19 @@ from bench.runtime.protocol import (
     tail,
     write_config,
 )
-from bench.trial.loop import EpochCallback
 
 ROOT = "kvstore"  # under the trial's working directory
 POLL_S = 0.2
 # After a worker fails, the others get this long to finish on their own before being stopped.
 FAILURE_GRACE_S = 2.0
 # Per-epoch figures summed over the workers (the rest are averaged).
-SUMMED = ("achieved_flops_per_s", "cpu_util_pct", "host_rss_mb", "energy_j", "cpu_energy_j")
+SUMMED = (
+    metrics.ACHIEVED_FLOPS_PER_S,
+    metrics.CPU_UTIL_PCT,
+    metrics.HOST_RSS_MB,
+    metrics.ENERGY_J,
+    metrics.CPU_ENERGY_J,
+)
 
 
 def worker_threads(cfg: BenchConfig) -> int:
@@ -166,21 +172,27 @@ def merge(cfg: BenchConfig, results: list[TrialResult | None], problem: str) -> 
         merged.status = statuses[0] if statuses else ERROR
         merged.error = "\n".join([problem, *errors]).strip()[-20000:]
         return merged
-    rates = [r.summary["trial_samples_per_s"] for r in done]
+    rates = [r.summary[metrics.TRIAL_SAMPLES_PER_S] for r in done]
     merged.summary = dict(done[0].summary)
-    merged.summary.update(
-        trial_samples_per_s=sum(rates),
-        global_samples_per_s=sum(rates),
-        trial_time_s=max(r.summary["trial_time_s"] for r in done),
-        peak_host_rss_mb=max(r.summary.get("peak_host_rss_mb", 0.0) for r in done),
+    merged.summary[metrics.TRIAL_SAMPLES_PER_S] = sum(rates)
+    merged.summary[metrics.GLOBAL_SAMPLES_PER_S] = sum(rates)
+    merged.summary[metrics.TRIAL_TIME_S] = max(r.summary[metrics.TRIAL_TIME_S] for r in done)
+    merged.summary[metrics.PEAK_HOST_RSS_MB] = max(
+        r.summary.get(metrics.PEAK_HOST_RSS_MB, 0.0) for r in done
     )
-    for key in ("trial_step_time_p50_ms", "trial_step_time_p90_ms", "trial_step_time_p99_ms"):
+    for key in (
+        metrics.TRIAL_STEP_TIME_P50_MS,
+        metrics.TRIAL_STEP_TIME_P90_MS,
+        metrics.TRIAL_STEP_TIME_P99_MS,
+    ):
         merged.summary[key] = max(r.summary[key] for r in done)
-    if "final_loss" in merged.summary:
-        merged.summary["final_loss"] = statistics.fmean(r.summary["final_loss"] for r in done)
-    if "trial_achieved_flops_per_s" in merged.summary:
-        merged.summary["trial_achieved_flops_per_s"] = sum(
-            r.summary["trial_achieved_flops_per_s"] for r in done
+    if metrics.FINAL_LOSS in merged.summary:
+        merged.summary[metrics.FINAL_LOSS] = statistics.fmean(
+            r.summary[metrics.FINAL_LOSS] for r in done
+        )
+    if metrics.TRIAL_ACHIEVED_FLOPS_PER_S in merged.summary:
+        merged.summary[metrics.TRIAL_ACHIEVED_FLOPS_PER_S] = sum(
+            r.summary[metrics.TRIAL_ACHIEVED_FLOPS_PER_S] for r in done
         )
     for i, rate in enumerate(rates):
         merged.summary[f"worker{i}_trial_samples_per_s"] = rate

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bench.core import metrics
 from bench.core.config import BenchConfig, resolved_threads
 from bench.core.frameworks import TF
 from bench.distributed.base import ENV_RANK, ENV_WORLD, Proc, Rank, env_rank
@@ -234,13 +235,13 @@ class _Session:
 
         step = common.timed_alone(one_step, pairs)
         self.take_mean_loss()
-        out = {
-            "ps_pull_ms": 1e3 * max(0.0, pull - empty),
-            "ps_push_ms": 1e3 * max(0.0, push - empty),
-            "time_step_ms": 1e3 * step,
-            "breakdown_steps": float(pairs),
+        out: dict[str, float] = {
+            metrics.PS_PULL_MS: 1e3 * max(0.0, pull - empty),
+            metrics.PS_PUSH_MS: 1e3 * max(0.0, push - empty),
+            metrics.TIME_STEP_MS: 1e3 * step,
+            metrics.BREAKDOWN_STEPS: float(pairs),
         }
-        out["time_comm_ms"] = out["ps_pull_ms"] + out["ps_push_ms"]
+        out[metrics.TIME_COMM_MS] = out[metrics.PS_PULL_MS] + out[metrics.PS_PUSH_MS]
         return out
 
 

@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.core import metrics
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
@@ -179,9 +181,9 @@ class StrategySession:
         comm_s = common.timed_alone(lambda: self._all_reduce(), pairs)
         self.take_mean_loss()
         return {
-            "time_comm_ms": 1e3 * comm_s,
-            "time_step_ms": 1e3 * step_s,
-            "breakdown_steps": float(pairs),
+            metrics.TIME_COMM_MS: 1e3 * comm_s,
+            metrics.TIME_STEP_MS: 1e3 * step_s,
+            metrics.BREAKDOWN_STEPS: float(pairs),
         }
 
 

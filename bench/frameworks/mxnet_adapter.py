@@ -45,6 +45,7 @@ import numpy as np
 from mxnet import autograd, gluon
 
 from bench import models
+from bench.core import metrics
 from bench.core.config import BenchConfig
 from bench.data import HostBatches, LabelledData, SequenceBatches, score
 from bench.models import common
@@ -356,9 +357,11 @@ class MXNetSession:
                 parts.setdefault(name, []).append(seconds)
         self.take_mean_loss()  # these steps' losses are not the epoch's
         ms = {name: 1e3 * statistics.median(values) for name, values in parts.items()}
-        out = {"time_comm_ms": ms.get("push", 0.0) + ms.get("pull", 0.0) + ms.get("comm", 0.0)}
+        out: dict[str, float] = {
+            metrics.WINDOW_COMM_MS: ms.get("push", 0.0) + ms.get("pull", 0.0) + ms.get("comm", 0.0)
+        }
         if self.kvstore is not None:
-            out["ps_push_ms"], out["ps_pull_ms"] = ms["push"], ms["pull"]
+            out[metrics.WINDOW_PS_PUSH_MS], out[metrics.WINDOW_PS_PULL_MS] = ms["push"], ms["pull"]
             self.kvstore._barrier()
         return out
 

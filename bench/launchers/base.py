@@ -18,11 +18,10 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 
 from bench.core.config import BenchConfig, trial_timeout_s
-from bench.core.result import ERROR, KILLED, TIMEOUT, EpochRecord, TrialResult
+from bench.core.result import ERROR, KILLED, TIMEOUT, EpochCallback, EpochRecord, TrialResult
 from bench.runtime.hooks import TrialHooks
 from bench.runtime.processes import shielded
 from bench.runtime.protocol import EVENTS, LOG, RESULT, EventReader, clear, read_result
-from bench.trial.loop import EpochCallback
 
 POLL_S = 0.2
 

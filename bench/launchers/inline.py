@@ -11,10 +11,9 @@ from pathlib import Path
 from types import FrameType
 
 from bench.core.config import BenchConfig
-from bench.core.result import ERROR, TIMEOUT, EpochRecord, TrialResult
+from bench.core.result import ERROR, TIMEOUT, EpochCallback, EpochRecord, TrialResult
 from bench.launchers import base
 from bench.runtime.hooks import TrialHooks
-from bench.trial.loop import EpochCallback
 from bench.trial.worker import execute
 
 

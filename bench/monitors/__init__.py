@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.core import metrics
 from bench.core.config import BenchConfig
 from bench.monitors.base import Findings, Monitor
 from bench.monitors.gpu import GpuMonitor
@@ -101,7 +102,7 @@ class Telemetry:
         out: dict[str, float] = {}
         for monitor in self.monitors:
             out.update(monitor.window(start, end, samples))
-        for key in ("energy_j", "cpu_energy_j"):
+        for key in (metrics.ENERGY_J, metrics.CPU_ENERGY_J):
             if key in out:
                 self.totals[key] = self.totals.get(key, 0.0) + out[key]
         self.totals["samples"] = self.totals.get("samples", 0.0) + samples
@@ -130,9 +131,11 @@ class Telemetry:
             report.tags.update(got.tags)
             report.files += got.files
         samples = self.totals.get("samples", 0.0)
-        if "energy_j" in self.totals:
-            report.summary["trial_energy_j"] = self.totals["energy_j"]
-            report.summary["trial_energy_per_sample_j"] = self.totals["energy_j"] / samples
-        if "cpu_energy_j" in self.totals:
-            report.summary["trial_cpu_energy_j"] = self.totals["cpu_energy_j"]
+        if metrics.ENERGY_J in self.totals:
+            report.summary[metrics.TRIAL_ENERGY_J] = self.totals[metrics.ENERGY_J]
+            report.summary[metrics.TRIAL_ENERGY_PER_SAMPLE_J] = (
+                self.totals[metrics.ENERGY_J] / samples
+            )
+        if metrics.CPU_ENERGY_J in self.totals:
+            report.summary[metrics.TRIAL_CPU_ENERGY_J] = self.totals[metrics.CPU_ENERGY_J]
         return report

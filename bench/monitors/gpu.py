@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
 
+from bench.core import metrics
 from bench.monitors.base import (
     Findings,
     Sampler,
@@ -151,9 +152,9 @@ class GpuMonitor:
             values = [f[key] for f in per_gpu if key in f]
             if values:
                 out[key] = combine(values)
-        if "energy_j" in out:
-            out["power_w"] = out["energy_j"] / (end - start)
-            out["energy_per_sample_j"] = out["energy_j"] / samples
+        if metrics.ENERGY_J in out:
+            out[metrics.POWER_W] = out[metrics.ENERGY_J] / (end - start)
+            out[metrics.ENERGY_PER_SAMPLE_J] = out[metrics.ENERGY_J] / samples
         return out
 
     def stop(self, workdir: Path | None) -> Findings:
@@ -171,10 +172,10 @@ class GpuMonitor:
         if self.methods:
             report.tags["energy_method"] = ",".join(sorted(set(self.methods)))
         if self.idle_w:
-            report.summary["gpu_idle_power_w"] = sum(self.idle_w.values())
+            report.summary[metrics.GPU_IDLE_POWER_W] = sum(self.idle_w.values())
             if len(self.idle_w) > 1:
                 for g, watts in self.idle_w.items():
-                    report.summary[f"gpu{g}_idle_power_w"] = watts
+                    report.summary[metrics.GPU_IDLE.of(g)] = watts
         seen = 0
         for series in self.series.values():
             for r in series.readings:
@@ -270,13 +271,13 @@ def gpu_window(
     counter = [readings[i].energy_mj for i in span]
     if counter and all(e is not None for e in counter):
         t_e, e_mj = [times[i] for i in span], [float(e or 0) for e in counter]
-        out["energy_j"] = (interpolate(t_e, e_mj, end) - interpolate(t_e, e_mj, start)) / 1e3
+        out[metrics.ENERGY_J] = (interpolate(t_e, e_mj, end) - interpolate(t_e, e_mj, start)) / 1e3
         method = "counter"
     else:  # no energy counter (before Volta): integrate the power samples
         t_p = [t for t, r in zip(times, readings, strict=True) if r.power_w is not None]
         p_w = [float(r.power_w) for r in readings if r.power_w is not None]
         if t_p:
-            out["energy_j"] = integrate(t_p, p_w, start, end)
+            out[metrics.ENERGY_J] = integrate(t_p, p_w, start, end)
             method = "power_integration"
     chosen = [readings[i] for i in inside(times, start, end)]
 
@@ -285,18 +286,20 @@ def gpu_window(
         return [float(v) for v in got if v is not None]
 
     for key, name, reduce in (
-        ("gpu_util_pct", "sm_util_pct", statistics.fmean),
-        ("gpu_mem_util_pct", "mem_util_pct", statistics.fmean),
-        ("gpu_mem_mb", "mem_used_mb", max),
-        ("gpu_sm_clock_mhz", "sm_clock_mhz", statistics.fmean),
-        ("gpu_temp_c", "temp_c", max),
+        (metrics.GPU_UTIL_PCT, "sm_util_pct", statistics.fmean),
+        (metrics.GPU_MEM_UTIL_PCT, "mem_util_pct", statistics.fmean),
+        (metrics.GPU_MEM_MB, "mem_used_mb", max),
+        (metrics.GPU_SM_CLOCK_MHZ, "sm_clock_mhz", statistics.fmean),
+        (metrics.GPU_TEMP_C, "temp_c", max),
     ):
         got = values(name)
         if got:
             out[key] = reduce(got)
     reasons = [int(v) for v in values("throttle_reasons")]
     if reasons:
-        out["gpu_throttle_pct"] = 100.0 * sum(bool(r & SLOWDOWN) for r in reasons) / len(reasons)
+        out[metrics.GPU_THROTTLE_PCT] = (
+            100.0 * sum(bool(r & SLOWDOWN) for r in reasons) / len(reasons)
+        )
     return out, method
 
 
@@ -309,11 +312,11 @@ def _bracket(times: list[float], start: float, end: float) -> range:
 
 
 _COMBINE: dict[str, Callable[[list[float]], float]] = {
-    "energy_j": sum,
-    "gpu_util_pct": statistics.fmean,
-    "gpu_mem_util_pct": statistics.fmean,
-    "gpu_mem_mb": sum,
-    "gpu_sm_clock_mhz": statistics.fmean,
-    "gpu_temp_c": max,
-    "gpu_throttle_pct": max,
+    metrics.ENERGY_J: sum,
+    metrics.GPU_UTIL_PCT: statistics.fmean,
+    metrics.GPU_MEM_UTIL_PCT: statistics.fmean,
+    metrics.GPU_MEM_MB: sum,
+    metrics.GPU_SM_CLOCK_MHZ: statistics.fmean,
+    metrics.GPU_TEMP_C: max,
+    metrics.GPU_THROTTLE_PCT: max,
 }

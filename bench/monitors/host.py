@@ -38,6 +38,7 @@ from pathlib import Path
 
 import psutil
 
+from bench.core import metrics
 from bench.monitors.base import Findings, Sampler, Window, epoch_of, inside, interpolate
 
 POWERCAP = Path("/sys/class/powercap")
@@ -233,23 +234,23 @@ class HostMonitor:
         times = self.times[:n]
         cpu = self.cpu_s[:n]
         seconds = end - start
-        out = {
-            "cpu_util_pct": 100.0
+        out: dict[str, float] = {
+            metrics.CPU_UTIL_PCT: 100.0
             * (interpolate(times, cpu, end) - interpolate(times, cpu, start))
             / seconds,
-            "host_rss_mb": max(self.rss_mb[i] for i in inside(times, start, end)),
+            metrics.HOST_RSS_MB: max(self.rss_mb[i] for i in inside(times, start, end)),
         }
         if self.busy is not None and len(self.busy_s) >= n:
             busy = self.busy_s[:n]
             machine = interpolate(times, busy, end) - interpolate(times, busy, start)
-            own = out["cpu_util_pct"] * seconds / 100.0
-            out["other_cpu_pct"] = max(0.0, 100.0 * (machine - own) / seconds)
-            self.shares.append((out["other_cpu_pct"], out["cpu_util_pct"]))
+            own = out[metrics.CPU_UTIL_PCT] * seconds / 100.0
+            out[metrics.OTHER_CPU_PCT] = max(0.0, 100.0 * (machine - own) / seconds)
+            self.shares.append((out[metrics.OTHER_CPU_PCT], out[metrics.CPU_UTIL_PCT]))
         if isinstance(self.rapl, Rapl) and len(self.energy_j) >= n:
             energy = self.energy_j[:n]
             joules = interpolate(times, energy, end) - interpolate(times, energy, start)
-            out["cpu_energy_j"] = joules
-            out["cpu_power_w"] = joules / seconds
+            out[metrics.CPU_ENERGY_J] = joules
+            out[metrics.CPU_POWER_W] = joules / seconds
         return out
 
     def stop(self, workdir: Path | None) -> Findings:
@@ -265,7 +266,7 @@ class HostMonitor:
             report.tags["host_telemetry"] = f"sampling stopped early: {self._sampler.error}"
         if self.shares:
             others = sum(o for o, _ in self.shares) / len(self.shares)
-            report.summary["trial_other_cpu_pct"] = others
+            report.summary[metrics.TRIAL_OTHER_CPU_PCT] = others
             contended = self._contention(others)
             if contended:
                 report.tags["contention"] = contended

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.core import metrics
 from bench.core.config import BenchConfig
 from bench.core.frameworks import FRAMEWORKS
 from bench.monitors.base import Findings
@@ -74,10 +75,10 @@ def breakdown(profiler: Profiler, session: Any, cfg: BenchConfig, steps: int) ->
     calls = {name: statistics.median(c[name] for _, c, _ in calm) for name in calm[0][1]}
     phases = profiler.phases(calls)
     step_s = statistics.median(w for _, _, w in calm)
-    out = {f"time_{phase}_ms": 1e3 * seconds for phase, seconds in phases.items()}
-    out["time_step_ms"] = 1e3 * step_s
-    out["breakdown_sum_pct"] = 100.0 * sum(phases.values()) / step_s
-    out["breakdown_steps"] = float(steps)
+    out = {metrics.TIME_PHASE_MS.of(phase): 1e3 * seconds for phase, seconds in phases.items()}
+    out[metrics.TIME_STEP_MS] = 1e3 * step_s
+    out[metrics.BREAKDOWN_SUM_PCT] = 100.0 * sum(phases.values()) / step_s
+    out[metrics.BREAKDOWN_STEPS] = float(steps)
     return out
 
 

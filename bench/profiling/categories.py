@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import re
 
+from bench.core.metrics import OP_MS
+
 # (category, pattern matched case-insensitively against the operator and its scope); order
 # matters: the optimizer's own arithmetic (plain adds and muls) is known by its scope only.
 RULES: tuple[tuple[str, str], ...] = (
@@ -73,4 +75,4 @@ def categorize(operator: str, scope: str = "") -> str:
 
 def metric_name(category: str) -> str:
     """``op_<category>_ms``, e.g. ``op_convolution_backward_ms``."""
-    return "op_" + category.replace(" ", "_") + "_ms"
+    return OP_MS.of(category.replace(" ", "_"))

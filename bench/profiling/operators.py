@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.core.metrics import OP_TOTAL_MS
 from bench.profiling.categories import CATEGORIES, categorize, metric_name
 
 CSV_FILE = "operators.csv"
@@ -60,7 +61,7 @@ def by_category(rows: list[Row]) -> dict[str, float]:
 def metrics(rows: list[Row], steps: int) -> dict[str, float]:
     """``op_<category>_ms`` per profiled step, and ``op_total_ms``."""
     out = {metric_name(c): ms / steps for c, ms in by_category(rows).items()}
-    out["op_total_ms"] = sum(r.self_ms for r in rows) / steps
+    out[OP_TOTAL_MS] = sum(r.self_ms for r in rows) / steps
     return out
 
 

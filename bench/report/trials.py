@@ -8,6 +8,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from bench.core import metrics
 from bench.core.config import BenchConfig
 from bench.core.frameworks import FRAMEWORKS, TORCH
 from bench.core.identity import identity
@@ -85,13 +86,13 @@ class Trial:
     @property
     def ms_per_sample(self) -> float:
         """Timed wall time per sample over the whole trial (ms)."""
-        rate = self.metric("trial_samples_per_s")
+        rate = self.metric(metrics.TRIAL_SAMPLES_PER_S)
         return 1000.0 / rate if rate > 0 else math.nan
 
     @property
     def epoch_time_s(self) -> float:
-        epochs = self.metric("epochs_completed")
-        return self.metric("trial_time_s") / epochs if epochs > 0 else math.nan
+        epochs = self.metric(metrics.EPOCHS_COMPLETED)
+        return self.metric(metrics.TRIAL_TIME_S) / epochs if epochs > 0 else math.nan
 
     def mean_over_epochs(self, key: str) -> float:
         """The mean of a per-epoch metric over the epochs (its last value without history)."""
@@ -179,15 +180,6 @@ class Labeller:
         varying = {k for k in keys if len({c.get(k, "") for c in configs}) > 1}
         self.mode_varies = "mode" in varying
         self.varying = sorted(varying - set(_STANDARD))
-        # A label shows the keys that differ among its model's runs: model=hf's rows do
-        # not carry a sequence model's model.freq_bins because deepspeech2 runs beside them.
-        models: dict[str, list[dict[str, str]]] = {}
-        for config in configs:
-            models.setdefault(model_label(config), []).append(config)
-        self._varying_of = {
-            model: [k for k in self.varying if len({c.get(k, "") for c in same}) > 1]
-            for model, same in models.items()
-        }
 
     def label(self, config: Config, *skip: str) -> str:
         """e.g. ``resnet50 · batch 32 · 224 px · cuda:0 · precision=bf16``, or
@@ -210,8 +202,7 @@ class Labeller:
             parts.append(size)
         if "device" not in skip:
             parts.append(pairs.get("device", "?"))
-        varying = self._varying_of.get(model_label(pairs), self.varying)
-        parts += [f"{k}={pairs[k]}" for k in varying
+        parts += [f"{k}={pairs[k]}" for k in self.varying
                   if k in pairs and k not in skip and k not in shown]  # fmt: skip
         return " · ".join(parts)
 

@@ -26,7 +26,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, TextIO
 
 from bench import tracking
-from bench.core import sysinfo
+from bench.core import metrics, sysinfo
 from bench.core.config import BenchConfig
 from bench.core.result import DIVERGED, ERROR, OK, TIMEOUT, EpochRecord, TrialResult
 from bench.core.tables import text_table
@@ -146,8 +146,7 @@ class Progress:
             )
 
     def end(self, row: Row, note: str = "") -> None:
-        unit = "tokens/s" if row.detail else "samples/s"  # mode=generate: generated tokens
-        rate = f"{row.samples_per_s:,.1f} {unit}" if row.samples_per_s else "-"
+        rate = f"{row.samples_per_s:,.1f} samples/s" if row.samples_per_s else "-"
         rate += f"  [{row.detail}]" if row.detail else ""
         line = f"{self.prefix}  {row.status}  {rate}  ({row.seconds:.1f} s)"
         self._write(
@@ -184,21 +183,18 @@ def _before_epochs(cfg: BenchConfig) -> str:
 def generation_detail(summary: dict[str, float]) -> str:
     """A mode=generate trial's figures for the summary table ('' for the other modes; its
     samples/s are generated tokens/s, prefill included)."""
-    if "trial_decode_tokens_per_s" not in summary:
+    if metrics.TRIAL_DECODE_TOKENS_PER_S not in summary:
         return ""
     return (
-        f"TTFT {summary['trial_time_to_first_token_ms']:,.1f} ms, "
-        f"TPOT p50 {summary['trial_time_per_output_token_p50_ms']:,.1f} ms, "
-        f"decode {summary['trial_decode_tokens_per_s']:,.1f} tok/s"
+        f"TTFT {summary[metrics.TRIAL_TIME_TO_FIRST_TOKEN_MS]:,.1f} ms, "
+        f"TPOT p50 {summary[metrics.TRIAL_TIME_PER_OUTPUT_TOKEN_P50_MS]:,.1f} ms, "
+        f"decode {summary[metrics.TRIAL_DECODE_TOKENS_PER_S]:,.1f} tok/s"
     )
 
 
 def format_table(rows: list[Row]) -> str:
+    header: tuple[str, ...] = ("#", "trial", "status", "samples/s", "time_s", "run")
     detail = any(row.detail for row in rows)  # mode=generate: a column of its own
-    # A generation's rate is generated tokens/s: the column says so.
-    rate = "tokens/s" if rows and all(r.detail for r in rows) else "samples/s"
-    rate = "samples or tokens/s" if detail and rate == "samples/s" else rate
-    header: tuple[str, ...] = ("#", "trial", "status", rate, "time_s", "run")
     body = [
         (
             str(i),
@@ -363,7 +359,11 @@ class Sweep:
             done = self.store.find_ok_run(cfg)
             if done is not None:
                 row = Row(
-                    label, SKIPPED, done["metrics"].get("trial_samples_per_s"), 0.0, done["run_id"]
+                    label,
+                    SKIPPED,
+                    done["metrics"].get(metrics.TRIAL_SAMPLES_PER_S),
+                    0.0,
+                    done["run_id"],
                 )
                 progress.end(row, "(an ok run with this config exists; force=true reruns it)")
                 self.store.note_reused_run(self.sweep_id, done["run_id"])
@@ -430,7 +430,7 @@ class Sweep:
                 )
             run.finish(result, taken.files + (extra or []))
         result.marks["logged"] = time.time()
-        rate = result.summary.get("trial_samples_per_s")
+        rate = result.summary.get(metrics.TRIAL_SAMPLES_PER_S)
         row = Row(
             label,
             result.status,
@@ -455,8 +455,7 @@ class Sweep:
         for row in rows:
             counts[row.status] = counts.get(row.status, 0) + 1
         tally = ", ".join(f"{n} {status}" for status, n in counts.items())
-        trials = f"{len(rows)} trial{'s' if len(rows) != 1 else ''}"
-        print(f"\n{trials}: {tally}. Results: {self._where()}")
+        print(f"\n{len(rows)} trials: {tally}. Results: {self._where()}")
         if counts.get(DIVERGED):
             print(
                 f"{counts[DIVERGED]} diverged: an epoch's training loss was not finite (NaN or "
@@ -518,7 +517,9 @@ class Sweep:
                 self.store.close_trial(mine[0]["run_id"], status, why)
                 return Row(label, status, None, mine[0]["seconds"], mine[0]["run_id"])
             t = mine[0]
-            return Row(label, t["status"], t["samples_per_s"], t["seconds"], t["run_id"])
+            return Row(
+                label, t["status"], t[metrics.TRIAL_SAMPLES_PER_S], t["seconds"], t["run_id"]
+            )
         run = self.store.start_trial(self.sweep_id, cfg, label, {"bench.slurm_job_id": job})
         run.finish(TrialResult(status, cfg.framework.name, cfg.model.name, cfg.mode, error=why), [])
         return Row(label, status, None, 0.0, getattr(run, "run_id", ""))

@@ -5,10 +5,10 @@ the store: its tags and its summary metrics."""
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from typing import Any, Protocol
 
+from bench.core import metrics
 from bench.core.config import BenchConfig
 from bench.core.identity import config_hash
 from bench.core.result import EpochRecord, TrialResult
@@ -20,7 +20,7 @@ OWNER_TAG = "bench.owner"
 REUSED_RUN_TAG = "bench.reused."
 # The metric on a sweep's run with the time of its drift check's reference step, one point
 # per round (step = the round), read back by the report (bench.analysis.drift).
-REFERENCE_METRIC = "reference_step_s"
+REFERENCE_METRIC = metrics.REFERENCE_STEP_S
 # The tag of a trial run that a check harness changed (bench.runtime.hooks): never reused,
 # never reported as a measurement of its configuration.
 HOOKS_TAG = f"bench.{hooks.TAG}"
@@ -31,9 +31,6 @@ def quiet_mlflow() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
     # It logs a failed write with its whole traceback before raising; bench says it in a line.
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
-    # Its "Downloading artifacts: 0%|..." bars on every artifact a report or a reproduction
-    # reads (a config.json, a claims file) are noise in bench's output (issue 50).
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 
 def environment_tags(environment: dict[str, str]) -> dict[str, str]:
@@ -81,7 +78,7 @@ def trial_metrics(result: TrialResult) -> dict[str, float]:
     out: dict[str, float] = {}
     out.update(result.summary)
     out.update(result.phases)
-    out["epochs_completed"] = float(len(result.epochs))
+    out[metrics.EPOCHS_COMPLETED] = float(len(result.epochs))
     return out
 
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bench.core import metrics
 from bench.core.result import EpochRecord
 from bench.frameworks.base import DeviceEvents, Generation
 
@@ -93,11 +94,11 @@ def figures(windows: list[Window], batch: int, prompt_len: int) -> dict[str, flo
     prefill = sum(w.prefill_s for w in windows)
     p50, p90 = np.percentile(decode * 1e3, [50, 90]) if decode.size else (np.nan, np.nan)
     return {
-        "time_to_first_token_ms": float(np.median([w.prefill_s for w in windows]) * 1e3),
-        "time_per_output_token_p50_ms": float(p50),
-        "time_per_output_token_p90_ms": float(p90),
-        "prefill_tokens_per_s": batch * prompt_len * len(windows) / prefill,
-        "decode_tokens_per_s": batch * decode.size / float(decode.sum()),
+        metrics.TIME_TO_FIRST_TOKEN_MS: float(np.median([w.prefill_s for w in windows]) * 1e3),
+        metrics.TIME_PER_OUTPUT_TOKEN_P50_MS: float(p50),
+        metrics.TIME_PER_OUTPUT_TOKEN_P90_MS: float(p90),
+        metrics.PREFILL_TOKENS_PER_S: batch * prompt_len * len(windows) / prefill,
+        metrics.DECODE_TOKENS_PER_S: batch * decode.size / float(decode.sum()),
     }
 
 
@@ -126,9 +127,11 @@ def achieved(
     generation's FLOPs per prompt, :func:`flops_per_prompt`)."""
     prefill = sum(w.prefill_s for w in windows)
     decode = sum(t for w in windows for t in w.decode_s)
-    out = {"prefill_achieved_flops_per_s": batch * prefill_flops * len(windows) / prefill}
+    out: dict[str, float] = {
+        metrics.PREFILL_ACHIEVED_FLOPS_PER_S: batch * prefill_flops * len(windows) / prefill
+    }
     if decode > 0:
-        out["decode_achieved_flops_per_s"] = batch * decode_flops * len(windows) / decode
+        out[metrics.DECODE_ACHIEVED_FLOPS_PER_S] = batch * decode_flops * len(windows) / decode
     return out
 
 
@@ -192,11 +195,11 @@ def summary(
     steps = np.asarray([t for w in windows for t in w.decode_s]) * 1e3
     p50, p90, p99 = np.percentile(steps, [50, 90, 99])
     return {
-        "trial_time_s": total,
-        "trial_samples_per_s": sum(r.samples for r in records) / total,
-        "trial_step_time_p50_ms": float(p50),
-        "trial_step_time_p90_ms": float(p90),
-        "trial_step_time_p99_ms": float(p99),
+        metrics.TRIAL_TIME_S: total,
+        metrics.TRIAL_SAMPLES_PER_S: sum(r.samples for r in records) / total,
+        metrics.TRIAL_STEP_TIME_P50_MS: float(p50),
+        metrics.TRIAL_STEP_TIME_P90_MS: float(p90),
+        metrics.TRIAL_STEP_TIME_P99_MS: float(p99),
         # the trial's figures as trial_* metrics: a window's, logged at its epoch's step, keep
         # the plain names, and MLflow's latest value of a name is its last step's
         **{f"trial_{k}": v for k, v in figures(windows, batch, prompt_len).items()},

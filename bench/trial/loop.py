@@ -23,7 +23,7 @@ import numpy as np
 
 from bench import data as data_mod
 from bench import frameworks
-from bench.core import sysinfo
+from bench.core import metrics, sysinfo
 from bench.core.config import AUTO, AUTO_MIN_STEPS, BenchConfig, resolved_threads, samples_per_step
 from bench.core.result import DIVERGED, ERROR, OK, OOM, EpochRecord, TrialResult
 from bench.frameworks import parity_hook
@@ -139,12 +139,14 @@ def _timed_epochs(
         record = _record(session, cfg, epoch, (start, last, times, data_wait), on_window)
         loss = record.loss
         if step_flops_per_sample is not None:  # model FLOPs a step does per sample
-            record.extra["achieved_flops_per_s"] = step_flops_per_sample * record.samples_per_s
+            record.extra[metrics.ACHIEVED_FLOPS_PER_S] = (
+                step_flops_per_sample * record.samples_per_s
+            )
         evaluated = perf()
         scores = session.evaluate()
         if scores is not None:
-            record.extra["test_accuracy"], record.extra["test_loss"] = scores
-            record.extra["eval_time_s"] = perf() - evaluated
+            record.extra[metrics.TEST_ACCURACY], record.extra[metrics.TEST_LOSS] = scores
+            record.extra[metrics.EVAL_TIME_S] = perf() - evaluated
         if probes and isinstance(session, EpochProbe):  # e.g. communication time
             record.extra.update(session.after_window())
         records.append(record)
@@ -183,8 +185,8 @@ def _record(
         step_time_p99_ms=p99,
         loss=session.take_mean_loss(),
     )
-    record.extra["data_time_s"] = data_wait
-    record.extra["data_wait_pct"] = 100.0 * data_wait / elapsed
+    record.extra[metrics.DATA_WAIT_S] = data_wait
+    record.extra[metrics.DATA_WAIT_PCT] = 100.0 * data_wait / elapsed
     if on_window is not None:  # telemetry sampled in the background over the window
         record.extra.update(on_window(start, last, samples))
     per_epoch = getattr(session, "epoch_extra", None)
@@ -250,7 +252,7 @@ def _to_target(
                 epochs_to_target=trained / per_pass,
                 evals_to_target=float(evaluations),
                 train_time_to_target_s=sum(r.epoch_time_s for r in records),
-                eval_time_to_target_s=sum(r.extra["eval_time_s"] for r in records),
+                eval_time_to_target_s=sum(r.extra[metrics.EVAL_TIME_S] for r in records),
             )
             break
         if record.loss is not None and not math.isfinite(record.loss):
@@ -323,8 +325,8 @@ def _flops_per_sample(cfg: BenchConfig, forward: float | None) -> dict[str, floa
     train = TRAIN_FLOPS_PER_FORWARD * forward
     step = train if cfg.mode == "train" else forward
     return {
-        "flops_per_sample": forward,
-        "train_flops_per_sample": train,
+        metrics.FLOPS_PER_SAMPLE: forward,
+        metrics.TRAIN_FLOPS_PER_SAMPLE: train,
         "step_flops_per_sample": step,
     }
 
@@ -333,13 +335,13 @@ def _utilization(session: Session, cfg: BenchConfig, summary: dict[str, float]) 
     """Model FLOP utilization on a GPU: the trial's achieved FLOP/s (bench's own FLOP
     counts) against the peak a matrix product reaches on the same device at the trial's
     compute precision, measured after the timed windows; {} where either is missing."""
-    achieved = summary.get("trial_achieved_flops_per_s")
+    achieved = summary.get(metrics.TRIAL_ACHIEVED_FLOPS_PER_S)
     if not achieved or not isinstance(session, PeakProbe) or not session.device.startswith("cuda"):
         return {}
     peak = session.peak_flops_per_s(cfg.precision)
     if not peak:
         return {}
-    return {"peak_flops_per_s": peak, "mfu_pct": 100.0 * achieved / peak}
+    return {metrics.PEAK_FLOPS_PER_S: peak, metrics.MFU_PCT: 100.0 * achieved / peak}
 
 
 def divergence(records: list[EpochRecord], session: Session | None = None, planned: int = 0) -> str:
@@ -368,15 +370,15 @@ def _summary(records: list[EpochRecord], steps: list[float]) -> dict[str, float]
     total_time = sum(r.epoch_time_s for r in records)
     samples = sum(r.samples for r in records)
     p50, p90, p99 = _percentiles_ms(steps)
-    out = {
-        "trial_time_s": total_time,
-        "trial_samples_per_s": samples / total_time,
-        "trial_step_time_p50_ms": p50,
-        "trial_step_time_p90_ms": p90,
-        "trial_step_time_p99_ms": p99,
+    out: dict[str, float] = {
+        metrics.TRIAL_TIME_S: total_time,
+        metrics.TRIAL_SAMPLES_PER_S: samples / total_time,
+        metrics.TRIAL_STEP_TIME_P50_MS: p50,
+        metrics.TRIAL_STEP_TIME_P90_MS: p90,
+        metrics.TRIAL_STEP_TIME_P99_MS: p99,
     }
     if records[-1].loss is not None:
-        out["final_loss"] = records[-1].loss
+        out[metrics.FINAL_LOSS] = records[-1].loss
     return out
 
 
@@ -423,7 +425,7 @@ def run_trial(
         frameworks.before_import(cfg, result.threads)
         t0 = time.perf_counter()
         adapter = frameworks.load(cfg.framework.name)
-        result.phases["import_time_s"] = time.perf_counter() - t0
+        result.phases[metrics.IMPORT_TIME_S] = time.perf_counter() - t0
         _check_version(cfg)
         adapter.configure(cfg, result.threads)
 
@@ -436,12 +438,12 @@ def run_trial(
 
             library = serve.library(host)
             host = library.batches(cfg.serve.max_batch)
-        result.phases["data_time_s"] = time.perf_counter() - t0
+        result.phases[metrics.DATA_TIME_S] = time.perf_counter() - t0
 
         telemetry.before_device_use()  # idle power is measured before the device is used
         t0 = time.perf_counter()
         session = adapter.prepare(cfg, host) if prepare is None else prepare(adapter, cfg, host)
-        result.phases["build_time_s"] = time.perf_counter() - t0
+        result.phases[metrics.BUILD_TIME_S] = time.perf_counter() - t0
         if parity is not None:
             parity_hook.start(parity, cfg.framework.name, session)
         result.device = session.device
@@ -450,7 +452,7 @@ def run_trial(
         result.environment["timing"] = timing_method(session, cfg)
         t0 = time.perf_counter()
         flops = _flops_per_sample(cfg, session.forward_flops_per_sample())
-        result.phases["flops_time_s"] = time.perf_counter() - t0
+        result.phases[metrics.FLOPS_TIME_S] = time.perf_counter() - t0
         telemetry.start(session.device)
         if cfg.mode == "generate":  # a causal LM's generation windows: their own loop
             records = _generate(result, session, cfg, on_epoch, telemetry.window, flops)
@@ -473,7 +475,7 @@ def run_trial(
             )
         peak = session.peak_device_memory_mb()
         if peak is not None:
-            result.summary["peak_device_mem_mb"] = peak
+            result.summary[metrics.PEAK_DEVICE_MEM_MB] = peak
         _add(result, telemetry.stop(workdir))
         # After the samplers stop: the peak probe's work is not the trial's.
         result.summary.update(_utilization(session, cfg, result.summary))
@@ -496,7 +498,7 @@ def run_trial(
         result.error = "".join(traceback.format_exception(exc))[-20000:]
     finally:
         _add(result, telemetry.stop(workdir))  # stops the samplers if the trial failed
-    result.summary["peak_host_rss_mb"] = _peak_rss_mb()
+    result.summary[metrics.PEAK_HOST_RSS_MB] = _peak_rss_mb()
     return result
 
 
@@ -515,7 +517,7 @@ def _train_or_infer(
     """Warm-up, the auto window's probe and the timed epochs of mode=train or infer; the
     records and the config with the step count used."""
     if cfg.warmup_steps > 0:
-        result.phases["compile_time_s"], result.phases["warmup_time_s"] = _warm_up(
+        result.phases[metrics.COMPILE_TIME_S], result.phases[metrics.WARMUP_TIME_S] = _warm_up(
             session, cfg.warmup_steps
         )
     if cfg.goal.name == "accuracy":  # time to accuracy: full passes, an evaluation each
@@ -523,7 +525,7 @@ def _train_or_infer(
     auto = 0
     if cfg.steps_per_epoch == AUTO:
         probe = _probe(session)
-        result.phases["probe_time_s"] = sum(probe)
+        result.phases[metrics.PROBE_TIME_S] = sum(probe)
         auto = auto_steps(cfg, probe)
         if agree is not None:  # the ranks of a distributed trial take one count
             auto = agree(auto)
@@ -544,12 +546,12 @@ def _train_or_infer(
         parity_hook.finish(parity, cfg.framework.name, session, losses, rank)
     result.summary = _summary(records, steps)
     if auto:
-        result.summary["steps_per_epoch_used"] = auto
+        result.summary[metrics.STEPS_PER_EPOCH_USED] = auto
     if flops:
-        result.summary["flops_per_sample"] = flops["flops_per_sample"]
-        result.summary["train_flops_per_sample"] = flops["train_flops_per_sample"]
-        result.summary["trial_achieved_flops_per_s"] = (
-            flops["step_flops_per_sample"] * result.summary["trial_samples_per_s"]
+        result.summary[metrics.FLOPS_PER_SAMPLE] = flops[metrics.FLOPS_PER_SAMPLE]
+        result.summary[metrics.TRAIN_FLOPS_PER_SAMPLE] = flops[metrics.TRAIN_FLOPS_PER_SAMPLE]
+        result.summary[metrics.TRIAL_ACHIEVED_FLOPS_PER_S] = (
+            flops["step_flops_per_sample"] * result.summary[metrics.TRIAL_SAMPLES_PER_S]
         )
     return records, cfg
 
@@ -590,7 +592,7 @@ def _generate(
         raise TypeError(f"mode=generate: {cfg.model.name}'s session cannot generate")
     events = timing_method(session, cfg) == "events"
     batch, prompt, new = cfg.batch_size, cfg.prompt_len, cfg.new_tokens
-    result.phases["compile_time_s"], result.phases["warmup_time_s"] = generate.warm_up(
+    result.phases[metrics.COMPILE_TIME_S], result.phases[metrics.WARMUP_TIME_S] = generate.warm_up(
         session, new, cfg.warmup_steps
     )
     result.marks["first_timed_step"] = time.time()
@@ -601,8 +603,8 @@ def _generate(
     result.epochs = records
     result.summary = generate.summary(records, windows, batch, prompt)
     if flops:  # the model's, per sample of model.seq_len tokens
-        result.summary["flops_per_sample"] = flops["flops_per_sample"]
-        result.summary["train_flops_per_sample"] = flops["train_flops_per_sample"]
+        result.summary[metrics.FLOPS_PER_SAMPLE] = flops[metrics.FLOPS_PER_SAMPLE]
+        result.summary[metrics.TRAIN_FLOPS_PER_SAMPLE] = flops[metrics.TRAIN_FLOPS_PER_SAMPLE]
     if isinstance(session, TokenFlops):  # counted after the timed windows
         at_prompt, at_full = (
             session.forward_flops_of(prompt),

@@ -13,13 +13,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from bench.core import metrics
 from bench.core.config import BenchConfig
-from bench.core.result import ERROR, TrialResult
+from bench.core.result import ERROR, EpochCallback, TrialResult
 from bench.distributed.registry import STRATEGIES
 from bench.runtime import child
 from bench.runtime.hooks import NO_HOOKS, TrialHooks
 from bench.runtime.protocol import CONFIG, read_config
-from bench.trial.loop import EpochCallback, run_trial
+from bench.trial.loop import run_trial
 
 
 def execute(
@@ -72,7 +73,7 @@ def _at_best(
         return result
     result = run_trial(tuned.cfg, on_epoch, workdir, hooks=hooks)  # the search runs none
     result.tuned = tuned.params()
-    result.summary["tuning_search_s"] = tuned.search_s
+    result.summary[metrics.TUNING_SEARCH_S] = tuned.search_s
     result.environment["tuning_source"] = tuned.source
     result.files += tuned.files
     return result

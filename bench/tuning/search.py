@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.core import metrics
 from bench.core.config import (
     AUTO,
     TUNING_GRACE_S,
@@ -136,7 +137,7 @@ def _row(settings: dict[str, Any], outcome: TrialResult | str, wall_s: float) ->
         return row
     row.status = outcome.status
     row.rates = [e.samples_per_s for e in outcome.epochs] if outcome.status == OK else []
-    row.compile_s = outcome.phases.get("compile_time_s", 0.0)
+    row.compile_s = outcome.phases.get(metrics.COMPILE_TIME_S, 0.0)
     if outcome.status != OK:
         row.error = outcome.error.strip().splitlines()[-1][:300] if outcome.error else ""
     return row

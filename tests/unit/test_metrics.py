@@ -4,8 +4,10 @@ a catalogued metric's name itself."""
 
 from __future__ import annotations
 
+import ast
 import json
 import pickle
+from pathlib import Path
 
 import pytest
 
@@ -84,3 +86,54 @@ def test_the_docs_table_is_the_catalogues() -> None:
         'paste the output of python -c "from bench.core import metrics; '
         'print(metrics.markdown())" between its two markers'
     )
+
+
+# String constants equal to a metric's name that are not that metric, each said why.
+NOT_METRICS = {
+    ("profiling/categories.py", "loss"): "an operator category: the loss function's kernels",
+    ("parity/check.py", "loss"): "a column of the parity check's deviations table",
+    ("monitors/gpu.py", "power_w"): "a field of an NVML reading (monitors.nvml.Reading)",
+    ("tracking/system_metrics.py", "power_w"): "a field of an NVML reading, as its CSV column",
+    ("monitors/host.py", "cpu_energy_j"): "the host sample file's RAPL counter column",
+    ("tracking/system_metrics.py", "cpu_energy_j"): "the host sample file's RAPL counter column",
+}
+
+
+def literal_names(root: Path) -> list[tuple[str, int, str]]:
+    """(module, line, name) of every string constant under ``root`` equal to a catalogued
+    metric's name, outside the catalogue and NOT_METRICS."""
+    names, found = metrics.names(), []
+    for path in sorted(root.rglob("*.py")):
+        module = path.relative_to(root).as_posix()
+        if module == "core/metrics.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), module)):
+            if isinstance(node, ast.Constant) and node.value in names:
+                if (module, node.value) not in NOT_METRICS:
+                    found.append((module, node.lineno, node.value))
+    return found
+
+
+def test_no_module_spells_a_metric_name() -> None:
+    found = literal_names(paths.PACKAGE)
+    assert not found, (
+        "metric names spelled as strings outside bench/core/metrics.py (use its constant, "
+        "metrics.X, which is the name): "
+        + ", ".join(f"{module}:{line} {name!r}" for module, line, name in found)
+    )
+    # each exception is still needed
+    every = {
+        (p.relative_to(paths.PACKAGE).as_posix(), node.value)
+        for p in paths.PACKAGE.rglob("*.py")
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    }
+    assert set(NOT_METRICS) <= every, set(NOT_METRICS) - every
+
+
+def test_the_scan_finds_a_spelled_name(tmp_path: Path) -> None:
+    (tmp_path / "core").mkdir()
+    (tmp_path / "core" / "metrics.py").write_text('X = "trial_samples_per_s"\n')
+    (tmp_path / "a.py").write_text('"""The trial_samples_per_s."""\nrate = s["trial_samples_per_s"]\n')
+    (tmp_path / "b.py").write_text('key = f"trial_{name}"\n')
+    assert literal_names(tmp_path) == [("a.py", 2, "trial_samples_per_s")]

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import bench.report.figures as figures
 from bench.analysis import sequential, stats
+from bench.core import metrics
 from bench.report.document import Cell
 from bench.report.trials import (
     Config,
@@ -20,13 +21,13 @@ from bench.report.trials import (
 # Per-epoch metrics whose history the report reads (when a run logged them).
 # (Power and energy per sample come from the whole-trial energy metrics, with the last
 # epoch's value as a fallback, so their histories are not needed.)
-HISTORY_KEYS = ("test_accuracy", "gpu_util_pct")
+HISTORY_KEYS = (metrics.TEST_ACCURACY, metrics.GPU_UTIL_PCT)
 PHASES = (
-    ("data", "time_data_ms"),
-    ("forward", "time_forward_ms"),
-    ("backward", "time_backward_ms"),
-    ("optimizer", "time_optimizer_ms"),
-    ("communication", "time_comm_ms"),
+    ("data", metrics.TIME_DATA_MS),
+    ("forward", metrics.TIME_FORWARD_MS),
+    ("backward", metrics.TIME_BACKWARD_MS),
+    ("optimizer", metrics.TIME_OPTIMIZER_MS),
+    ("communication", metrics.TIME_COMM_MS),
 )
 MAX_OPERATOR_ROWS = 12
 
@@ -108,33 +109,27 @@ def ratio_text(verdict: stats.Verdict) -> str:
         return "-"
     if not math.isnan(verdict.ci_low) and not sequential.bounded(verdict.ci_low, verdict.ci_high):
         return f"{fmt(verdict.ratio, 4)} (too few runs for a bounded interval)"
-    if math.isnan(verdict.ci_low) or verdict.ci_low == verdict.ci_high:
-        return f"{fmt(verdict.ratio, 4)} (one run a side: no interval)"
     return f"{fmt(verdict.ratio, 4)} [{fmt(verdict.ci_low, 4)}, {fmt(verdict.ci_high, 4)}]"
-
-
-# Each verdict that names no faster side, drawn apart from the others: (colour, hatch).
-VERDICT_STYLES: dict[str, tuple[str, str]] = {
-    stats.SAME: (figures.SAME_COLOUR, ""),
-    stats.EQUIVALENT: ("#5d6d7e", ""),
-    stats.NOT_TESTED: ("#9e9e9e", ".."),
-    stats.NOT_COMPARABLE: ("#616161", "///"),
-}
 
 
 def verdict_bar(label: str, verdict: stats.Verdict, pair: tuple[str, str]) -> figures.Bar:
     if verdict.kind == stats.FASTER:
         shade, hatch = figures.colour(verdict.faster, pair.index(verdict.faster)), ""
+    elif verdict.kind in (stats.SAME, stats.NOT_TESTED, stats.EQUIVALENT):
+        shade, hatch = figures.SAME_COLOUR, ""
     else:
-        shade, hatch = VERDICT_STYLES.get(verdict.kind, VERDICT_STYLES[stats.NOT_COMPARABLE])
+        shade, hatch = figures.SAME_COLOUR, "///"
     return figures.Bar(label, verdict.ratio, verdict.ci_low, verdict.ci_high, shade, hatch)
 
 
-def legend(a: str, b: str) -> dict[str, figures.LegendEntry]:
+def legend(a: str, b: str) -> dict[str, str]:
     return {
         f"{a} faster": figures.colour(a),
         f"{b} faster": figures.colour(b, 1),
-        **VERDICT_STYLES,
+        stats.SAME: figures.SAME_COLOUR,
+        stats.EQUIVALENT: figures.SAME_COLOUR,
+        stats.NOT_TESTED: figures.SAME_COLOUR,
+        stats.NOT_COMPARABLE: figures.SAME_COLOUR,
     }
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from bench.analysis import stats
+from bench.core import metrics
 from bench.report.document import Cell, Section, Table, num
 from bench.report.sections.common import (
     Context,
@@ -28,25 +29,25 @@ from bench.report.trials import Labeller, fmt_mean_sd, framework_pairs, group
 COMPARED = (
     (
         "time to first token",
-        "trial_time_to_first_token_ms",
+        metrics.TRIAL_TIME_TO_FIRST_TOKEN_MS,
         "each window times one prefill: more windows (epochs) or more repeats steady its median",
     ),
     (
         "time per output token",
-        "trial_time_per_output_token_p50_ms",
+        metrics.TRIAL_TIME_PER_OUTPUT_TOKEN_P50_MS,
         "its p50 is over the decode steps: more of them (new_tokens, epochs) or more "
         "repeats steady it",
     ),
 )
 # Every figure of the table, with its column's name and the factor to its unit.
 SHOWN = (
-    ("TTFT ms", "trial_time_to_first_token_ms", 1.0),
-    ("TPOT p50 ms", "trial_time_per_output_token_p50_ms", 1.0),
-    ("TPOT p90 ms", "trial_time_per_output_token_p90_ms", 1.0),
-    ("prefill tok/s", "trial_prefill_tokens_per_s", 1.0),
-    ("decode tok/s", "trial_decode_tokens_per_s", 1.0),
-    ("prefill GFLOP/s", "prefill_achieved_flops_per_s", 1e-9),
-    ("decode GFLOP/s", "decode_achieved_flops_per_s", 1e-9),
+    ("TTFT ms", metrics.TRIAL_TIME_TO_FIRST_TOKEN_MS, 1.0),
+    ("TPOT p50 ms", metrics.TRIAL_TIME_PER_OUTPUT_TOKEN_P50_MS, 1.0),
+    ("TPOT p90 ms", metrics.TRIAL_TIME_PER_OUTPUT_TOKEN_P90_MS, 1.0),
+    ("prefill tok/s", metrics.TRIAL_PREFILL_TOKENS_PER_S, 1.0),
+    ("decode tok/s", metrics.TRIAL_DECODE_TOKENS_PER_S, 1.0),
+    ("prefill GFLOP/s", metrics.PREFILL_ACHIEVED_FLOPS_PER_S, 1e-9),
+    ("decode GFLOP/s", metrics.DECODE_ACHIEVED_FLOPS_PER_S, 1e-9),
 )
 
 

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 import bench.report.figures as figures
 from bench.analysis import stats
+from bench.core import metrics
 from bench.report.document import Cell, Figure, Section, Table, num
 from bench.report.sections.common import (
     Context,
@@ -164,8 +165,11 @@ def inference_vs_batch(ctx: Context) -> Section | None:
 
 def power_of(t: Trial) -> float:
     """Mean power over the timed windows (W): the GPU's where measured, else the CPU's."""
-    seconds = t.metric("trial_time_s")
-    for energy, per_epoch in (("trial_energy_j", "power_w"), ("trial_cpu_energy_j", "cpu_power_w")):
+    seconds = t.metric(metrics.TRIAL_TIME_S)
+    for energy, per_epoch in (
+        (metrics.TRIAL_ENERGY_J, metrics.POWER_W),
+        (metrics.TRIAL_CPU_ENERGY_J, metrics.CPU_POWER_W),
+    ):
         if not math.isnan(t.metric(energy)) and seconds > 0:
             return t.metric(energy) / seconds
         if not math.isnan(t.mean_over_epochs(per_epoch)):
@@ -174,13 +178,13 @@ def power_of(t: Trial) -> float:
 
 
 def energy_per_sample_of(t: Trial) -> float:
-    value = t.metric("trial_energy_per_sample_j")
+    value = t.metric(metrics.TRIAL_ENERGY_PER_SAMPLE_J)
     if math.isnan(value):
-        value = t.mean_over_epochs("energy_per_sample_j")
+        value = t.mean_over_epochs(metrics.ENERGY_PER_SAMPLE_J)
     if math.isnan(value):
-        rate = t.metric("trial_samples_per_s")
-        cpu = t.metric("trial_cpu_energy_j")
-        seconds = t.metric("trial_time_s")
+        rate = t.metric(metrics.TRIAL_SAMPLES_PER_S)
+        cpu = t.metric(metrics.TRIAL_CPU_ENERGY_J)
+        seconds = t.metric(metrics.TRIAL_TIME_S)
         if rate > 0 and seconds > 0:
             value = cpu / (rate * seconds)
     return value

@@ -7,6 +7,7 @@ import math
 import statistics
 
 import bench.report.figures as figures
+from bench.core import metrics
 from bench.distributed.registry import NONE, distributes
 from bench.report.document import Cell, Figure, Section, Table, num
 from bench.report.sections.common import (
@@ -39,8 +40,8 @@ def distributed(ctx: Context) -> Section | None:
         return None
 
     def throughput(t: Trial) -> float:
-        value = t.metric("global_samples_per_s")
-        return t.metric("trial_samples_per_s") if math.isnan(value) else value
+        value = t.metric(metrics.GLOBAL_SAMPLES_PER_S)
+        return t.metric(metrics.TRIAL_SAMPLES_PER_S) if math.isnan(value) else value
 
     section = Section("Distributed training", "distributed")
     section.blocks.append(
@@ -78,7 +79,7 @@ def distributed(ctx: Context) -> Section | None:
             if base:
                 eff = 100 * mean / (workers * base_rate)
             else:
-                logged = finite(t.metric("scaling_efficiency") for t in group_trials)
+                logged = finite(t.metric(metrics.SCALING_EFFICIENCY) for t in group_trials)
                 eff = 100 * statistics.fmean(logged) if logged else math.nan
             xs.append(workers)
             ys.append(mean)
@@ -134,7 +135,7 @@ def epochs_and_utilization(ctx: Context) -> Section | None:
     for key in sorted(by_key, key=lambda k: (k[0], lab.label(k[2]), k[1])):
         model, framework, config = key
         members = by_key[key]
-        util = finite(t.mean_over_epochs("gpu_util_pct") for t in members)
+        util = finite(t.mean_over_epochs(metrics.GPU_UTIL_PCT) for t in members)
         rows.append(
             [
                 Cell(framework),
@@ -195,7 +196,7 @@ def oom_frontier(ctx: Context) -> Section | None:
 
 
 def accuracy(ctx: Context) -> Section | None:
-    trials = [t for t in ctx.ok if t.record.history.get("test_accuracy")]
+    trials = [t for t in ctx.ok if t.record.history.get(metrics.TEST_ACCURACY)]
     lab = Labeller(trials)
     if not trials:
         return None
@@ -225,7 +226,7 @@ def accuracy(ctx: Context) -> Section | None:
         for framework, members in sorted(group(by_config[config], lambda t: t.framework).items()):
             per_epoch: dict[int, list[float]] = {}
             for t in members:
-                for epoch, value in t.record.history["test_accuracy"]:
+                for epoch, value in t.record.history[metrics.TEST_ACCURACY]:
                     per_epoch.setdefault(epoch, []).append(value)
             epochs = sorted(per_epoch)
             means = [statistics.fmean(per_epoch[e]) for e in epochs]
@@ -233,7 +234,7 @@ def accuracy(ctx: Context) -> Section | None:
             shade = figures.colour(framework, len(panel.series))
             series = figures.Series(f"{framework} · {rest}", epochs, means, band=band, colour=shade)
             panel.series.append(figures.styled(series, seen.index(rest)))
-            final = [t.record.history["test_accuracy"][-1][1] for t in members]
+            final = [t.record.history[metrics.TEST_ACCURACY][-1][1] for t in members]
             rows.append(
                 [
                     Cell(label),
