@@ -1,6 +1,12 @@
 """``python -m bench``: the sweep and every tool (``bench TOOL ...``); hands over to
 :mod:`bench.cli`."""
 
-from bench.cli import run
+import sys
+
+try:
+    from bench.cli import run
+except KeyboardInterrupt:  # Ctrl-C while the imports load: an interrupt, no traceback
+    print("bench: interrupted", file=sys.stderr)
+    raise SystemExit(130) from None
 
 run()

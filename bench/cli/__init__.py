@@ -179,7 +179,12 @@ def run() -> None:
     if word in TOOLS:
         import importlib
 
-        sys.exit(importlib.import_module(TOOLS[word]).main(sys.argv[2:]))
+        try:  # Ctrl-C while a tool's imports load (a second or more) is an interrupt, no traceback
+            code = importlib.import_module(TOOLS[word]).main(sys.argv[2:])
+        except KeyboardInterrupt:
+            print(f"bench {word}: interrupted", file=sys.stderr)
+            code = 130
+        sys.exit(code)
     if word and word[0] not in "-~" and "=" not in word:  # ~key deletes a key in Hydra
         print(
             f"bench: {word!r} is not a command ({', '.join(['plan', *TOOLS])}) nor an override "

@@ -227,3 +227,25 @@ def test_a_retried_create_leaves_one_run(
     store._start_trial(sweep, BenchConfig(), "t", {})
     live = runs(store)  # search_runs shows active runs only
     assert len(live) == 2 and sweep in {r.info.run_id for r in live}
+
+
+@pytest.mark.parametrize("tool", ["sync", "report"])
+def test_ctrl_c_while_a_tool_loads_is_exit_130_in_one_line(
+    tool: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 51: Ctrl-C in the first second of bench report or sync (their imports) printed
+    a traceback."""
+    import importlib
+    import sys
+
+    from bench import cli
+
+    def interrupted(name: str) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sys, "argv", ["bench", tool])
+    monkeypatch.setattr(importlib, "import_module", interrupted)
+    with pytest.raises(SystemExit) as done:
+        cli.run()
+    assert done.value.code == 130
+    assert capsys.readouterr().err.strip() == f"bench {tool}: interrupted"
