@@ -180,6 +180,15 @@ class Labeller:
         varying = {k for k in keys if len({c.get(k, "") for c in configs}) > 1}
         self.mode_varies = "mode" in varying
         self.varying = sorted(varying - set(_STANDARD))
+        # A label shows the keys that differ among its model's runs: model=hf's rows do
+        # not carry a sequence model's model.freq_bins because deepspeech2 runs beside them.
+        models: dict[str, list[dict[str, str]]] = {}
+        for config in configs:
+            models.setdefault(model_label(config), []).append(config)
+        self._varying_of = {
+            model: [k for k in self.varying if len({c.get(k, "") for c in same}) > 1]
+            for model, same in models.items()
+        }
 
     def label(self, config: Config, *skip: str) -> str:
         """e.g. ``resnet50 · batch 32 · 224 px · cuda:0 · precision=bf16``, or
@@ -202,7 +211,8 @@ class Labeller:
             parts.append(size)
         if "device" not in skip:
             parts.append(pairs.get("device", "?"))
-        parts += [f"{k}={pairs[k]}" for k in self.varying
+        varying = self._varying_of.get(model_label(pairs), self.varying)
+        parts += [f"{k}={pairs[k]}" for k in varying
                   if k in pairs and k not in skip and k not in shown]  # fmt: skip
         return " · ".join(parts)
 

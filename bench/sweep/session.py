@@ -146,7 +146,8 @@ class Progress:
             )
 
     def end(self, row: Row, note: str = "") -> None:
-        rate = f"{row.samples_per_s:,.1f} samples/s" if row.samples_per_s else "-"
+        unit = "tokens/s" if row.detail else "samples/s"  # mode=generate: generated tokens
+        rate = f"{row.samples_per_s:,.1f} {unit}" if row.samples_per_s else "-"
         rate += f"  [{row.detail}]" if row.detail else ""
         line = f"{self.prefix}  {row.status}  {rate}  ({row.seconds:.1f} s)"
         self._write(
@@ -193,8 +194,11 @@ def generation_detail(summary: dict[str, float]) -> str:
 
 
 def format_table(rows: list[Row]) -> str:
-    header: tuple[str, ...] = ("#", "trial", "status", "samples/s", "time_s", "run")
     detail = any(row.detail for row in rows)  # mode=generate: a column of its own
+    # A generation's rate is generated tokens/s: the column says so.
+    rate = "tokens/s" if rows and all(r.detail for r in rows) else "samples/s"
+    rate = "samples or tokens/s" if detail and rate == "samples/s" else rate
+    header: tuple[str, ...] = ("#", "trial", "status", rate, "time_s", "run")
     body = [
         (
             str(i),
@@ -455,7 +459,8 @@ class Sweep:
         for row in rows:
             counts[row.status] = counts.get(row.status, 0) + 1
         tally = ", ".join(f"{n} {status}" for status, n in counts.items())
-        print(f"\n{len(rows)} trials: {tally}. Results: {self._where()}")
+        trials = f"{len(rows)} trial{'s' if len(rows) != 1 else ''}"
+        print(f"\n{trials}: {tally}. Results: {self._where()}")
         if counts.get(DIVERGED):
             print(
                 f"{counts[DIVERGED]} diverged: an epoch's training loss was not finite (NaN or "

@@ -5,6 +5,7 @@ the store: its tags and its summary metrics."""
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -31,6 +32,9 @@ def quiet_mlflow() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
     # It logs a failed write with its whole traceback before raising; bench says it in a line.
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
+    # Its "Downloading artifacts: 0%|..." bars on every artifact a report or a reproduction
+    # reads (a config.json, a claims file) are noise in bench's output (issue 50).
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 
 def environment_tags(environment: dict[str, str]) -> dict[str, str]:

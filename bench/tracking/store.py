@@ -40,6 +40,8 @@ from bench.tracking.reach import HalfBuiltStore, half_built, one_line, reachable
 from bench.tracking.spool import ORIGIN_TAG, Spool, SpooledTrial, new_origin, origin_hash
 from bench.tracking.system_metrics import points as system_points
 
+# Each run create's own mark (MlflowStore._create_run).
+CREATE_TAG = "bench.create_id"
 _MAX_PARAM_LEN = 6000
 
 # The experiment's kind, as MLflow's UI reads it (MLflow 3): it opens a model-training
@@ -171,14 +173,30 @@ class MlflowStore:
                 raise
             return str(found.experiment_id)
 
+    def _create_run(self, name: str, tags: dict[str, str]) -> Any:
+        """A new run, made once: MLflow's client retries a create that the server answered
+        with an error after making the run (a 500 from a proxy), which made it twice and
+        left the first RUNNING for ever.  Each create carries a mark of its own; any other
+        run with the mark is a retry's twin and is deleted."""
+        mark = uuid.uuid4().hex
+        run = self.client.create_run(
+            self.experiment_id, run_name=name, tags={**tags, CREATE_TAG: mark}
+        )
+        twins = self.client.search_runs(
+            [self.experiment_id], filter_string=f"tags.`{CREATE_TAG}` = '{mark}'", max_results=10
+        )
+        for twin in twins:
+            if twin.info.run_id != run.info.run_id:
+                self.client.delete_run(twin.info.run_id)
+        return run
+
     def start_sweep(self, name: str, tags: dict[str, str], origin: str = "") -> str:
         """A sweep's parent run; ``origin``: its secret (a new one if ''), whose hash it and
         its trials carry (:data:`~.spool.ORIGIN_TAG`)."""
         origin = origin or new_origin()
-        run = self.client.create_run(
-            self.experiment_id,
-            run_name=name,
-            tags={
+        run = self._create_run(
+            name,
+            {
                 "bench.sweep": "true",
                 OWNER_TAG: owner_label(),
                 **native_tags(),
@@ -358,10 +376,9 @@ class MlflowStore:
         from mlflow.entities import Param
 
         origin = self.sweeps.get(sweep_id, {}).get("origin", "")
-        run = self.client.create_run(
-            self.experiment_id,
-            run_name=name,
-            tags={
+        run = self._create_run(
+            name,
+            {
                 OWNER_TAG: owner_label(),
                 **native_tags(),
                 **trial_tags(cfg),

@@ -109,27 +109,33 @@ def ratio_text(verdict: stats.Verdict) -> str:
         return "-"
     if not math.isnan(verdict.ci_low) and not sequential.bounded(verdict.ci_low, verdict.ci_high):
         return f"{fmt(verdict.ratio, 4)} (too few runs for a bounded interval)"
+    if math.isnan(verdict.ci_low) or verdict.ci_low == verdict.ci_high:
+        return f"{fmt(verdict.ratio, 4)} (one run a side: no interval)"
     return f"{fmt(verdict.ratio, 4)} [{fmt(verdict.ci_low, 4)}, {fmt(verdict.ci_high, 4)}]"
+
+
+# Each verdict that names no faster side, drawn apart from the others: (colour, hatch).
+VERDICT_STYLES: dict[str, tuple[str, str]] = {
+    stats.SAME: (figures.SAME_COLOUR, ""),
+    stats.EQUIVALENT: ("#5d6d7e", ""),
+    stats.NOT_TESTED: ("#9e9e9e", ".."),
+    stats.NOT_COMPARABLE: ("#616161", "///"),
+}
 
 
 def verdict_bar(label: str, verdict: stats.Verdict, pair: tuple[str, str]) -> figures.Bar:
     if verdict.kind == stats.FASTER:
         shade, hatch = figures.colour(verdict.faster, pair.index(verdict.faster)), ""
-    elif verdict.kind in (stats.SAME, stats.NOT_TESTED, stats.EQUIVALENT):
-        shade, hatch = figures.SAME_COLOUR, ""
     else:
-        shade, hatch = figures.SAME_COLOUR, "///"
+        shade, hatch = VERDICT_STYLES.get(verdict.kind, VERDICT_STYLES[stats.NOT_COMPARABLE])
     return figures.Bar(label, verdict.ratio, verdict.ci_low, verdict.ci_high, shade, hatch)
 
 
-def legend(a: str, b: str) -> dict[str, str]:
+def legend(a: str, b: str) -> dict[str, figures.LegendEntry]:
     return {
         f"{a} faster": figures.colour(a),
         f"{b} faster": figures.colour(b, 1),
-        stats.SAME: figures.SAME_COLOUR,
-        stats.EQUIVALENT: figures.SAME_COLOUR,
-        stats.NOT_TESTED: figures.SAME_COLOUR,
-        stats.NOT_COMPARABLE: figures.SAME_COLOUR,
+        **VERDICT_STYLES,
     }
 
 
