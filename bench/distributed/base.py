@@ -114,19 +114,6 @@ class Strategy(Protocol):
         """A session whose ``step`` is one distributed training step (rank side)."""
 
 
-class MultiNode(Protocol):
-    """What a strategy adds to run across the nodes of a Slurm allocation (``nodes > 1``,
-    :mod:`.nodes`); a strategy without these runs on one node only."""
-
-    def ports_per_node(self, cfg: BenchConfig, node: int) -> int:
-        """TCP ports node ``node`` reserves for its servers (published to the others)."""
-
-    def node_processes(
-        self, cfg: BenchConfig, workdir: Path, cluster: Cluster, node: int
-    ) -> list[Proc]:
-        """The processes node ``node`` runs, given every node's address and ports."""
-
-
 def env_rank() -> Rank:
     """The identity the coordinator set (BENCH_RANK, BENCH_WORLD_SIZE)."""
     return Rank(int(os.environ[ENV_RANK]), int(os.environ[ENV_WORLD]))

@@ -36,12 +36,6 @@ PS_STRATEGIES = tuple(n for n, s in STRATEGIES.items() if s.parameter_servers)
 MULTI_NODE = tuple(n for n, s in STRATEGIES.items() if s.multi_node)
 
 
-def launches_processes(cfg: BenchConfig) -> bool:
-    """Whether ``cfg``'s strategy runs its workers as processes of their own."""
-    info = STRATEGIES.get(cfg.distributed.name)
-    return info is not None and info.runner != "local"
-
-
 def resolve(cfg: BenchConfig) -> BenchConfig:
     """``cfg`` with what its strategy decides for unset sizes: ``ps=0`` with a strategy that
     needs parameter servers means one per node.  Applied when a job is composed, so the
