@@ -99,8 +99,7 @@ def run_sweep(
     launcher) and returns their JobReturns, ``context`` holds the store and the launchers
     (the jobs that run in this process must be given the same one); ``dry_run``: stop after
     the checks, listing the trials.  Returns the sweep's exit status."""
-    auto = str(config.get("repeats", 1)).strip().lower() == "auto"
-    repeats = int(config.get("max_repeats", 10)) if auto else _repeats(config.get("repeats", 1))
+    auto, repeats = sweep_repeats(config)
     launcher = str(config.hydra.launcher.get("_target_", ""))
     try:
         jobs = expand(arguments, repeats, blocks)
@@ -224,6 +223,12 @@ class _Drift:
                 "with care",
                 file=sys.stderr,
             )
+
+
+def sweep_repeats(config: DictConfig) -> tuple[bool, int]:
+    """(repeats=auto, how many times each job runs: max_repeats rounds at most under auto)."""
+    auto = str(config.get("repeats", 1)).strip().lower() == "auto"
+    return auto, int(config.get("max_repeats", 10)) if auto else _repeats(config.get("repeats", 1))
 
 
 def _repeats(value: Any) -> int:

@@ -18,8 +18,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from omegaconf import DictConfig, OmegaConf
-
 from bench.checks.preflight import validate
 from bench.core.config import BenchConfig, ConfigError
 from bench.core.zoo import model_label
@@ -192,28 +190,6 @@ def _blocks(where: str, items: Any) -> list[dict[str, Any]]:
         out.append({str(k): ",".join(map(str, v)) if isinstance(v, list) else v
                     for k, v in block.items()})  # fmt: skip
     return out
-
-
-def jobs_of(config: DictConfig) -> list[list[str]]:
-    """Every job of the sweep a composed config (``return_hydra_config=True``) describes:
-    the sweeper's params (and grid) and the command line's overrides, expanded as bench's
-    sweeper does."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    sweeper = config.hydra.sweeper
-    given, blocks_given = sweeper.get("params"), sweeper.get("grid")
-    raw = OmegaConf.to_container(given, resolve=False) if given else {}
-    grid = OmegaConf.to_container(blocks_given, resolve=False) if blocks_given else []
-    task = [str(o) for o in config.hydra.overrides.task or []]
-    assert isinstance(raw, dict)
-    params: dict[str, Any] = {str(k): v for k, v in raw.items()}
-    parser = OverridesParser.create()
-    args = [f"{k}={v}" for k, v in params.items()] + task
-    given_blocks = grid_blocks(params, grid, task) if grid else []
-    blocks = [parser.parse_overrides(b) for b in given_blocks]
-    given = str(config.get("repeats", 1)).strip().lower()
-    repeats = int(config.get("max_repeats", 10)) if given == "auto" else int(given)
-    return expand(parser.parse_overrides(args), repeats, blocks)
 
 
 def _claim_problems(configs: Sequence[BenchConfig]) -> list[str]:

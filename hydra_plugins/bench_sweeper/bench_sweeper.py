@@ -79,28 +79,36 @@ class BenchSweeper(Sweeper):
         )
 
     def sweep(self, arguments: list[str]) -> Any:
-        from bench.core.config import ConfigError
         from bench.launchers.slurm import partition_nodes
         from bench.sweep.driver import run_sweep
-        from bench.sweep.jobs import BenchExit, fail, grid_blocks
+        from bench.sweep.jobs import BenchExit
 
         assert self.config is not None and self.hydra_context is not None
         config, loader = self.config, self.hydra_context.config_loader
+        given, blocks = self.overrides(arguments, loader)
+        code = run_sweep(
+            config,
+            lambda overrides: loader.load_sweep_config(config, overrides),
+            lambda batch, start: self.launcher.launch(batch, initial_job_idx=start),
+            given,
+            self.context,
+            self.max_batch_size,
+            partition_nodes,
+            blocks,
+            self.dry_run,
+        )
+        raise BenchExit(code)  # the CLI exits with it (bench.cli.run)
+
+    def overrides(self, arguments: list[str], loader: Any = None) -> tuple[list[Any], list[Any]]:
+        """The sweep's parsed overrides (its params, then the command line's) and those of
+        each block of its grid (bench.sweep.jobs.grid_blocks), as run_sweep takes them."""
+        from bench.core.config import ConfigError
+        from bench.sweep.jobs import fail, grid_blocks
+
         given = [f"{k}={v}" for k, v in self.params.items()] + list(arguments)
         parser = OverridesParser.create(config_loader=loader)
         try:
             blocks = grid_blocks(self.params, self.grid, list(arguments)) if self.grid else []
         except ConfigError as exc:
             fail(exc.problems)
-        code = run_sweep(
-            config,
-            lambda overrides: loader.load_sweep_config(config, overrides),
-            lambda batch, start: self.launcher.launch(batch, initial_job_idx=start),
-            parser.parse_overrides(given),
-            self.context,
-            self.max_batch_size,
-            partition_nodes,
-            [parser.parse_overrides(block) for block in blocks],
-            self.dry_run,
-        )
-        raise BenchExit(code)  # the CLI exits with it (bench.cli.run)
+        return parser.parse_overrides(given), [parser.parse_overrides(b) for b in blocks]

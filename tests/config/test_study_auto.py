@@ -11,7 +11,7 @@ from bench.cli import CONF_DIR
 from bench.report import claims
 from bench.sweep import rounds
 from bench.sweep.compose import compose_all
-from bench.sweep.jobs import jobs_of
+from tests.sweeper_fixture import sweeper_jobs as jobs_of
 
 
 def _compose(overrides: list[str], hydra: bool = False):  # noqa: ANN202

@@ -12,7 +12,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from bench.cli import CONF_DIR
-from bench.sweep.jobs import jobs_of, pairs
+from bench.sweep.jobs import pairs
+from tests.sweeper_fixture import sweeper_jobs as jobs_of
 
 PRESETS = sorted(p.stem for p in (Path(CONF_DIR) / "experiment").glob("seed*.yaml"))
 # Which scales must name the device: every paper scale, and the machine and smoke scales of

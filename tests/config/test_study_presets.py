@@ -16,8 +16,9 @@ from bench.cli import CONF_DIR
 from bench.core.config import ConfigError
 from bench.report import claims
 from bench.sweep.compose import compose_all
-from bench.sweep.jobs import check_all, expand, grid_blocks, jobs_of, pairs
+from bench.sweep.jobs import check_all, expand, grid_blocks, pairs
 from tests.cifar_fixture import write_cifar_archive
+from tests.sweeper_fixture import sweeper_jobs as jobs_of
 
 PRESETS = sorted(p.stem for p in (Path(CONF_DIR) / "experiment").glob("seed*.yaml"))
 SCALES = ("paper", "machine", "smoke")
