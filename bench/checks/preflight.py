@@ -181,6 +181,11 @@ def _check_framework(problems: list[str], cfg: BenchConfig) -> None:
             "compile: framework=mxnet always runs hybridized (a static graph, built in the "
             "warm-up); compile=true has no further meaning there, leave it false"
         )
+    if cfg.data.name == "folder":
+        problems.append(
+            "data: framework=mxnet reads no image folder yet (data=folder: torch, tf, jax; "
+            "docs/your-data.md)"
+        )
     from bench.envs import interpreters
 
     if cfg.launcher.name == "inline":

@@ -31,7 +31,7 @@ SERVE_MODES = ("performance", "accuracy", "find_peak")
 DEVICES = ("auto", "cpu", "cuda")
 LAUNCHERS = ("process", "inline", "docker")
 DOCKER_VARIANTS = ("auto", "cpu", "cuda")
-DATASETS = ("synthetic", "digits", "cifar10", "cifar100")
+DATASETS = ("synthetic", "digits", "cifar10", "cifar100", "folder")
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 OPTIMIZERS = ("sgd", "adam")
 # How a timed window's step times are taken (bench.trial.loop): ``step``, the host's clock with
@@ -125,7 +125,8 @@ class DataConfig:
     name: str = "synthetic"
     # Distinct synthetic batches generated before timing and cycled through.
     num_batches: int = 4
-    # Where the CIFAR archives (python versions) are; `bench data download` fetches them.
+    # Where the CIFAR archives (python versions) are (`bench data download` fetches them), or
+    # data=folder's folder of class folders.
     root: str = keyed("data", used=Uses("data.name", ("synthetic", "digits"), unless=True))
     # Loader processes (torch DataLoader workers) / parallel calls (tf.data map).
     workers: int = 2
@@ -134,6 +135,9 @@ class DataConfig:
     cache: bool = False
     # Measure test_accuracy and test_loss after every epoch (labelled data only).
     evaluate: bool = True
+    # data=folder: resize every image to image_size square (bilinear); off, images of any
+    # other size are refused before the trial (bench.data.folder).
+    resize: bool = keyed(False, new=True, used=Uses("data.name", ("folder",)))
 
 
 @dataclass

@@ -289,6 +289,29 @@ TEST_LOSS = window("test_loss", "", "held-out loss", LAST, False, ("train",), DA
 EVAL_TIME_S = window(
     "eval_time_s", "s", "the held-out evaluation", SUM, False, ("train",), DATASETS
 )
+# goal=accuracy (time to accuracy, docs/accuracy.md): each evaluation's place in epochs and
+# in wall time, then the trial's figures.
+GOAL = "goal=accuracy"
+EVAL_EPOCH = window("eval_epoch", "epochs", "passes trained at the evaluation", LAST, None,
+                    ("train",), GOAL)  # fmt: skip
+EVAL_ELAPSED_S = window("eval_elapsed_s", "s", "from the first timed step to the evaluation's end",
+                        LAST, None, ("train",), GOAL)  # fmt: skip
+TARGET_REACHED = trial("target_reached", "", "1: an evaluation reached goal.target; 0: not",
+                       MEAN, True, ("train",), GOAL)  # fmt: skip
+TIME_TO_TARGET_S = trial("time_to_target_s", "s", "first timed step to the evaluation that "
+                         "reached the target", MEDIAN, False, ("train",), GOAL)  # fmt: skip
+EPOCHS_TO_TARGET = trial("epochs_to_target", "epochs", "passes trained at that evaluation",
+                         MEDIAN, False, ("train",), GOAL)  # fmt: skip
+EVALS_TO_TARGET = trial("evals_to_target", "", "evaluations up to that one", MEDIAN, False,
+                        ("train",), GOAL)  # fmt: skip
+TRAIN_TIME_TO_TARGET_S = trial("train_time_to_target_s", "s", "the training windows' share",
+                               MEDIAN, False, ("train",), GOAL)  # fmt: skip
+EVAL_TIME_TO_TARGET_S = trial("eval_time_to_target_s", "s", "the evaluations' share", MEDIAN,
+                              False, ("train",), GOAL)  # fmt: skip
+BEST_TEST_ACCURACY = trial("best_test_accuracy", "", "the best evaluation's accuracy", MEDIAN,
+                           True, ("train",), GOAL)  # fmt: skip
+EPOCHS_TRAINED = trial("epochs_trained", "epochs", "passes trained in all", MEDIAN, None,
+                       ("train",), GOAL)  # fmt: skip
 
 # Generation (mode=generate): each window's figures; the trial's are trial_*.
 TIME_TO_FIRST_TOKEN_MS = window(

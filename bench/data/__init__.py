@@ -38,6 +38,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from bench.core.config import BenchConfig
+    from bench.data.folder import ImageFiles
 
 
 class DataError(ValueError):
@@ -339,6 +340,10 @@ def check(cfg: BenchConfig) -> list[str]:
         problems.append(
             f"num_classes: data={name} has {CLASSES[name]} classes, got {cfg.num_classes}"
         )
+    if name == "folder":
+        from bench.data import folder
+
+        problems += folder.check(cfg)
     if name in CIFAR:
         spec = CIFAR[name]
         path = _archive_path(cfg.data.root, spec)
@@ -404,7 +409,7 @@ def cifar(cfg: BenchConfig) -> LabelledData:
     )
 
 
-def load(cfg: BenchConfig) -> HostBatches | LabelledData | SequenceBatches:
+def load(cfg: BenchConfig) -> HostBatches | LabelledData | SequenceBatches | ImageFiles:
     if cfg.data.name == "synthetic" and task_of(cfg) != "image":
         return synthetic_sequences(cfg)
     if cfg.data.name == "synthetic":
@@ -413,4 +418,8 @@ def load(cfg: BenchConfig) -> HostBatches | LabelledData | SequenceBatches:
         return digits(cfg)
     if cfg.data.name in CIFAR:
         return cifar(cfg)
+    if cfg.data.name == "folder":  # the files stay on disk: each framework's pipeline reads them
+        from bench.data import folder
+
+        return folder.load(cfg)
     raise DataError(f"data: unknown data set {cfg.data.name!r}")

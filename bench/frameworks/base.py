@@ -14,6 +14,7 @@ import numpy as np
 
 from bench.core.config import BenchConfig
 from bench.data import HostBatches, LabelledData, SequenceBatches
+from bench.data.folder import ImageFiles
 
 
 class Session(Protocol):
@@ -163,7 +164,7 @@ class Framework(Protocol):
         """Framework, CUDA and cuDNN versions and the GPU name, where present."""
 
     def prepare(
-        self, cfg: BenchConfig, data: HostBatches | LabelledData | SequenceBatches
+        self, cfg: BenchConfig, data: HostBatches | LabelledData | SequenceBatches | ImageFiles
     ) -> Session:
         """Build the model, optimizer and device-resident batches."""
 

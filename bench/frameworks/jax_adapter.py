@@ -61,8 +61,10 @@ from bench.data import (  # noqa: E402
     HostBatches,
     LabelledData,
     SequenceBatches,
+    folder,
     score,
 )
+from bench.data.folder import ImageFiles  # noqa: E402
 from bench.frameworks.keras_optim import make_optimizer  # noqa: E402
 
 # (inputs, targets): targets are a label array, or a tuple of arrays for sequence models.
@@ -268,7 +270,7 @@ class _LocalStep:
 
 class JaxSession:
     def __init__(
-        self, cfg: BenchConfig, data: HostBatches | LabelledData | SequenceBatches
+        self, cfg: BenchConfig, data: HostBatches | LabelledData | SequenceBatches | ImageFiles
     ) -> None:
         task = models.task(cfg.model)
         self.jax_device = _device(cfg.device)
@@ -290,6 +292,10 @@ class JaxSession:
             self._batches: Iterator[Batch]
             if isinstance(data, LabelledData):
                 self._batches = _labelled(data.train_x, data.train_y, data, cfg, True)
+                self.steps_per_pass = data.steps_per_pass(cfg.batch_size)
+            elif isinstance(data, ImageFiles):  # bench's loader: jax has no pipeline of its own
+                train = folder.batches(data, cfg.seed, cfg.batch_size, True, cfg.data.workers)
+                self._batches = ((jnp.asarray(x), jnp.asarray(y)) for x, y in train)
                 self.steps_per_pass = data.steps_per_pass(cfg.batch_size)
             elif isinstance(data, SequenceBatches):  # the same arrays as the other frameworks'
                 self._fixed = _sequence_batches(data)
@@ -496,18 +502,21 @@ class JaxSession:
 
     def evaluate(self) -> tuple[float, float] | None:
         data = self._data
-        if not isinstance(data, LabelledData) or not self._cfg.data.evaluate:
+        if not isinstance(data, LabelledData | ImageFiles) or not self._cfg.data.evaluate:
             return None
         if self._replicated is not None:
             return None  # the JAX strategies measure no test accuracy (as the TF ones)
         return score(self.test_logits(), data.test_y)
 
     def test_logits(self) -> np.ndarray:
-        data = self._data
-        if not isinstance(data, LabelledData):
+        data, cfg, net = self._data, self._cfg, self.net
+        batches: Iterator[tuple[Any, Any]]
+        if isinstance(data, ImageFiles):
+            batches = folder.batches(data, cfg.seed, cfg.batch_size, False, cfg.data.workers)
+        elif isinstance(data, LabelledData):
+            batches = _labelled(data.test_x, data.test_y, data, cfg, False)
+        else:
             raise RuntimeError("test_logits: this session has no held-out split")
-        net = self.net
-        batches = _labelled(data.test_x, data.test_y, data, self._cfg, False)
         return np.concatenate(
             [np.asarray(self._eval_fn(net.trainable, net.non_trainable, x)) for x, _ in batches]
         )
@@ -596,7 +605,7 @@ class Adapter:
         return env
 
     def prepare(
-        self, cfg: BenchConfig, data: HostBatches | LabelledData | SequenceBatches
+        self, cfg: BenchConfig, data: HostBatches | LabelledData | SequenceBatches | ImageFiles
     ) -> JaxSession:
         return JaxSession(cfg, data)
 

@@ -48,6 +48,7 @@ from bench import models
 from bench.core import metrics
 from bench.core.config import BenchConfig
 from bench.data import HostBatches, LabelledData, SequenceBatches, score
+from bench.data.folder import ImageFiles
 from bench.models import common
 
 # One batch per context: (inputs, labels), each a list with an NDArray per context.
@@ -173,7 +174,7 @@ def _forever(loader: gluon.data.DataLoader) -> Iterator[tuple[mx.nd.NDArray, mx.
 
 class MXNetSession:
     def __init__(
-        self, cfg: BenchConfig, data: HostBatches | LabelledData | SequenceBatches
+        self, cfg: BenchConfig, data: HostBatches | LabelledData | SequenceBatches | ImageFiles
     ) -> None:
         if isinstance(data, SequenceBatches):
             raise RuntimeError("model: framework=mxnet builds image models only")
@@ -220,6 +221,8 @@ class MXNetSession:
         self._test_y = np.zeros(0, np.int64)
         self._batches: Iterator[tuple[mx.nd.NDArray, mx.nd.NDArray]]
         per_step = cfg.batch_size * len(self.ctxs)
+        if isinstance(data, ImageFiles):  # refused before the trial (bench.checks.preflight)
+            raise ValueError("data=folder: framework=mxnet reads no image folder yet")
         if isinstance(data, LabelledData):
             x, y = data.train_x, data.train_y
             if self.num_workers > 1:  # this worker's shard, the same size on every worker
@@ -399,7 +402,7 @@ class Adapter:
         return {k: v for k, v in env.items() if v}
 
     def prepare(
-        self, cfg: BenchConfig, data: HostBatches | LabelledData | SequenceBatches
+        self, cfg: BenchConfig, data: HostBatches | LabelledData | SequenceBatches | ImageFiles
     ) -> MXNetSession:
         self.session = MXNetSession(cfg, data)
         return self.session

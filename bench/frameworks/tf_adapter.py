@@ -29,8 +29,10 @@ from bench.data import (  # noqa: E402
     HostBatches,
     LabelledData,
     SequenceBatches,
+    folder,
     score,
 )
+from bench.data.folder import ImageFiles  # noqa: E402
 from bench.frameworks.keras_optim import make_optimizer  # noqa: E402
 
 # (inputs, targets): targets are a label tensor, or a tuple of tensors for sequence models.
@@ -75,6 +77,52 @@ def _pipeline(
     return ds
 
 
+def _files_pipeline(
+    paths: list[str], y: np.ndarray, files: ImageFiles, cfg: BenchConfig, train: bool
+) -> tf.data.Dataset:
+    """data=folder in tf.data: each pass's plan (bench.data.folder.plan) as a generator of
+    (index, dy, dx, flip); a parallel map of data.workers calls reads, decodes
+    (``tf.io.decode_jpeg``, ``decode_png``), resizes (``tf.image.resize``, bilinear),
+    crops, flips and normalizes; batched and prefetched."""
+    names = tf.constant(paths)
+    labels = tf.constant(y)
+    mean, std = tf.constant(files.mean, tf.float32), tf.constant(files.std, tf.float32)
+    size, pad, resize = files.size, folder.PAD, files.resize
+
+    def items() -> Iterator[tuple[int, int, int, bool]]:
+        epoch = 0
+        while True:
+            order, dy, dx, flip = folder.plan(cfg.seed, epoch, len(paths))
+            yield from zip(order.tolist(), dy.tolist(), dx.tolist(), flip.tolist(), strict=True)
+            epoch += 1
+
+    def read(i: tf.Tensor, dy: tf.Tensor, dx: tf.Tensor, flip: tf.Tensor) -> Any:
+        data = tf.io.read_file(names[i])
+        raw = tf.cond(  # JPEG's accurate integer IDCT, as PIL's (TF's default is the fast one)
+            tf.io.is_jpeg(data),
+            lambda: tf.io.decode_jpeg(data, channels=3, dct_method="INTEGER_ACCURATE"),
+            lambda: tf.io.decode_png(data, channels=3),
+        )
+        x = tf.cast(raw, tf.float32) / 255.0
+        if resize:
+            x = tf.image.resize(x, (size, size), method="bilinear", antialias=False)
+        x = tf.pad(x, [[pad, pad], [pad, pad], [0, 0]])[dy : dy + size, dx : dx + size]
+        x = tf.cond(flip, lambda: tf.reverse(x, axis=[1]), lambda: x)
+        return tf.ensure_shape((x - mean) / std, (size, size, 3)), labels[i]
+
+    if train:
+        signature = (tf.TensorSpec((), tf.int64),) * 3 + (tf.TensorSpec((), tf.bool),)
+        ds = tf.data.Dataset.from_generator(items, output_signature=signature)
+    else:
+        n = len(paths)
+        ds = tf.data.Dataset.from_tensor_slices(
+            (np.arange(n), np.full(n, pad), np.full(n, pad), np.zeros(n, bool))
+        )
+    ds = ds.map(read, num_parallel_calls=cfg.data.workers or None)
+    ds = ds.batch(cfg.batch_size, drop_remainder=train)
+    return ds.prefetch(2 * cfg.data.workers) if cfg.data.workers else ds
+
+
 def _sequence_loss(task: str) -> Any:
     """loss(targets, logits) for a sequence task, the same arithmetic as PyTorch's."""
     if task == "ctc":
@@ -102,7 +150,7 @@ def _sequence_loss(task: str) -> Any:
 
 class TFSession:
     def __init__(
-        self, cfg: BenchConfig, data: HostBatches | LabelledData | SequenceBatches
+        self, cfg: BenchConfig, data: HostBatches | LabelledData | SequenceBatches | ImageFiles
     ) -> None:
         self.tf_device = _device(cfg.device)
         self.device = "cuda:0" if "GPU" in self.tf_device else "cpu"
@@ -129,6 +177,13 @@ class TFSession:
                 self.steps_per_pass = data.steps_per_pass(cfg.batch_size)
                 if cfg.data.evaluate:
                     self._test = _pipeline(data.test_x, data.test_y, data, cfg, False)
+                    self._test_y = data.test_y
+            elif isinstance(data, ImageFiles):
+                train = _files_pipeline(data.train_paths, data.train_y, data, cfg, True)
+                self._batches = iter(train)
+                self.steps_per_pass = data.steps_per_pass(cfg.batch_size)
+                if cfg.data.evaluate:
+                    self._test = _files_pipeline(data.test_paths, data.test_y, data, cfg, False)
                     self._test_y = data.test_y
             elif isinstance(data, SequenceBatches):  # same layout in both frameworks
                 sequence_batches = [
@@ -354,7 +409,7 @@ class Adapter:
         return env
 
     def prepare(
-        self, cfg: BenchConfig, data: HostBatches | LabelledData | SequenceBatches
+        self, cfg: BenchConfig, data: HostBatches | LabelledData | SequenceBatches | ImageFiles
     ) -> TFSession:
         return TFSession(cfg, data)
 

@@ -18,7 +18,8 @@ import torch
 
 from bench import models
 from bench.core.config import BenchConfig
-from bench.data import IGNORE_INDEX, HostBatches, LabelledData, SequenceBatches, score
+from bench.data import IGNORE_INDEX, HostBatches, LabelledData, SequenceBatches, folder, score
+from bench.data.folder import ImageFiles
 
 # (inputs, targets): targets are a label tensor, or a tuple of tensors for sequence models.
 Batch = tuple[torch.Tensor, Any]
@@ -64,6 +65,72 @@ class _Cached(torch.utils.data.Dataset[tuple[torch.Tensor, int]]):
         return self.x[i], int(self.y[i])
 
 
+class _Files(torch.utils.data.Dataset[tuple[torch.Tensor, int]]):
+    """data=folder in DataLoader workers: an item is (index, dy, dx, flip) from the epoch's
+    plan (bench.data.folder.plan); PIL decodes, ``interpolate`` resizes, then the crop,
+    the flip and the normalization, in torch."""
+
+    def __init__(self, paths: list[str], y: np.ndarray, files: ImageFiles) -> None:
+        self.paths, self.y, self.files = paths, y, files
+        self.mean = torch.tensor(files.mean).view(3, 1, 1)
+        self.std = torch.tensor(files.std).view(3, 1, 1)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, item: tuple[int, int, int, bool]) -> tuple[torch.Tensor, int]:
+        from PIL import Image
+
+        i, dy, dx, flip = item
+        with Image.open(self.paths[i]) as image:
+            rgb = np.asarray(image.convert("RGB"))
+        x = torch.from_numpy(rgb.copy()).permute(2, 0, 1).float().div_(255.0)
+        size = self.files.size
+        if self.files.resize and tuple(x.shape[1:]) != (size, size):
+            x = torch.nn.functional.interpolate(
+                x[None], size=(size, size), mode="bilinear", align_corners=False, antialias=False
+            )[0]
+        pad = folder.PAD
+        x = torch.nn.functional.pad(x, (pad, pad, pad, pad))[:, dy : dy + size, dx : dx + size]
+        if flip:
+            x = x.flip(2)
+        return (x - self.mean) / self.std, int(self.y[i])
+
+
+class _Plan(torch.utils.data.Sampler[tuple[int, int, int, bool]]):
+    """Each pass over the training files in the order, with the crops and flips, of
+    bench.data.folder.plan for the seed and the pass (the held-out split: in order, centred,
+    unflipped)."""
+
+    def __init__(self, n: int, seed: int, train: bool) -> None:
+        self.n, self.seed, self.train, self.epoch = n, seed, train, 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Iterator[tuple[int, int, int, bool]]:
+        if not self.train:
+            p = folder.PAD
+            return iter([(i, p, p, False) for i in range(self.n)])
+        order, dy, dx, flip = folder.plan(self.seed, self.epoch, self.n)
+        self.epoch += 1
+        return zip(order.tolist(), dy.tolist(), dx.tolist(), flip.tolist(), strict=True)
+
+
+def _files_loader(
+    paths: list[str], y: np.ndarray, files: ImageFiles, cfg: BenchConfig, train: bool, pin: bool
+) -> torch.utils.data.DataLoader[Any]:
+    return torch.utils.data.DataLoader(
+        _Files(paths, y, files),
+        batch_size=cfg.batch_size,
+        sampler=_Plan(len(paths), cfg.seed, train),
+        drop_last=train,
+        num_workers=cfg.data.workers,
+        persistent_workers=cfg.data.workers > 0,
+        pin_memory=pin,
+    )
+
+
 def _loader(
     dataset: torch.utils.data.Dataset[Any], cfg: BenchConfig, train: bool, pin: bool
 ) -> torch.utils.data.DataLoader[Any]:
@@ -103,7 +170,7 @@ _SEQUENCE_LOSSES = {"causal_lm": _token_loss, "masked_lm": _token_loss, "ctc": _
 
 class TorchSession:
     def __init__(
-        self, cfg: BenchConfig, data: HostBatches | LabelledData | SequenceBatches
+        self, cfg: BenchConfig, data: HostBatches | LabelledData | SequenceBatches | ImageFiles
     ) -> None:
         self.dev = _device(cfg.device)
         self.device = str(self.dev)
@@ -147,6 +214,14 @@ class TorchSession:
             if cfg.data.evaluate:
                 test = _Images(data.test_x, data.test_y, data)
                 self._test = _loader(_Cached(test) if cfg.data.cache else test, cfg, False, pin)
+                self._test_y = data.test_y
+        elif isinstance(data, ImageFiles):
+            pin = self.dev.type == "cuda"
+            files = _files_loader(data.train_paths, data.train_y, data, cfg, True, pin)
+            self._batches = _forever(files)
+            self.steps_per_pass = data.steps_per_pass(cfg.batch_size)
+            if cfg.data.evaluate:
+                self._test = _files_loader(data.test_paths, data.test_y, data, cfg, False, pin)
                 self._test_y = data.test_y
         elif isinstance(data, SequenceBatches):
             sequence_batches = [
@@ -427,7 +502,7 @@ class Adapter:
         return {k: str(v) for k, v in env.items()}
 
     def prepare(
-        self, cfg: BenchConfig, data: HostBatches | LabelledData | SequenceBatches
+        self, cfg: BenchConfig, data: HostBatches | LabelledData | SequenceBatches | ImageFiles
     ) -> TorchSession:
         if cfg.precision == "bf16" and _device(cfg.device).type == "cuda":
             if not torch.cuda.is_bf16_supported():

@@ -136,6 +136,7 @@ def _builders(ctx: Context) -> list[Callable[[], Section | None]]:
         lambda: sections.epochs_and_utilization(ctx),
         lambda: sections.oom_frontier(ctx),
         lambda: sections.accuracy(ctx),
+        lambda: sections.time_to_accuracy(ctx),
         lambda: sections.other_pairs(ctx),  # last: the verdicts above keep their order
     ]
 

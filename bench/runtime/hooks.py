@@ -40,10 +40,14 @@ class TrialHooks:
     # parity: the folder with the parity check's weights and batches, where each process
     # writes its losses and weights (:mod:`bench.frameworks.parity_hook`).
     parity: Path | None = None
+    # fault: a fault the convergence check injects into this trial (:mod:`bench.trial.faults`,
+    # :mod:`bench.parity.convergence`), to prove that the check sees it; "" none.
+    fault: str = ""
 
     @property
     def names(self) -> list[str]:
-        return ["parity"] if self.parity is not None else []
+        named = ["parity"] if self.parity is not None else []
+        return named + ([f"fault={self.fault}"] if self.fault else [])
 
     def environment(self) -> dict[str, str]:
         """What a result of a trial with these hooks records ({} without hooks)."""
@@ -57,10 +61,13 @@ class TrialHooks:
         """Name these hooks in ``folder/hooks.json`` (a relative folder is relative to
         ``folder``); without hooks, remove the file."""
         path = folder / HOOKS
-        if self.parity is None:
+        named = {"parity": str(self.parity)} if self.parity is not None else {}
+        if self.fault:
+            named["fault"] = self.fault
+        if not named:
             path.unlink(missing_ok=True)
             return
-        write_json_atomic(path, {"parity": str(self.parity)})
+        write_json_atomic(path, named)
 
     @classmethod
     def read(cls, folder: Path) -> TrialHooks:
@@ -77,11 +84,14 @@ class TrialHooks:
             isinstance(k, str) and isinstance(v, str) and v for k, v in named.items()
         ):
             raise ValueError(f"{path}: expected an object of hook names to folders")
-        unknown = sorted(set(named) - {"parity"})
+        unknown = sorted(set(named) - {"parity", "fault"})
         if unknown:
-            raise ValueError(f"{path}: unknown hooks {unknown}; known: ['parity']")
+            raise ValueError(f"{path}: unknown hooks {unknown}; known: ['parity', 'fault']")
         parity = named.get("parity")
-        return cls(parity=None if parity is None else (folder / parity).absolute())
+        return cls(
+            parity=None if parity is None else (folder / parity).absolute(),
+            fault=named.get("fault", ""),
+        )
 
 
 # A normal trial: no hook.

@@ -36,7 +36,7 @@ from bench.launchers import get as get_launcher
 from bench.launchers.collect import Caps, collect
 from bench.runtime.processes import shielded
 from bench.sweep.jobs import BenchExit
-from bench.tracking import recent
+from bench.tracking import mllog, recent
 
 SKIPPED = "skipped"
 
@@ -402,6 +402,8 @@ class Sweep:
                 mode=cfg.mode,
                 error="the launcher failed:\n" + "".join(traceback.format_exception(exc)),
             )
+        written = mllog.write(cfg, result, workdir)  # goal=accuracy: MLPerf's log of the run
+        extra += [written] if written is not None else []
         return self._record(run, result, workdir, label, started, progress, extra, _caps(cfg))
 
     def _record(

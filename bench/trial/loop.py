@@ -42,6 +42,7 @@ from bench.frameworks.base import (
 from bench.models.flops import TRAIN_FLOPS_PER_FORWARD
 from bench.monitors import Findings, Telemetry
 from bench.runtime.hooks import NO_HOOKS, TrialHooks
+from bench.trial import faults
 
 EpochCallback = Callable[[EpochRecord], None]
 # Builds the session from the loaded adapter, the config and the host data (a distributed
@@ -222,7 +223,7 @@ def _to_target(
     records: list[EpochRecord] = []
     all_steps: list[float] = []
     first, best, evaluations = 0.0, -math.inf, 0
-    out: dict[str, float] = {"target_reached": 0.0}
+    out: dict[str, float] = {metrics.TARGET_REACHED: 0.0}
     while trained < total:
         steps = min((trained // every + 1) * every, total) - trained
         session.sync()
@@ -234,11 +235,13 @@ def _to_target(
         accuracy, loss = evaluate(session, labels)
         evaluated = perf()
         record.extra.update(
-            test_accuracy=accuracy,
-            test_loss=loss,
-            eval_time_s=evaluated - window[1],
-            eval_epoch=trained / per_pass,
-            eval_elapsed_s=evaluated - first,
+            {
+                metrics.TEST_ACCURACY: accuracy,
+                metrics.TEST_LOSS: loss,
+                metrics.EVAL_TIME_S: evaluated - window[1],
+                metrics.EVAL_EPOCH: trained / per_pass,
+                metrics.EVAL_ELAPSED_S: evaluated - first,
+            }
         )
         records.append(record)
         all_steps.extend(window[2])
@@ -247,18 +250,22 @@ def _to_target(
         best = max(best, accuracy)
         if accuracy >= goal.target:
             out.update(
-                target_reached=1.0,
-                time_to_target_s=perf() - first,
-                epochs_to_target=trained / per_pass,
-                evals_to_target=float(evaluations),
-                train_time_to_target_s=sum(r.epoch_time_s for r in records),
-                eval_time_to_target_s=sum(r.extra[metrics.EVAL_TIME_S] for r in records),
+                {
+                    metrics.TARGET_REACHED: 1.0,
+                    metrics.TIME_TO_TARGET_S: perf() - first,
+                    metrics.EPOCHS_TO_TARGET: trained / per_pass,
+                    metrics.EVALS_TO_TARGET: float(evaluations),
+                    metrics.TRAIN_TIME_TO_TARGET_S: sum(r.epoch_time_s for r in records),
+                    metrics.EVAL_TIME_TO_TARGET_S: sum(
+                        r.extra[metrics.EVAL_TIME_S] for r in records
+                    ),
+                }
             )
             break
         if record.loss is not None and not math.isfinite(record.loss):
             break  # diverged (:func:`divergence`)
-    out["best_test_accuracy"] = best
-    out["epochs_trained"] = trained / per_pass
+    out[metrics.BEST_TEST_ACCURACY] = best
+    out[metrics.EPOCHS_TRAINED] = trained / per_pass
     return records, all_steps, out
 
 
@@ -421,6 +428,7 @@ def run_trial(
     # Telemetry samples in background threads (GPU idle power while the framework imports).
     telemetry = Telemetry(cfg)
     try:
+        cfg = faults.config(hooks.fault, cfg)
         result.threads = resolved_threads(cfg)
         frameworks.before_import(cfg, result.threads)
         t0 = time.perf_counter()
@@ -432,6 +440,7 @@ def run_trial(
         t0 = time.perf_counter()
         parity = hooks.parity
         host = data_mod.load(cfg) if parity is None else parity_hook.batches(parity, cfg, rank)
+        host = faults.data(hooks.fault, host)  # the convergence check's faults (none here)
         library = None
         if cfg.mode == "serve":  # LoadGen's sample library; the session sees one batch of it
             from bench.trial import serve
@@ -443,6 +452,7 @@ def run_trial(
         telemetry.before_device_use()  # idle power is measured before the device is used
         t0 = time.perf_counter()
         session = adapter.prepare(cfg, host) if prepare is None else prepare(adapter, cfg, host)
+        faults.session(hooks.fault, session)
         result.phases[metrics.BUILD_TIME_S] = time.perf_counter() - t0
         if parity is not None:
             parity_hook.start(parity, cfg.framework.name, session)

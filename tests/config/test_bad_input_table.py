@@ -86,6 +86,9 @@ def cases() -> list[tuple[list[str], str]]:
         (["goal=accuracy", "data=digits", "mode=generate"], "goal: goal=accuracy trains"),
         (["goal=accuracy"], "goal: goal=accuracy needs a labelled data set"),
         (["goal=accuracy", "data=digits", "data.evaluate=false"], "data.evaluate"),
+        # data=folder (docs/your-data.md); the folder's own checks: tests/unit/test_folder_data.py
+        (["data=folder", "data.root=/nonexistent"], "data.root"),
+        (["data=folder", "framework=mxnet"], "data: framework=mxnet reads no image folder"),
         (["framework=tf", "channels_last=true"], "channels_last"),
         (["framework=mxnet", "cudnn_benchmark=true"], "cudnn_benchmark"),
         # mode=serve (docs/serving.md)

@@ -3,6 +3,9 @@ accuracy reaches the target, and the run holds the time to it and the evaluation
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 pytestmark = pytest.mark.e2e
@@ -43,3 +46,9 @@ def test_lenet5_trains_to_a_target_on_digits(bench) -> None:  # noqa: ANN001
         # the clock: every window and every evaluation up to the one that reached it
         assert m["time_to_target_s"] >= m["train_time_to_target_s"] + m["eval_time_to_target_s"]
         assert m["best_test_accuracy"] == values[-1]
+        # MLPerf's log of the run, written on the host with mlperf-logging's mllog
+        log = Path(client.download_artifacts(run, "mllog.txt", str(bench.root))).read_text()
+        lines = [json.loads(x.removeprefix(":::MLLOG ")) for x in log.splitlines()]
+        accuracy = [x["value"] for x in lines if x["key"] == "eval_accuracy"]
+        assert accuracy == values and lines[-1]["key"] == "run_stop"
+        assert lines[-1]["metadata"]["status"] == "success"

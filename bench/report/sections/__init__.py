@@ -5,6 +5,7 @@ from bench.report.sections.common import HISTORY_KEYS, Context
 from bench.report.sections.generation import generation
 from bench.report.sections.other_pairs import other_pairs
 from bench.report.sections.serving import serving
+from bench.report.sections.time_to_accuracy import time_to_accuracy
 from bench.report.sections.timing import inference_vs_batch, power, relative_time
 from bench.report.sections.training import (
     accuracy,
@@ -30,5 +31,6 @@ __all__ = [
     "power",
     "relative_time",
     "serving",
+    "time_to_accuracy",
     "versions",
 ]

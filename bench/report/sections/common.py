@@ -21,7 +21,7 @@ from bench.report.trials import (
 # Per-epoch metrics whose history the report reads (when a run logged them).
 # (Power and energy per sample come from the whole-trial energy metrics, with the last
 # epoch's value as a fallback, so their histories are not needed.)
-HISTORY_KEYS = (metrics.TEST_ACCURACY, metrics.GPU_UTIL_PCT)
+HISTORY_KEYS = (metrics.TEST_ACCURACY, metrics.GPU_UTIL_PCT, metrics.EVAL_ELAPSED_S)
 PHASES = (
     ("data", metrics.TIME_DATA_MS),
     ("forward", metrics.TIME_FORWARD_MS),
