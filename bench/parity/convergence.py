@@ -146,7 +146,7 @@ def base_config(overrides: dict[str, object]) -> BenchConfig:
             framework=FrameworkConfig(),
             model=ModelConfig(name="lenet5"),
             data=DataConfig(name="digits", workers=0),
-            optimizer=OptimizerConfig(lr=0.05),
+            optimizer=OptimizerConfig(lr=0.01),  # at 0.05, 9 of 10 runs never reached 0.95
             goal=GoalConfig(name="accuracy", target=0.95, max_epochs=12, eval_every=0.5),
             telemetry=TelemetryConfig(enabled=False),
             device="cpu",
