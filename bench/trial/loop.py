@@ -25,7 +25,7 @@ from bench import data as data_mod
 from bench import frameworks
 from bench.core import metrics, sysinfo
 from bench.core.config import AUTO, AUTO_MIN_STEPS, BenchConfig, resolved_threads, samples_per_step
-from bench.core.result import DIVERGED, ERROR, OK, OOM, EpochRecord, TrialResult
+from bench.core.result import DIVERGED, ERROR, OK, OOM, EpochCallback, EpochRecord, TrialResult
 from bench.frameworks import parity_hook
 from bench.frameworks.base import (
     DeviceEvents,
@@ -44,7 +44,6 @@ from bench.monitors import Findings, Telemetry
 from bench.runtime.hooks import NO_HOOKS, TrialHooks
 from bench.trial import faults
 
-EpochCallback = Callable[[EpochRecord], None]
 # Builds the session from the loaded adapter, the config and the host data (a distributed
 # rank's strategy session; the adapter's own ``prepare`` by default).
 Prepare = Callable[[Framework, BenchConfig, Any], Session]
