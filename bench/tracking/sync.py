@@ -32,7 +32,6 @@ from bench.tracking.spool import (
 )
 from bench.tracking.store import MlflowStore, MlflowTrialRun
 
-
 _RECORD_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 
 

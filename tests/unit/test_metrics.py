@@ -134,6 +134,7 @@ def test_no_module_spells_a_metric_name() -> None:
 def test_the_scan_finds_a_spelled_name(tmp_path: Path) -> None:
     (tmp_path / "core").mkdir()
     (tmp_path / "core" / "metrics.py").write_text('X = "trial_samples_per_s"\n')
-    (tmp_path / "a.py").write_text('"""The trial_samples_per_s."""\nrate = s["trial_samples_per_s"]\n')
+    source = '"""The trial_samples_per_s."""\nrate = s["trial_samples_per_s"]\n'
+    (tmp_path / "a.py").write_text(source)
     (tmp_path / "b.py").write_text('key = f"trial_{name}"\n')
     assert literal_names(tmp_path) == [("a.py", 2, "trial_samples_per_s")]
