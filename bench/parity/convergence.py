@@ -16,7 +16,8 @@ The verdict (:func:`compare`, pure) between the reference A (the first framework
   run that did not reach the target counts as ``max_epochs`` plus one interval;
 * the training-loss curve: at every evaluation that all runs of both made, B's median
   training loss lies within A's spread widened by :data:`LOSS_MARGIN` of A's median, and
-  A's within B's.
+  A's within B's;
+* the held-out accuracy curve, likewise, widened by :data:`ACCURACY_MARGIN` (absolute).
 
 Seeds are not matched across frameworks (their random streams differ): the check compares
 distributions, so it needs several seeds (3 at least) and says nothing finer than their
@@ -50,6 +51,8 @@ from bench.core.result import OK, TrialResult
 
 # The training-loss curves' tolerance, a fraction of the reference's median at each evaluation.
 LOSS_MARGIN = 0.25
+# The held-out accuracy curves' tolerance, in accuracy (absolute).
+ACCURACY_MARGIN = 0.05
 MIN_SEEDS = 3
 
 
@@ -119,6 +122,7 @@ def compare(a: list[Curve], b: list[Curve], goal: GoalConfig) -> Verdict:
     shared = min(len(c.train_loss) for c in a + b)
     for k in range(shared):
         la, lb = [c.train_loss[k] for c in a], [c.train_loss[k] for c in b]
+        aa, ab = [c.accuracy[k] for c in a], [c.accuracy[k] for c in b]
         for mine, theirs, who, whom in ((lb, la, name_b, name_a), (la, lb, name_a, name_b)):
             low, high = _spread(theirs, LOSS_MARGIN * statistics.median(theirs))
             median = statistics.median(mine)
@@ -127,6 +131,18 @@ def compare(a: list[Curve], b: list[Curve], goal: GoalConfig) -> Verdict:
                     f"training loss at epoch {a[0].epochs[k]:g}: {who}'s median {median:.3f} "
                     f"lies outside {whom}'s spread {min(theirs):.3f}..{max(theirs):.3f} "
                     f"(+-{LOSS_MARGIN:.0%} of its median)"
+                )
+                break
+        # the held-out accuracy curve: a fault the training loss does not show (a broken
+        # augmentation trains as well on what it is shown) shows here
+        for mine, theirs, who, whom in ((ab, aa, name_b, name_a), (aa, ab, name_a, name_b)):
+            low, high = _spread(theirs, ACCURACY_MARGIN)
+            median = statistics.median(mine)
+            if not low <= median <= high:
+                verdict.reasons.append(
+                    f"held-out accuracy at epoch {a[0].epochs[k]:g}: {who}'s median "
+                    f"{median:.3f} lies outside {whom}'s spread {min(theirs):.3f}.."
+                    f"{max(theirs):.3f} (+-{ACCURACY_MARGIN:g})"
                 )
                 break
     verdict.passed = not verdict.reasons

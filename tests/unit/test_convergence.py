@@ -45,6 +45,18 @@ def test_a_training_loss_that_stays_high_fails() -> None:
     assert [r for r in verdict.reasons if r.startswith("training loss at epoch")]
 
 
+def test_a_low_held_out_accuracy_with_a_normal_loss_fails() -> None:
+    """A broken augmentation: the model learns what it is shown (a normal training loss),
+    both sides miss the target, but its held-out accuracy stays low (real runs, issue 49)."""
+    a = [curve("tf", s, None, BASE) for s in range(5)]
+    b = [curve("torch", s, None, BASE) for s in range(5)]
+    for c in b:
+        c.accuracy = [0.25] * len(c.accuracy)
+    verdict = compare(a, b, GOAL)
+    assert not verdict.passed
+    assert verdict.reasons[0].startswith("held-out accuracy at epoch 0.5: torch's median 0.25")
+
+
 def test_never_reaching_the_target_fails() -> None:
     b = [curve("tf", s, None, BASE) for s in range(5)]
     verdict = compare(A, b, GOAL)
