@@ -134,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
         args.baseline.write_text(json.dumps(times, indent=1, sort_keys=True) + "\n")
         print(f"test_times: {args.baseline} written")
         return 0
+    if not args.baseline.is_file():
+        print(f"test_times: no baseline at {args.baseline}: write one from a whole run (write)")
+        return 1
     ok, text = check(times, _load(args.baseline))
     print(text)
     return 0 if ok else 1
