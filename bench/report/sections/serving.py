@@ -11,9 +11,9 @@ import statistics
 from collections.abc import Callable
 from dataclasses import replace
 
+import bench.report.figures as figures
 from bench.analysis import stats
 from bench.core import metrics
-from bench.report import figures
 from bench.report.document import Cell, Figure, Section, Table, num
 from bench.report.sections.common import (
     Context,

@@ -10,9 +10,9 @@ import math
 import statistics
 from collections.abc import Sequence
 
+import bench.report.figures as figures
 from bench.analysis import stats
 from bench.core import metrics
-from bench.report import figures
 from bench.report.document import Cell, Figure, Section, Table, num
 from bench.report.sections.common import Context
 from bench.report.trials import Trial, group
