@@ -39,7 +39,7 @@ def _histories(client: Any, records: list[RunRecord], keys: tuple[str, ...]) -> 
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         for (record, key), values in zip(jobs, pool.map(fetch, jobs), strict=True):
-            record.history[key] = values
+            record.history[str(key)] = values  # the name, as the bulk reader keys it
 
 
 def load_runs(
