@@ -35,7 +35,7 @@ from bench.core.config import (
     auto_repeats,
 )
 from bench.core.frameworks import TORCH
-from bench.core.strategy_configs import STRATEGY_CHOICES
+from bench.core.strategy_configs import STRATEGY_CHOICES, DistributedConfig
 from bench.core.versions import INSTALLED, is_release
 
 
@@ -110,7 +110,7 @@ def _check_goal(problems: list[str], cfg: BenchConfig) -> None:
         )
     if not cfg.data.evaluate:
         problems.append("data.evaluate: goal=accuracy evaluates on the held-out split; set it true")
-    if cfg.distributed.name != "none":
+    if _distributes(cfg):
         problems.append(
             f"goal: goal=accuracy trains in one process for now (distributed="
             f"{cfg.distributed.name}'s ranks evaluate nothing); use distributed=none"
@@ -151,11 +151,17 @@ def _check_serve(problems: list[str], cfg: BenchConfig) -> None:
             f"serve.mode: find_peak searches Server's target QPS; serve.scenario={s.scenario} "
             "has none (use serve.scenario=server)"
         )
-    if cfg.distributed.name != "none":
+    if _distributes(cfg):
         problems.append(
             f"distributed: mode=serve serves from one process; distributed="
             f"{cfg.distributed.name} is not wired for it (use distributed=none)"
         )
+
+
+def _distributes(cfg: BenchConfig) -> bool:
+    """Whether the trial runs a distribution strategy: its name is not the plain config's
+    (``none``), as bench.distributed.registry.distributes says above this layer."""
+    return cfg.distributed.name != DistributedConfig.name
 
 
 def check(cfg: BenchConfig) -> list[str]:

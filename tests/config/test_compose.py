@@ -16,6 +16,7 @@ from bench.models import stock
 from bench.sweep.compose import to_bench_config
 from tests.cifar_fixture import write_cifar_archive
 from tests.config.test_bad_input_table import run_cli
+from tests.unit.test_folder_data import make_folder
 
 # Groups that pick one option each (presets: experiment/, slurm/ are tested on their own).
 GROUPS = ["data", "framework", "launcher", "model"]
@@ -43,6 +44,9 @@ def test_every_group_option_composes_and_validates(group: str, option: str, tmp_
     if option in CIFAR:  # a real-format archive, so that validation finds one
         write_cifar_archive(tmp_path, option, per_member=2)
         overrides.append(f"data.root={tmp_path}")
+    if (group, option) == ("data", "folder"):  # a folder of two classes' images
+        make_folder(tmp_path / "images", classes=2, per_class=6)
+        overrides += [f"data.root={tmp_path / 'images'}", "num_classes=2"]
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = to_bench_config(compose("config", overrides=overrides))
     assert isinstance(cfg, BenchConfig)
