@@ -50,7 +50,7 @@ def test_a_built_wheel_runs_from_another_directory(tmp_path: Path) -> None:
         capture_output=True, text=True, env=env, cwd=elsewhere, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "1 trials: 1 ok" in done.stdout
+    assert "1 trial: 1 ok" in done.stdout
     where = subprocess.run(
         [sys.executable, "-c", "import bench.core.paths as p; print(p.data('conf'))"],
         capture_output=True, text=True, env=env, cwd=elsewhere,
@@ -65,7 +65,7 @@ def test_a_built_wheel_runs_from_another_directory(tmp_path: Path) -> None:
     )  # fmt: skip
     assert mxnet.returncode == 0, mxnet.stdout + mxnet.stderr
     assert "making MXNet's own environment (first use" in mxnet.stderr
-    assert "1 trials: 1 ok" in mxnet.stdout
+    assert "1 trial: 1 ok" in mxnet.stdout
     assert (cache / "mxnet" / "venv" / "bin" / "python").exists()
     assert (cache / "source" / "bench").resolve() == site / "bench"
     again = subprocess.run([*command, "setup", "mxnet"], capture_output=True, text=True,

@@ -249,4 +249,4 @@ def test_ctrl_c_twice_still_records_killed_and_leaves_nothing(bench) -> None:  #
     assert (child.data.tags["bench.status"], child.info.status) == ("killed", "KILLED")
     assert bench.parents()[0].info.status == "KILLED"
     assert not [r for r in bench.runs() if r.info.status == "RUNNING"]
-    assert "1 trials: 1 killed" in out
+    assert "1 trial: 1 killed" in out
