@@ -95,7 +95,9 @@ def test_the_mlflow_ui_shows_users_sources_datasets_and_system_metrics(bench) ->
             for text in ("User", "Source", "Dataset", "trial_samples_per_s", user, "bench"):
                 assert text in table, text
             assert table.count("synthetic-32px-10c") == 2
-            assert table.count("framework=t") == 2  # the trial rows, by their run names
+            # The sweep's row and its 2 trials' rows, each named by its overrides (the sweep's
+            # "framework=torch,tf model=lenet5 ... · <start>", issue 50)
+            assert table.count("framework=t") == 3
             for child in children:  # the summary's rate, in the UI's column
                 rate = child.data.metrics["trial_samples_per_s"]
                 assert f"{rate:,.1f} samples/s" in sweep.stderr + sweep.stdout
