@@ -2,9 +2,10 @@
 
 Records are spooled per tracking URI under bench's per-user state directory
 (``$BENCH_STATE_DIR``, ``$XDG_STATE_HOME/bench`` or ``~/.local/state/bench``), so this finds
-them from any directory.  With the server still out of reach it says so in one line and
-keeps the records.  A record that is not what bench writes (a file name that leaves its
-folder, a field of the wrong type) is refused in one line and stays; then it exits 1.
+them from any directory.  A server still out of reach is said in one line, its records
+stay and the other stores' are synced; then it exits 1.  A record that is not what bench
+writes (a file name that leaves its folder, a field of the wrong type) is refused in one
+line and stays; then it exits 1 too.
 """
 
 from __future__ import annotations
@@ -43,8 +44,9 @@ def _main(argv: list[str] | None = None) -> int:
     where = args.spool or spool_root()
     waiting = len(spooled(args.spool))
     refused: list[Path] = []
+    failed: list[str] = []  # stores out of reach: said in one line each, their records stay
     try:
-        count = sync_spool(args.spool, args.uri, refused)
+        count = sync_spool(args.spool, args.uri, refused, failed)
     except Exception as exc:  # noqa: BLE001 - one line, the records stay
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(
@@ -60,7 +62,7 @@ def _main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
