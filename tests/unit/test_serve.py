@@ -8,6 +8,7 @@ import dataclasses
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -302,6 +303,18 @@ def test_accuracy_mode_logs_each_sample_s_answer(tmp_path: Path) -> None:
     assert run.answers == {i: (i if i < 4 else 0) for i in range(16)}
 
 
+@pytest.fixture
+def ctrl_c() -> Iterator[None]:
+    """Ctrl-C's Python disposition, as at a terminal: a suite started in the background (CI's
+    `.ci/run`) inherits SIGINT ignored, and a SIGINT would then do nothing."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("ctrl_c")
 def test_ctrl_c_stops_a_run_and_leaves_no_thread(tmp_path: Path) -> None:
     cfg = dataclasses.replace(short("server"), serve=ServeConfig(
         scenario="server", min_duration_s=1.5, min_queries=1, target_qps=50.0, max_batch=4
