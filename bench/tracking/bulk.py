@@ -384,7 +384,7 @@ class _Http:
                 records.setdefault(record.run_id, record)
         found = sorted(records.values(), key=lambda r: (r.start_time_ms, r.run_id))
         for record in found:  # in the order of history_keys, as the client's
-            record.history = {k: [] for k in history_keys if k in record.metrics}
+            record.history = {str(k): [] for k in history_keys if k in record.metrics}
         for key in history_keys:
             self._histories([r for r in found if key in r.metrics], key)
         return chosen.runset(found)
