@@ -32,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -123,28 +124,14 @@ def compare(a: list[Curve], b: list[Curve], goal: GoalConfig) -> Verdict:
     for k in range(shared):
         la, lb = [c.train_loss[k] for c in a], [c.train_loss[k] for c in b]
         aa, ab = [c.accuracy[k] for c in a], [c.accuracy[k] for c in b]
-        for mine, theirs, who, whom in ((lb, la, name_b, name_a), (la, lb, name_a, name_b)):
-            low, high = _spread(theirs, LOSS_MARGIN * statistics.median(theirs))
-            median = statistics.median(mine)
-            if not low <= median <= high:
-                verdict.reasons.append(
-                    f"training loss at epoch {a[0].epochs[k]:g}: {who}'s median {median:.3f} "
-                    f"lies outside {whom}'s spread {min(theirs):.3f}..{max(theirs):.3f} "
-                    f"(+-{LOSS_MARGIN:.0%} of its median)"
-                )
-                break
+        epoch = a[0].epochs[k]
+        _apart(verdict.reasons, f"training loss at epoch {epoch:g}", la, lb, name_a, name_b,
+               lambda theirs: LOSS_MARGIN * statistics.median(theirs),
+               f"+-{LOSS_MARGIN:.0%} of its median")  # fmt: skip
         # the held-out accuracy curve: a fault the training loss does not show (a broken
         # augmentation trains as well on what it is shown) shows here
-        for mine, theirs, who, whom in ((ab, aa, name_b, name_a), (aa, ab, name_a, name_b)):
-            low, high = _spread(theirs, ACCURACY_MARGIN)
-            median = statistics.median(mine)
-            if not low <= median <= high:
-                verdict.reasons.append(
-                    f"held-out accuracy at epoch {a[0].epochs[k]:g}: {who}'s median "
-                    f"{median:.3f} lies outside {whom}'s spread {min(theirs):.3f}.."
-                    f"{max(theirs):.3f} (+-{ACCURACY_MARGIN:g})"
-                )
-                break
+        _apart(verdict.reasons, f"held-out accuracy at epoch {epoch:g}", aa, ab, name_a, name_b,
+               lambda theirs: ACCURACY_MARGIN, f"+-{ACCURACY_MARGIN:g}")  # fmt: skip
     verdict.passed = not verdict.reasons
     return verdict
 
@@ -277,6 +264,29 @@ def main(argv: list[str]) -> int:
             )
         )
     return 0 if all(v.passed for v in verdicts) else 1
+
+
+def _apart(
+    reasons: list[str],
+    what: str,
+    a: list[float],
+    b: list[float],
+    name_a: str,
+    name_b: str,
+    margin: Callable[[list[float]], float],
+    said: str,
+) -> None:
+    """One reason when either side's median lies outside the other's spread widened by
+    ``margin`` (B against A first, then A against B; the first found is said)."""
+    for mine, theirs, who, whom in ((b, a, name_b, name_a), (a, b, name_a, name_b)):
+        low, high = _spread(theirs, margin(theirs))
+        median = statistics.median(mine)
+        if not low <= median <= high:
+            reasons.append(
+                f"{what}: {who}'s median {median:.3f} lies outside {whom}'s spread "
+                f"{min(theirs):.3f}..{max(theirs):.3f} ({said})"
+            )
+            return
 
 
 if __name__ == "__main__":
