@@ -207,8 +207,11 @@ def run() -> None:
     sys.argv = [sys.argv[0], *_mapping_overrides(given)]
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
+    from bench.cli.hydra_mode import one_composition
+
     try:
-        main()
+        with one_composition(sys.argv[1:], CONF_DIR):
+            main()
     except BenchExit as done:
         sys.exit(done.code)
     except SystemExit as refused:
