@@ -506,7 +506,8 @@ def test_the_summary_names_a_models_source_where_it_is_not_the_zoos(
     twin are two rows with two names, in the progress lines and the summary table."""
     from bench.checks import own_models
 
-    monkeypatch.setattr(own_models, "probe", lambda cfg: {})  # no child process to build it
+    # No child process to build it: the probe that check() asks, and warm()'s ahead of it.
+    monkeypatch.setattr(own_models, "_probe", lambda *request: {})
     run = ["epochs=2", "steps_per_epoch=2", "warmup_steps=1", "batch_size=4"]
     code, launched = sweep(
         store, ["framework=torch", "model=hf,lenet5", *run], tmp_path, monkeypatch
@@ -541,7 +542,7 @@ def test_parity_true_with_model_hf_runs_the_lm_logit_check_before_the_first_tria
         assert ReplayLauncher.launched == []  # before the first trial
         return parity.FAILED, "llama: FAILED: ..."
 
-    monkeypatch.setattr(own_models, "probe", lambda cfg: {})
+    monkeypatch.setattr(own_models, "_probe", lambda *request: {})  # check()'s and warm()'s
     monkeypatch.setattr(parity, "lm_check", lm_check)
     args = ["framework=torch,tf", "model=hf", "parity=true", "mode=train,generate",
             "prompt_len=8", "new_tokens=4", "epochs=2", "steps_per_epoch=2", "warmup_steps=1",
