@@ -243,7 +243,7 @@ def write(report: Report, out: Path) -> Path:
     for section in report.sections:
         for block in section.blocks:
             if not isinstance(block, str | Table):
-                (figures / f"{block.name}.png").write_bytes(block.png)
+                (figures / block.file).write_bytes(block.png)
     (out / "report.md").write_text(render.to_markdown(report))
     page = out / "report.html"
     page.write_text(render.to_html(report))

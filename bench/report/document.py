@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass, field
+
+# The characters a figure's file name keeps; any other becomes "_".
+_FILE_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 @dataclass
@@ -24,6 +29,19 @@ class Figure:
     name: str  # file stem, unique in the report
     png: bytes
     caption: str
+
+    @property
+    def file(self) -> str:
+        """The figure's file name in the report's ``figures/`` folder: ``name`` where it is
+        made of letters, digits, ``_``, ``-`` and inner dots, otherwise those characters
+        of it (each other one ``_``, the leading dots dropped, at most 80) and a hash of the
+        whole name, so names from the store (``/``, ``..``) never reach another folder and
+        two names never share a file."""
+        stem = _FILE_CHARS.sub("_", self.name).lstrip(".")
+        if stem != self.name or not stem or len(stem) > 80:
+            digest = hashlib.sha256(self.name.encode()).hexdigest()[:10]
+            stem = f"{stem[:80]}-{digest}"
+        return f"{stem}.png"
 
 
 @dataclass

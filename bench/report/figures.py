@@ -143,6 +143,14 @@ def legibility_problems(fig: Any) -> list[str]:
     return problems
 
 
+def literal(text: str) -> str:
+    """``text`` as matplotlib draws it literally: every ``$`` escaped, so a name from the
+    store (``$x$^{2}``, ``$\\frac$``) is never read as mathtext, which would draw it as a
+    formula or fail the whole figure.  Every label, title and legend entry goes through it,
+    after :func:`fitted` measured the text as drawn."""
+    return text.replace("$", r"\$")
+
+
 def colour(name: str, index: int = 0) -> str:
     return FRAMEWORK_COLOURS.get(name, _OTHER_COLOURS[index % len(_OTHER_COLOURS)])
 
@@ -266,15 +274,15 @@ def panels_figure(items: Sequence[Panel], columns: int = 2, panel_height: float 
             ax.set_ylim(*item.ylim)
         if item.integer_x:
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_title(fitted(item.title, 9, panel_in + 0.4), fontsize=9)
-        ax.set_xlabel(fitted(item.xlabel, 9, panel_in), fontsize=9)
-        ax.set_ylabel(fitted(item.ylabel, 9, panel_height - 0.9), fontsize=9)
+        ax.set_title(literal(fitted(item.title, 9, panel_in + 0.4)), fontsize=9)
+        ax.set_xlabel(literal(fitted(item.xlabel, 9, panel_in)), fontsize=9)
+        ax.set_ylabel(literal(fitted(item.ylabel, 9, panel_height - 0.9)), fontsize=9)
         ax.tick_params(labelsize=8)
         ax.grid(True, alpha=0.3)
     if handles:
         fig.legend(
             list(handles.values()),
-            [fitted(label, 7, WIDTH_IN / 2 - 0.6) for label in handles],
+            [literal(fitted(label, 7, WIDTH_IN / 2 - 0.6)) for label in handles],
             loc="lower center",
             ncols=2,
             fontsize=7,
@@ -387,16 +395,16 @@ def ratio_figure(
     ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_ylim(-0.6, len(bars) - 0.4)
-    ax.set_yticks(ys, labels, fontsize=8)
-    ax.set_xlabel(xlabel, fontsize=9)
-    ax.set_title(title, fontsize=9)
+    ax.set_yticks(ys, [literal(label) for label in labels], fontsize=8)
+    ax.set_xlabel(literal(xlabel), fontsize=9)
+    ax.set_title(literal(title), fontsize=9)
     ax.tick_params(axis="x", labelsize=8)
     ax.grid(True, axis="x", alpha=0.3)
     handles = []
     for name, entry in legend.items():
         c, hatch = (entry, "") if isinstance(entry, str) else entry
         handles.append(
-            Patch(facecolor="white" if hatch else c, edgecolor=c, label=name, hatch=hatch)
+            Patch(facecolor="white" if hatch else c, edgecolor=c, label=literal(name), hatch=hatch)
         )
     fig.legend(
         handles=handles,
@@ -425,12 +433,12 @@ def stacked_figure(
     left = [0.0] * len(labels)
     for i, (name, values) in enumerate(segments.items()):
         clean = [0.0 if math.isnan(v) else v for v in values]
-        ax.barh(ys, clean, left=left, label=name, color=_OTHER_COLOURS[i % 6], height=0.6)
+        ax.barh(ys, clean, left=left, label=literal(name), color=_OTHER_COLOURS[i % 6], height=0.6)
         left = [a + b for a, b in zip(left, clean, strict=True)]
     ax.set_ylim(-0.6, len(labels) - 0.4)
-    ax.set_yticks(ys, shown, fontsize=8)
-    ax.set_xlabel(xlabel, fontsize=9)
-    ax.set_title(title, fontsize=9)
+    ax.set_yticks(ys, [literal(label) for label in shown], fontsize=8)
+    ax.set_xlabel(literal(xlabel), fontsize=9)
+    ax.set_title(literal(title), fontsize=9)
     ax.tick_params(axis="x", labelsize=8)
     ax.grid(True, axis="x", alpha=0.3)
     fig.legend(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 
 from bench.report.document import Figure, Report, Table
 
@@ -81,22 +82,37 @@ def to_html(report: Report) -> str:
     return "\n".join(parts)
 
 
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+# Markdown's inline markup (code, emphasis, links and images, table cells, strikethrough,
+# GitHub's math) and the backslash that escapes it; ``<``, ``>`` and ``&`` become entities.
+_MD_INLINE = re.compile(r"([\\`*\[\]|~$])")
+# ``_`` is emphasis only where it does not stand between two letters or digits.
+_MD_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
+# What makes a block of a line's start: a heading, a list item (its marker, its number's dot).
+_MD_BLOCK_START = re.compile(r"^(\d*)([#+.)-])")
+
+
+def md(text: str, paragraph: bool = False) -> str:
+    """``text`` as Markdown shows it literally, on one line (a ``paragraph`` starts no
+    heading or list either): the one place the document's text (names from the store among
+    it) enters report.md, as :func:`html.escape` is for report.html.  No name can add a
+    table cell, a line, a link, raw HTML or any markup."""
+    text = html.escape(" ".join(text.splitlines()).strip(), quote=False)
+    text = _MD_UNDERSCORE.sub(r"\\_", _MD_INLINE.sub(r"\\\1", text))
+    return _MD_BLOCK_START.sub(r"\1\\\2", text) if paragraph else text
 
 
 def _table_md(table: Table) -> str:
     lines = []
     if table.caption:
-        lines.append(f"**{table.caption}**\n")
-    lines.append("| " + " | ".join(_md_cell(c) for c in table.columns) + " |")
+        lines.append(f"**{md(table.caption)}**\n")
+    lines.append("| " + " | ".join(md(c) for c in table.columns) + " |")
     lines.append(
         "|"
         + "|".join("---:" if _numeric(table, i) else "---" for i in range(len(table.columns)))
         + "|"
     )
     for row in table.rows:
-        lines.append("| " + " | ".join(_md_cell(c.text) for c in row) + " |")
+        lines.append("| " + " | ".join(md(c.text) for c in row) + " |")
     return "\n".join(lines)
 
 
@@ -106,15 +122,15 @@ def _numeric(table: Table, column: int) -> bool:
 
 def to_markdown(report: Report, figure_dir: str = "figures") -> str:
     """Markdown with the same tables; figures are linked as ``figure_dir/<name>.png``."""
-    parts = [f"# {report.title}", "", report.subtitle, ""]
+    parts = [f"# {md(report.title)}", "", md(report.subtitle, paragraph=True), ""]
     for section in report.sections:
-        parts += [f"## {section.title}", ""]
+        parts += [f"## {md(section.title)}", ""]
         for block in section.blocks:
             if isinstance(block, Table):
                 parts.append(_table_md(block))
             elif isinstance(block, Figure):
-                parts.append(f"![{block.caption}]({figure_dir}/{block.name}.png)")
+                parts.append(f"![{md(block.caption)}]({figure_dir}/{block.file})")
             else:
-                parts.append(block)
+                parts.append(md(block, paragraph=True))
             parts.append("")
     return "\n".join(parts)

@@ -62,11 +62,17 @@ def _figure(by_framework: dict[str, list[Trial]], target: float, title: str) -> 
             x, y = _curve(t)
             ax.plot(x, y, color=shade, alpha=0.25, linewidth=0.8)
         x, y = _median_curve(members)
-        ax.plot(x, y, color=shade, linewidth=2.4, label=f"{framework} (median of {len(members)})")
+        ax.plot(
+            x,
+            y,
+            color=shade,
+            linewidth=2.4,
+            label=figures.literal(f"{framework} (median of {len(members)})"),
+        )
     ax.axhline(target, color="0.4", linestyle=":", linewidth=1, label=f"target {target:g}")
     ax.set_xlabel("wall time from the first timed step (s)")
     ax.set_ylabel("held-out accuracy")
-    ax.set_title(title, fontsize=9)
+    ax.set_title(figures.literal(title), fontsize=9)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     return figures._png(fig)
