@@ -13,7 +13,10 @@ soon as every timed rank has finished that epoch, and assembles ONE
 A process that dies, a rank that fails, or a trial still running at its deadline (90 % of
 ``timeout_s``, so that the coordinator reports before the launcher's own timeout) ends the
 trial at once with status ``dist_failure`` (``timeout`` if every rank was still running
-normally), naming each rank's state; every process is stopped before it returns.
+normally), naming each rank's state; every process is stopped before it returns.  A rank
+whose training diverged (a non-finite loss) makes the whole trial ``diverged``, whatever the
+others did after it (stopped by the coordinator, or failed when it left): never ``ok``, and
+never a distributed failure.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from bench.core import metrics
 from bench.core.config import BenchConfig, to_dict
 from bench.core.result import (
     DIST_FAILURE,
+    DIVERGED,
     ERROR,
     OK,
     TIMEOUT,
@@ -228,7 +232,10 @@ def _assemble(
         return result
     states = [_rank_state(workdir, i, g) for i, g in enumerate(got)]
     statuses = {g.status for g in got if g is not None}
-    if all(g is not None for g in got) and len(statuses) == 1 and statuses != {OK}:
+    diverged = [(i, g) for i, g in enumerate(got) if g is not None and g.status == DIVERGED]
+    if diverged:
+        result.status = DIVERGED  # what stopped the others; the trial measured nothing sound
+    elif all(g is not None for g in got) and len(statuses) == 1 and statuses != {OK}:
         result.status = statuses.pop()  # every rank failed alike (a bug, out of memory)
     elif outcome.failed.endswith("at the deadline") and all(
         s.startswith("ended without") for s in states
@@ -248,6 +255,10 @@ def _assemble(
         if g is not None and g.status != OK and g.error:
             result.error = (result.error + "\n\nfirst rank error:\n" + g.error)[-20000:]
             break
+    if diverged:  # its own line first, as a single-process trial's
+        i, g = diverged[0]
+        first = f"worker {i} (rank{i}): {g.error.strip().splitlines()[0][:1000]}\n"
+        result.error = first + result.error[-(20000 - len(first)) :]
     done = min((len(g.epochs) for g in got if g is not None), default=0)
     if done and all(g is not None for g in got):
         per_rank = [g.epochs for g in got if g is not None]

@@ -91,6 +91,46 @@ def test_a_real_torch_trial_at_lr_1e9_diverges() -> None:
     assert result.error.startswith("training diverged: the mean loss of epoch 1")
 
 
+@pytest.mark.parametrize("other", ["stopped", "failed", "diverged"])
+def test_a_rank_that_diverged_makes_a_distributed_trial_diverged(
+    tmp_path: Path, other: str
+) -> None:
+    """ddp: rank1's loss went NaN and it exited 1; rank0 was stopped by the coordinator (no
+    result), failed when its peer left, or diverged too: the trial is ``diverged``, naming
+    the rank, never ``dist_failure`` (the coordinator's assembly, below the process launch)."""
+    from types import SimpleNamespace
+
+    from bench.core.config import distributed_config
+    from bench.core.result import DIST_FAILURE, ERROR, OK
+    from bench.distributed import coordinator, launch
+    from bench.runtime.protocol import RESULT, STOPPED, write_json_atomic
+
+    cfg = tiny(workers=2, distributed=distributed_config("ddp"))
+    why = "training diverged: the mean loss of epoch 2 of 3 is nan (not finite)"
+    results = {1: TrialResult(DIVERGED, "torch", "lenet5", "train", error=why)}
+    if other != "stopped":
+        status, error = (
+            (ERROR, "RuntimeError: Connection reset by peer")
+            if other == "failed"
+            else (DIVERGED, why)
+        )
+        results[0] = TrialResult(status, "torch", "lenet5", "train", error=error)
+    for i in range(2):
+        (tmp_path / f"rank{i}").mkdir()
+        if i in results:
+            write_json_atomic(tmp_path / f"rank{i}" / RESULT, results[i].to_dict())
+        else:
+            (tmp_path / f"rank{i}" / STOPPED).touch()
+    outcome = launch.Outcome(False, "rank1 exited with status 1", {"rank0": -15, "rank1": 1})
+    result = coordinator._assemble(
+        cfg, SimpleNamespace(name="ddp"), tmp_path, 2, outcome,
+        TrialResult(ERROR, "torch", "lenet5", "train"),
+    )  # fmt: skip
+    assert result.status == DIVERGED and result.status not in (OK, DIST_FAILURE)
+    first = 0 if other == "diverged" else 1  # the first rank that diverged
+    assert result.error.splitlines()[0] == f"worker {first} (rank{first}): {why}"
+
+
 class Diverging(Launcher):
     def launch(self, cfg: BenchConfig, workdir: Path, on_epoch: EpochCallback) -> TrialResult:
         result = TrialResult(DIVERGED, cfg.framework.name, cfg.model.name, cfg.mode)
