@@ -257,8 +257,9 @@ def _assemble(
             break
     if diverged:  # its own line first, as a single-process trial's
         i, g = diverged[0]
-        first = f"worker {i} (rank{i}): {g.error.strip().splitlines()[0][:1000]}\n"
-        result.error = first + result.error[-(20000 - len(first)) :]
+        why = (g.error.strip().splitlines() or ["diverged"])[0][:1000]
+        line = f"worker {i} (rank{i}): {why}\n"
+        result.error = line + result.error[-(20000 - len(line)) :]
     done = min((len(g.epochs) for g in got if g is not None), default=0)
     if done and all(g is not None for g in got):
         per_rank = [g.epochs for g in got if g is not None]
