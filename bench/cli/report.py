@@ -11,6 +11,8 @@ python -m bench.report --baseline SWEEP_OR_EXPERIMENT [--fail-on-regression PCT]
 from __future__ import annotations
 
 import argparse
+import os
+import stat
 import sys
 from pathlib import Path
 
@@ -27,21 +29,46 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def _head(path: Path, size: int) -> bytes:
+    """The first ``size`` bytes of ``path`` if it is a regular file; opened without waiting,
+    so a FIFO or a device raises OSError ("not a regular file") instead of blocking."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(0, "not a regular file: a FIFO, a device, a socket or a folder")
+        return os.read(fd, size)
+    finally:
+        os.close(fd)
+
+
 def _store_problem(uri: str) -> str:
     """Why a local sqlite ``--uri`` is no store to report on ('' if it may be): a file
-    that is not SQLite is not handed to SQLAlchemy (77 lines of its traceback)."""
+    that is not SQLite is not handed to SQLAlchemy (77 lines of its traceback), nor is a
+    FIFO or a device, which would block it."""
     if not uri.startswith("sqlite:///"):
         return ""
     path = Path(uri[len("sqlite:///") :])
-    if not path.exists():
+    if not os.path.lexists(path):
         return ""  # said by tracking.load_runs: no MLflow store at ... (nothing is created)
     try:
-        with path.open("rb") as f:
-            header = f.read(16)
+        header = _head(path, 16)
     except OSError as exc:
         return f"--uri: {path} cannot be read ({exc.strerror})"
     if header != b"SQLite format 3\x00":
         return f"--uri: {path} is not an SQLite database (an MLflow store)"
+    return ""
+
+
+def _path_problem(args: argparse.Namespace) -> str:
+    """Why ``--claims`` or ``--out`` cannot be used ('' if they can): a claims file must be
+    a regular file (a FIFO would block the read), the output a folder or nothing yet."""
+    if args.claims is not None and os.path.lexists(args.claims):
+        try:
+            _head(args.claims, 0)
+        except OSError as exc:
+            return f"--claims: {args.claims} cannot be read ({exc.strerror})"
+    if os.path.lexists(args.out) and not args.out.is_dir():
+        return f"--out: {args.out} is not a folder"
     return ""
 
 
@@ -80,6 +107,10 @@ def _main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.fail_on_regression is not None and not args.baseline:
         print("bench.report: --fail-on-regression needs --baseline", file=sys.stderr)
+        return 2
+    problem = _path_problem(args)
+    if problem:
+        print(f"bench.report: {problem}", file=sys.stderr)
         return 2
     checked: list[claims.Claim] = []
     if args.claims is not None:

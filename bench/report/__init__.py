@@ -8,6 +8,7 @@ result are :mod:`bench.tracking`'s; ``python -m bench.report`` ties them togethe
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -244,10 +245,25 @@ def write(report: Report, out: Path) -> Path:
         for block in section.blocks:
             if not isinstance(block, str | Table):
                 (figures / block.file).write_bytes(block.png)
-    (out / "report.md").write_text(render.to_markdown(report))
+    _replace(out / "report.md", render.to_markdown(report))
     page = out / "report.html"
-    page.write_text(render.to_html(report))
+    _replace(page, render.to_html(report))
     return page
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write ``path`` as a new file (mode 0644 less the umask) that takes its name in one
+    step: whatever was there (an earlier report, or a FIFO or a link someone left) is
+    replaced, never written through or waited on."""
+    tmp = path.with_name(f".{path.name}.{os.urandom(6).hex()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def report_sweep(uri: str, sweep_id: str, claims: list[claims_mod.Claim] | None = None) -> str:
