@@ -159,6 +159,76 @@ def _credentials_left(args: list[str]) -> str:
     )
 
 
+def _config_dirs(args: list[str], conf_dir: str) -> list[Path]:
+    """The folders Hydra may read configuration files from for ``args``: bench's own, and
+    the user's (``--config-dir``/``-cd``, ``--config-path``/``-cp``, ``file://`` entries of a
+    ``hydra.searchpath`` override)."""
+    found = [conf_dir]
+    for i, arg in enumerate(args):
+        for flag in ("--config-dir", "-cd", "--config-path", "-cp"):
+            if arg == flag and i + 1 < len(args):
+                found.append(args[i + 1])
+            elif arg.startswith(f"{flag}="):
+                found.append(arg[len(flag) + 1 :])
+        key, sep, value = arg.partition("=")
+        if sep and key.lstrip("+~") == "hydra.searchpath":
+            for entry in value.strip("[]").split(","):
+                entry = entry.strip().strip("'\"")
+                if entry.startswith("file://"):
+                    found.append(entry[len("file://") :])
+    return [Path(d) for d in dict.fromkeys(found) if Path(d).is_dir()]
+
+
+def _credentials_in(value: object, key: str = "") -> tuple[str, str] | None:
+    """The first (dotted key, value) of a loaded YAML document whose text holds a URI's
+    credentials (an interpolation, ``${oc.env:...}``, is saved as written: none)."""
+    from bench.tracking.reach import redact
+
+    if isinstance(value, dict):
+        items: list[tuple[object, object]] = list(value.items())
+    elif isinstance(value, list):
+        items = list(enumerate(value))
+    else:
+        text = str(value)
+        return (key, text) if redact(text) != text and "${" not in text else None
+    for k, v in items:
+        found = _credentials_in(v, f"{key}.{k}" if key else str(k))
+        if found:
+            return found
+    return None
+
+
+def _credentials_in_files(args: list[str], conf_dir: str) -> str:
+    """The one line refusing a configuration file that holds a URI's credentials (a preset's
+    ``tracking.uri: http://USER:PASSWORD@HOST``, in bench's ``conf/`` or a folder of the
+    user's), '' if none does: Hydra would copy it into the job's ``.hydra/config.yaml``
+    before bench's code runs.  Every file Hydra could read for this command is looked at,
+    chosen by it or not (a password kept in a configuration file is one already)."""
+    import yaml
+
+    from bench.tracking.reach import PASSWORD_VAR, USERNAME_VAR, redact
+
+    for folder in _config_dirs(args, conf_dir):
+        for path in sorted(folder.rglob("*.yaml")):
+            if not path.is_file():  # a FIFO would block the read
+                continue
+            try:
+                text = path.read_text(encoding="utf-8")
+                if redact(text) == text:
+                    continue  # the common case: no URI with credentials, not even in a comment
+                found = _credentials_in(yaml.safe_load(text))
+            except (OSError, UnicodeDecodeError, yaml.YAMLError):
+                continue  # Hydra says what is wrong with it
+            if found:
+                key, value = found
+                return (
+                    f"{path}: {key}: a URI with credentials ({redact(value)[:120]}) in a "
+                    f"configuration file (Hydra copies it into .hydra/config.yaml); set "
+                    f"{USERNAME_VAR} and {PASSWORD_VAR} and give the URI without them"
+                )
+    return ""
+
+
 # Keys that hold a mapping of free fields (model.config, model=hf's config class fields):
 # ``model.config.rope_theta=...`` adds the field where Hydra's struct mode would want ``++``.
 MAPPING_KEYS = ("model.config.",)
@@ -200,8 +270,8 @@ def run() -> None:
             print(f"bench: {problem}", file=sys.stderr)
         sys.exit(2)
     given = _without_credentials(sys.argv[1:])
-    left = _credentials_left(given)
-    if left:  # before Hydra writes the command line into its output folders
+    left = _credentials_left(given) or _credentials_in_files(given, CONF_DIR)
+    if left:  # before Hydra writes the command line or a file into its output folders
         print(f"bench: {left}", file=sys.stderr)
         sys.exit(2)
     sys.argv = [sys.argv[0], *_mapping_overrides(given)]

@@ -9,6 +9,7 @@ import base64
 import http.server
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -156,3 +157,46 @@ def test_credentials_in_any_other_form_are_refused_in_one_line(
     line = _credentials_left(_without_credentials(args))
     assert reach.USERNAME_VAR in line and reach.PASSWORD_VAR in line
     assert "s3cret" not in line and "\n" not in line
+
+
+LEAKY = "# @package _global_\ntracking:\n  uri: http://u:s3cret@127.0.0.1:9\n"
+
+
+def test_a_password_in_a_config_file_is_refused_before_hydra_writes_anything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 51: a preset holding ``tracking.uri: http://u:pw@h`` (a folder of the user's, or
+    bench's conf/) reached .hydra/config.yaml: refused in one line naming the file and the
+    key, exit 2, before Hydra (here a stand-in) is started."""
+    import sys
+
+    import bench.cli as cli
+
+    (tmp_path / "conf" / "experiment").mkdir(parents=True)
+    (tmp_path / "conf" / "experiment" / "leaky.yaml").write_text(LEAKY)
+    started: list[str] = []
+    monkeypatch.setattr(cli, "main", lambda: started.append("hydra"))
+    monkeypatch.chdir(tmp_path)
+    for flags in (["--config-dir", "conf"], ["-cd=conf"], ["hydra.searchpath=[file://conf]"]):
+        monkeypatch.setattr(sys, "argv", ["bench", *flags, "model=lenet5"])  # chosen or not
+        with pytest.raises(SystemExit) as done:
+            cli.run()
+        assert done.value.code == 2 and not started
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "s3cret" not in err, err
+        assert err.startswith(f"bench: {Path('conf/experiment/leaky.yaml')}: tracking.uri: ")
+        assert reach.USERNAME_VAR in err and reach.PASSWORD_VAR in err
+
+
+def test_only_a_value_counts_not_a_comment_nor_an_interpolation(tmp_path: Path) -> None:
+    from bench.cli import CONF_DIR, _credentials_in_files
+
+    assert _credentials_in_files(["-m", "model=lenet5"], CONF_DIR) == ""  # bench's own: none
+    (tmp_path / "a.yaml").write_text(
+        "# tracking.uri: http://u:s3cret@h (a comment)\n"
+        "tracking:\n  uri: http://${oc.env:BENCH_USER}:${oc.env:BENCH_PW}@h\n"
+    )
+    assert _credentials_in_files(["--config-dir", str(tmp_path)], CONF_DIR) == ""
+    (tmp_path / "b.yaml").write_text("servers:\n  - http://a\n  - https://u:s3cret@b\n")
+    line = _credentials_in_files(["--config-dir", str(tmp_path)], CONF_DIR)
+    assert f"{tmp_path / 'b.yaml'}: servers.1: a URI with credentials (https://***@b)" in line
