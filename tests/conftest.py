@@ -16,6 +16,20 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
+
+# JAX's persistent compilation cache, for this suite's processes and the trials they start
+# (an environment variable, so children inherit it): the suite compiles the same XLA programs
+# many times over (lenet5's and ResNet-18's steps in the parity checks, the trials and the
+# units), seconds to a minute each on 2 cores, and a cached program is the same program.
+# bench itself keeps no such cache: a trial's compilation is part of what it measures.
+def _jax_cache() -> str:
+    from bench.core.paths import cache_dir
+
+    return str(cache_dir() / "jax-tests")
+
+
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", _jax_cache())
+
 # Small enough for 2 CPU cores; every e2e trial uses these unless a test overrides them.
 TINY = ["batch_size=4", "epochs=2", "steps_per_epoch=2", "warmup_steps=1"]
 

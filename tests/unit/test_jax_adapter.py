@@ -35,8 +35,8 @@ SCRIPT = textwrap.dedent(
     adapter.configure(cfg, 1)
     session = adapter.prepare(cfg, synthetic(cfg))
     losses = []
-    for _ in range(8):  # the same few batches again and again: the loss must fall
-        for _ in range(5):
+    for _ in range(int(sys.argv[5])):  # the same few batches again and again
+        for _ in range(int(sys.argv[6])):
             session.step(session.next_batch())
         session.sync()
         losses.append(session.take_mean_loss())
@@ -54,9 +54,17 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def run(mode: str, optimizer: str = "sgd", source: str = "bench", model: str = "lenet5") -> dict:
+def run(
+    mode: str,
+    optimizer: str = "sgd",
+    source: str = "bench",
+    model: str = "lenet5",
+    rounds: int = 8,
+    steps: int = 5,
+) -> dict:
+    """``rounds`` mean losses, each over ``steps`` steps (lenet5's loss must fall over 40)."""
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, mode, optimizer, source, model],
+        [sys.executable, "-c", SCRIPT, mode, optimizer, source, model, str(rounds), str(steps)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -95,7 +103,9 @@ def test_inference_on_jax_has_no_loss(source: str) -> None:
 def test_resnet18_trains_as_a_flax_model(optimizer: str) -> None:
     """BatchNorm's running statistics, mutated inside the jitted gradient (the merged
     model's Variables its own copies), and Adam's two state trees, each donated."""
-    out = run("train", optimizer, "flax", "resnet18")
+    # Three steps: the second and third reuse the state the first one donated.
+    out = run("train", optimizer, "flax", "resnet18", rounds=3, steps=1)
+    assert len(out["losses"]) == 3
     assert all(loss is not None and loss == loss for loss in out["losses"]), out["losses"]
     assert out["finite"] and out["params"] == 11_181_642  # torch's resnet18, 10 classes
 
