@@ -19,7 +19,7 @@ def not_here(cfg: BenchConfig, slurm: bool = False) -> str:
     refused as bad input, by :func:`check_all`."""
     from bench.distributed.registry import MULTI_NODE, NONE
 
-    # A strategy that never runs across nodes is refused anywhere (registry.check), not
+    # A strategy that never runs across nodes is refused anywhere (bench.checks.config), not
     # skipped as if another machine could run it (MXNet's kvstore modes, one-process ones).
     if cfg.nodes > 1 and not slurm and cfg.distributed.name in (NONE, *MULTI_NODE):
         from bench.distributed.nodes import allocation_problem

@@ -107,7 +107,8 @@ def _torchvision_in_docker(cfg: BenchConfig) -> list[str]:
 
 
 def rules(cfg: BenchConfig) -> list[str]:
-    """The keys' own rules, without building anything."""
+    """The keys' own rules, without building anything or asking this machine (the config
+    stage's, :mod:`bench.checks.config`)."""
     from bench.models import custom
 
     model, framework = cfg.model, cfg.framework.name
@@ -135,7 +136,6 @@ def rules(cfg: BenchConfig) -> list[str]:
             ]
         if framework != LIBRARY_FRAMEWORK[model.source]:
             problems.append(_library_refusal(model.source, framework, model.name))
-        problems += _library_missing(cfg)
         for key in _OWN_KEYS[:3]:
             if getattr(model, key):
                 problems.append(f"model.{key}: only model=py uses it, not model={model.source}")
@@ -312,6 +312,7 @@ def warm(configs: Sequence[BenchConfig]) -> None:
         if cfg.model.source in OWN_SOURCES
         and (cfg.model.source != "py" or cfg.model.digest)
         and not rules(cfg)
+        and not _library_missing(cfg)
         and (request := _request(cfg))
     }
     if len(requests) > 1:
@@ -320,9 +321,14 @@ def warm(configs: Sequence[BenchConfig]) -> None:
 
 
 def check(cfg: BenchConfig) -> list[str]:
-    """Every problem of ``cfg``'s model, if it is not the zoo's; [] for the zoo's."""
-    problems = rules(cfg)
-    if problems or cfg.model.source not in OWN_SOURCES:
+    """What this machine says of ``cfg``'s model, if it is not the zoo's (the host stage's,
+    :mod:`bench.checks.host`): a library that is not importable here, a module that cannot
+    be found, the probe's answer; [] for the zoo's, and where the keys' own :func:`rules`
+    refuse it (the config stage says why)."""
+    if cfg.model.source not in OWN_SOURCES:
+        return []
+    problems = _library_missing(cfg) if cfg.model.source in _LIBRARIES and cfg.model.name else []
+    if problems or rules(cfg):
         return problems
     if cfg.model.source == "py" and not cfg.model.digest:
         from bench.models import custom

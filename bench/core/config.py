@@ -3,7 +3,7 @@
 Hydra composes the YAML in ``conf/`` on top of :class:`BenchConfig`, so an unknown key or a
 wrongly typed value is refused at composition.  :func:`bench.core.rules.check` then checks
 what types cannot (ranges, choices) and names the field of every problem;
-:func:`bench.checks.preflight.validate` adds each family's rules and the machine probes.  Here:
+:mod:`bench.checks.config` adds each family's rules, :mod:`bench.checks.host` the machine's.  Here:
 the schema, each field's part in a configuration's identity (:mod:`bench.core.fields`),
 what a config implies (threads, timeouts), its conversion to and from plain dicts.  This module
 imports nothing of bench but the framework names and the strategies' typed configs
@@ -206,7 +206,7 @@ class TelemetryConfig:
 def distributed_config(value: str | dict[str, Any]) -> DistributedConfig:
     """The typed config of a strategy from its serialized form: a dict (``to_dict``), or a
     bare name (the config.json of runs logged before ``distributed`` was a group).  An
-    unknown name keeps its name, for :func:`bench.distributed.registry.check` to refuse."""
+    unknown name keeps its name, for :mod:`bench.checks.config` to refuse."""
     data = {"name": value} if isinstance(value, str) else dict(value)
     cls = STRATEGY_CONFIGS.get(str(data.get("name")), DistributedConfig)
     known = {f.name for f in dataclasses.fields(cls)}

@@ -1,7 +1,8 @@
 """The typed configuration's own rules: choices, ranges and formats that its types cannot
-say, each problem naming its field (:func:`check`).  :func:`bench.checks.preflight.validate`
-runs them on every config before a sweep starts, with each family's rules and the machine
-probes; the schema they check is :mod:`bench.core.config`."""
+say, each problem naming its field (:func:`check`).  :mod:`bench.checks.config` runs them on
+every config before a sweep starts, with each family's rules (the first stage of bench's
+checks; the machine's are :mod:`bench.checks.host`); the schema they check is
+:mod:`bench.core.config`."""
 
 from __future__ import annotations
 
@@ -166,8 +167,8 @@ def _distributes(cfg: BenchConfig) -> bool:
 
 def check(cfg: BenchConfig) -> list[str]:
     """The rules of the config's own fields (choices, ranges), each problem naming its
-    field.  The families' rules and the machine probes are
-    :func:`bench.checks.preflight.validate`'s."""
+    field.  The families' rules are :mod:`bench.checks.config`'s, the machine's
+    :mod:`bench.checks.host`'s."""
     problems: list[str] = []
     choice(problems, "framework", cfg.framework.name, FRAMEWORKS)
     choice(problems, "data", cfg.data.name, DATASETS)

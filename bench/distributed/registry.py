@@ -1,6 +1,7 @@
 """The strategies: what each is, which frameworks have it, how it runs (assembled from each
-strategy's typed config, :mod:`bench.core.strategy_configs`), and the rules that decide
-whether a config may use it (:func:`check`).  Nothing here imports a framework."""
+strategy's typed config, :mod:`bench.core.strategy_configs`); the rules that decide whether
+a config may use one are :mod:`bench.checks.config`'s, what it needs of this machine its own
+``check`` (:mod:`bench.checks.host`).  Nothing here imports a framework."""
 
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ def strategies_for(framework: str) -> tuple[str, ...]:
     return tuple(n for n, s in STRATEGIES.items() if framework in s.frameworks)
 
 
-def _gpus() -> int:
+def gpus() -> int:
+    """The GPUs visible to this process (NVML)."""
     from bench.core.sysinfo import gpu_environment
 
     return int(gpu_environment().get("gpu_count", "0"))
@@ -58,77 +60,7 @@ def _gpus() -> int:
 
 def on_gpu(cfg: BenchConfig) -> bool:
     """Whether the trial's workers run on GPUs (device=cuda, or auto with a GPU visible)."""
-    return cfg.device == "cuda" or (cfg.device == "auto" and _gpus() > 0)
-
-
-def check(cfg: BenchConfig) -> list[str]:
-    """Problems with distributed/workers/nodes/ps, each naming its field; before any
-    process starts (a mode that needs hardware the machine lacks is refused here)."""
-    problems: list[str] = []
-    name = cfg.distributed.name
-    if name not in STRATEGIES:
-        return [f"distributed: {name!r} is not allowed; choose one of {', '.join(STRATEGIES)}"]
-    for field, low in (("workers", 1), ("nodes", 1), ("ps", 0)):
-        if getattr(cfg, field) < low:
-            problems.append(f"{field}: must be >= {low}, got {getattr(cfg, field)}")
-    if problems:
-        return problems
-    framework = cfg.framework.name
-    info = STRATEGIES[name]
-    if framework not in info.frameworks:
-        problems.append(
-            f"distributed: {name!r} ({info.what}) is not available with framework={framework}; "
-            f"choose one of {', '.join(strategies_for(framework))}"
-        )
-        return problems
-    if not distributes(name):
-        if cfg.workers != 1 or cfg.nodes != 1:
-            problems.append(
-                f"workers: {cfg.workers} workers on {cfg.nodes} node(s) need a distributed "
-                f"strategy; set distributed= one of {', '.join(strategies_for(framework)[1:])}"
-            )
-    if name in PS_STRATEGIES and cfg.ps < 1:
-        problems.append(
-            f"ps: distributed={name} needs at least 1 parameter server (ps=0, the default, "
-            "means one per node)"
-        )
-    if name not in PS_STRATEGIES and cfg.ps != 0:
-        problems.append(
-            f"ps: parameter servers are used only by distributed="
-            f"{', '.join(PS_STRATEGIES)}; got ps={cfg.ps}"
-        )
-    if info.runner == "kvstore" and cfg.launcher.name != "process":
-        problems.append(
-            f"launcher: distributed={name} starts a scheduler, servers and workers as "
-            "processes; use launcher=process"
-        )
-    if cfg.nodes > 1 and distributes(name) and not info.multi_node:
-        across = [s for s in MULTI_NODE if framework in STRATEGIES[s].frameworks]
-        problems.append(
-            f"nodes: distributed={name} runs on one node; across {cfg.nodes} nodes use one "
-            f"of {', '.join(across)}"
-            if across
-            else f"nodes: distributed={name} runs on one node, and {framework} has no "
-            f"strategy across nodes in bench; set nodes=1 (got {cfg.nodes})"
-        )
-    if info.stages and cfg.workers != info.stages:
-        problems.append(
-            f"workers: {name} splits the model into {info.stages} stages on {info.stages} "
-            f"devices; set workers={info.stages} (got {cfg.workers})"
-        )
-    if distributes(name) and cfg.mode != "train":
-        problems.append(f"mode: distributed={name} measures training; set mode=train")
-    if distributes(name) and cfg.launcher.name == "docker":
-        problems.append(
-            "launcher: distributed trials run under launcher=process (or inline) in this version"
-        )
-    if distributes(name) and cfg.profile:
-        problems.append("profile: the operator profile is per process; use breakdown=true instead")
-    if distributes(name) and cfg.compile:
-        problems.append(f"compile: not supported with distributed={name} in this version")
-    if info.module and not problems:
-        problems += load(name).check(cfg, on_gpu(cfg), _gpus())
-    return problems
+    return cfg.device == "cuda" or (cfg.device == "auto" and gpus() > 0)
 
 
 def scaling_divisor(cfg: BenchConfig) -> int:

@@ -221,7 +221,7 @@ class MXNetSession:
         self._test_y = np.zeros(0, np.int64)
         self._batches: Iterator[tuple[mx.nd.NDArray, mx.nd.NDArray]]
         per_step = cfg.batch_size * len(self.ctxs)
-        if isinstance(data, ImageFiles):  # refused before the trial (bench.checks.preflight)
+        if isinstance(data, ImageFiles):  # refused before the trial (bench.checks.config)
             raise ValueError("data=folder: framework=mxnet reads no image folder yet")
         if isinstance(data, LabelledData):
             x, y = data.train_x, data.train_y

@@ -1,7 +1,7 @@
 """What the Docker launcher asks of the host and its engine, checked before a sweep: GPUs
 as device requests (and the NVIDIA container runtime they need), the ulimits NVIDIA
-recommends (as far as this host lets them be raised), and the launcher's settings
-(:func:`check`, called by :func:`bench.checks.preflight.validate`)."""
+recommends (as far as this host lets them be raised), and what this host says of the
+launcher's settings (:func:`files`, :func:`engine`: the host stage of bench's checks)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from docker.types import DeviceRequest, Ulimit
 
 from bench import images
 from bench.core.config import BenchConfig
-from bench.runtime import heartbeat
 
 # NVIDIA's recommendation for deep-learning containers (with --ipc=host): unlimited locked
 # memory and a 64 MiB stack.
@@ -125,28 +124,14 @@ def ulimits() -> list[Ulimit]:
     return out
 
 
-# --- validation (called by bench.core.config.validate) -------------------------------------------
+# --- the host stage of bench's checks (bench.checks.host) ------------------------------------
 
 
-def check(cfg: BenchConfig) -> list[str]:
-    """Problems with ``launcher=docker`` settings, each naming its field ([] if none)."""
+def files(cfg: BenchConfig) -> list[str]:
+    """The files ``launcher=docker``'s settings name that this host lacks, each naming its
+    field ([] if none)."""
     d = cfg.launcher.docker
     problems: list[str] = []
-    try:
-        wanted = parse_gpus(d.gpus)
-    except ValueError as exc:
-        problems.append(f"launcher.docker.gpus: {exc}")
-        wanted = None
-    if wanted is not None and d.variant == "cpu":
-        problems.append(
-            "launcher.docker.gpus: GPUs need the cuda image; launcher.docker.variant is cpu "
-            "(use cuda or auto)"
-        )
-    if cfg.device == "cuda" and wanted is None:
-        problems.append(
-            "device: cuda in a container needs GPUs passed to it; set launcher.docker.gpus "
-            "(all, a count or device ids)"
-        )
     if d.ca_bundle and not _readable_pem(d.ca_bundle):
         problems.append(
             f"launcher.docker.ca_bundle: {d.ca_bundle!r} is not a readable PEM file of "
@@ -157,21 +142,18 @@ def check(cfg: BenchConfig) -> list[str]:
             f"launcher.docker.wheelhouse: {d.wheelhouse!r} is not a directory of wheels "
             "(default: $PIP_FIND_LINKS)"
         )
-    if d.heartbeat_timeout_s < 2 * heartbeat.INTERVAL_S:
-        problems.append(
-            f"launcher.docker.heartbeat_timeout_s: must be >= {2 * heartbeat.INTERVAL_S:g} "
-            f"seconds, got {d.heartbeat_timeout_s:g}"
-        )
-    if problems:
-        return problems
-    return _check_engine(cfg, wanted is not None)
+    return problems
 
 
 _engine_info: dict[str, Any] = {}
 
 
-def _check_engine(cfg: BenchConfig, gpus: bool) -> list[str]:
+def engine(cfg: BenchConfig) -> list[str]:
+    """What the engine says of ``launcher=docker``'s settings, which passed every other
+    check: it answers, has the image (or bench's Dockerfile is here), the NVIDIA runtime
+    for GPUs, the base image; at most one problem."""
     d = cfg.launcher.docker
+    gpus = parse_gpus(d.gpus) is not None
     try:
         c = images.client()
     except images.ImageError as exc:

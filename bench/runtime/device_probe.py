@@ -2,8 +2,8 @@
 own interpreter: ``python -m bench.runtime.device_probe FRAMEWORK`` prints one JSON line
 ``{"gpus": N, "detail": "..."}``.  Imports only the framework asked about (so it runs in
 MXNet's environment, which has no torch, Hydra or MLflow).  Which function asks a framework
-is a fact of its spec (``FrameworkSpec.device_probe``).  The sweep's preflight
-(:mod:`bench.checks.preflight`) reads it; a trial decides its device the same way.
+is a fact of its spec (``FrameworkSpec.device_probe``).  The sweep's device preflight
+(:mod:`bench.checks.device`) reads it; a trial decides its device the same way.
 """
 
 from __future__ import annotations

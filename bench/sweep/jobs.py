@@ -4,9 +4,9 @@
 cartesian product, first key varying slowest, as Hydra's basic sweeper orders it; with
 ``repeats`` > 1, rounds of it, alternately reversed).  :func:`bench.sweep.compose.compose_all`
 composes each job into a typed :class:`~bench.core.config.BenchConfig` and :func:`check_all`
-validates every one of them (:func:`bench.checks.preflight.validate`): a problem anywhere stops the
-sweep before its first trial, with exit status 2 and a message naming the field
-(:func:`fail`).
+checks every one of them (bench.checks' two stages, once per distinct configuration): a
+problem anywhere stops the sweep before its first trial, with exit status 2 and a message
+naming the field (:func:`fail`).
 """
 
 from __future__ import annotations
@@ -18,10 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from bench.checks.preflight import validate
 from bench.core.config import BenchConfig, ConfigError
 from bench.core.zoo import model_label
-from bench.envs import interpreters
 
 # The job's environment (hydra.job.env_set) that ties it to its sweep's parent run.
 ENV_SWEEP, ENV_TOTAL, ENV_VARYING = "BENCH_SWEEP_RUN", "BENCH_SWEEP_TOTAL", "BENCH_SWEEP_VARYING"
@@ -206,55 +204,6 @@ def _claim_problems(configs: Sequence[BenchConfig]) -> list[str]:
     return []
 
 
-def _make_environments(configs: Sequence[BenchConfig]) -> list[str]:
-    """Make (or find cached) the environment of every non-pinned framework version the sweep
-    runs (bench.envs.environments), or, under launcher=docker, the lock its image installs (the
-    image itself is built on first use); a version that cannot get one is a problem."""
-    from bench.core.versions import own_release
-    from bench.envs import environments
-    from bench.images import image_variant
-
-    wanted = dict.fromkeys(
-        (
-            c.framework.name,
-            own_release(c.framework.version),
-            image_variant(c),
-            environments.extra_of(c),
-        )
-        for c in configs
-        if own_release(c.framework.version)
-    )
-    if not wanted:
-        return []
-    from bench.checks.preflight import gpu_visible
-
-    problems = []
-    for framework, version, variant, extra in wanted:
-        try:
-            if variant:
-                environments.image_lock(framework, version, variant)
-            else:
-                environments.ensure(framework, version, gpu=gpu_visible(), extra=extra)
-        except environments.EnvironmentError_ as exc:
-            problems.append(str(exc))
-    return problems
-
-
-def _make_own_environments(configs: Sequence[BenchConfig]) -> list[str]:
-    """MXNet's own environment, made on the first sweep whose trials run in it here
-    (bench.envs.setup); a problem if it cannot be made."""
-    if any(
-        interpreters.own_environment(c.framework.name, c.framework.version)
-        and c.launcher.name == "process"
-        for c in configs
-    ):
-        from bench.envs.setup import ensure_mxnet
-
-        problem = ensure_mxnet()
-        return [problem] if problem else []
-    return []
-
-
 def _jobs_prefix(labels: list[str], jobs: int) -> str:
     """Which jobs of a sweep of ``jobs`` a problem is said for: none named in a one-job
     sweep, every job's label up to three, then how many more (a problem that every job
@@ -273,45 +222,30 @@ def check_all(
     slurm: bool = False,
     partition: tuple[str, int] | None = None,
 ) -> None:
-    """Validate every trial of a sweep (``slurm``: its jobs go to Slurm, to ``partition``:
-    its name and node count, where known); raise one :class:`ConfigError` for all."""
-    problems: list[str] = _make_own_environments([cfg for _, cfg in configs])
-    from bench.checks import own_models
+    """Check every trial of a sweep (``slurm``: its jobs go to Slurm, to ``partition``: its
+    name and node count, where known) in bench's two stages, each once per distinct
+    configuration: the rules the configuration alone decides (:mod:`bench.checks.config`),
+    then what this machine allows it (:mod:`bench.checks.host`); raise one
+    :class:`ConfigError` for all, each problem with the jobs that have it."""
+    from bench.checks import config, host
+    from bench.checks.preflight import merge
 
-    own_models.warm([cfg for _, cfg in configs])  # their models' probes, side by side
+    cfgs = [cfg for _, cfg in configs]
+    distinct = config.distinct(cfgs)
+    ruled = {key: config.rules(cfg) for key, cfg in distinct.items()}  # the config stage
+    problems: list[str] = host.prepare(cfgs)  # the host stage, from here
+    probed = {key: host.probes(cfg, ruled[key]) for key, cfg in distinct.items()}
     per_job: dict[str, list[str]] = {}  # each problem, with the jobs that have it
     for label, cfg in configs:
-        found = []
-        try:
-            validate(cfg)
-        except ConfigError as exc:
-            found += exc.problems
-        if cfg.nodes > 1 and not slurm:  # the jobs run here: this must be an allocation
-            from bench.distributed.nodes import allocation_problem
-
-            problem = allocation_problem(cfg)
-            found += [problem] if problem else []
-        if slurm and partition is not None and cfg.nodes > partition[1]:
-            found.append(
-                f"nodes: {cfg.nodes} nodes asked for; Slurm partition "
-                f"{partition[0]} has {partition[1]}"
-            )
-        for problem in found:
+        key = config.key(cfg)
+        for problem in [*merge(ruled[key], probed[key]), *host.placement(cfg, slurm, partition)]:
             per_job.setdefault(problem, []).append(label)
     problems += [_jobs_prefix(labels, len(configs)) + p for p, labels in per_job.items()]
     if not problems:  # a valid sweep's framework versions get their environments now
-        problems += _make_environments([cfg for _, cfg in configs])
+        problems += host.environments(cfgs)
     if not slurm:  # a Slurm sweep's trials run on other hosts, which answer for themselves
-        from bench.checks import device as device_preflight
-
-        problems += device_preflight.check(configs)
+        problems += host.devices(configs)
     if configs:
-        problems += _claim_problems([cfg for _, cfg in configs])
-        first = configs[0][1].tracking
-        for label, cfg in configs[1:]:
-            if (cfg.tracking.uri, cfg.tracking.experiment) != (first.uri, first.experiment):
-                problems.append(
-                    f"[{label}] tracking: one sweep logs to one tracking.uri and experiment"
-                )
+        problems += _claim_problems(cfgs) + config.one_store(configs)
     if problems:
         raise ConfigError(list(dict.fromkeys(problems)))

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from bench.checks.preflight import validate
-from bench.core.config import BenchConfig, ConfigError, TrackingConfig, from_dict, to_dict
+from bench.core.config import BenchConfig, ConfigError, from_dict, to_dict
 from bench.core.identity import config_hash
 
 
@@ -48,15 +48,15 @@ def test_hash_covers_what_is_measured_only() -> None:
 def test_a_file_store_is_refused_unless_mlflow_is_told_to_write_one(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from bench.checks.preflight import _check_tracking
+    from bench.checks.host import _check_tracking
 
     monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
     for uri in (str(tmp_path / "store"), (tmp_path / "store").as_uri()):
         problems: list[str] = []
-        _check_tracking(problems, TrackingConfig(uri=uri))
+        _check_tracking(problems, uri)
         assert len(problems) == 1 and "MLFLOW_ALLOW_FILE_STORE=true" in problems[0]
         assert problems[0].startswith("tracking.uri: ")
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
     problems = []
-    _check_tracking(problems, TrackingConfig(uri=str(tmp_path / "store")))
+    _check_tracking(problems, str(tmp_path / "store"))
     assert problems == []

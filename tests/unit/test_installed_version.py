@@ -153,7 +153,7 @@ def test_a_hash_from_before_the_field_is_kept() -> None:
 
 
 def test_installed_is_refused_in_a_container(monkeypatch: pytest.MonkeyPatch) -> None:
-    from bench.checks.preflight import _check_version
+    from bench.checks.config import _check_version
 
     cfg = BenchConfig(framework=FrameworkConfig("torch", "installed"))
     cfg.launcher.name = "docker"

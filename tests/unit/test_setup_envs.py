@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from bench.checks import host
 from bench.cli import setup as setup_cli
 from bench.core import paths
 from bench.core.config import BenchConfig
 from bench.envs import interpreters
 from bench.envs import setup as setup_envs
-from bench.sweep import jobs
 
 
 @pytest.fixture
@@ -100,9 +100,9 @@ def mx(launcher: str = "process", version: str = "") -> BenchConfig:
 
 def test_only_a_sweep_running_mxnet_here_makes_its_environment(scripts: Path) -> None:
     torch = BenchConfig()
-    assert jobs._make_own_environments([torch, mx("docker"), mx(version="1.8.0")]) == []
+    assert host.prepare([torch, mx("docker"), mx(version="1.8.0")]) == []
     assert not (scripts / "mxnet.env").exists()
-    assert jobs._make_own_environments([torch, mx()]) == []
+    assert host.prepare([torch, mx()]) == []
     assert (scripts / "mxnet.env").exists()
 
 
@@ -122,11 +122,11 @@ def test_a_wheel_s_source_root_holds_only_bench(
 def test_a_version_of_mxnet_never_asks_for_mxnet_s_own_environment(scripts: Path) -> None:
     """framework.version runs in that version's environment (bench.envs.environments): the
     pinned MXNet environment, missing here, is neither made nor asked for."""
-    from bench.checks import preflight
+    from bench.checks import config
 
     cfg = mx(version="1.9.1")
     problems: list[str] = []
-    preflight._check_framework(problems, cfg)
+    config._check_framework(problems, cfg)
     assert problems == []
     assert interpreters.problem("mxnet", "1.9.1") == ""
     assert "bench setup mxnet" in interpreters.problem("mxnet")

@@ -225,26 +225,21 @@ def test_an_unreachable_index_refuses_only_an_uncached_environment(
 def test_the_preflight_refuses_the_version_of_a_model_whose_library_has_no_build(
     cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from bench.checks import preflight
+    from bench.checks import host
 
     torch = {v: [f"torch-{v}-cp311-cp311-manylinux_2_28_x86_64.whl"] for v in ("2.14.0", "2.15.0")}
     (cache / "index" / "torch.json").write_text(json.dumps(torch))
-    monkeypatch.setattr(preflight, "gpu_visible", lambda: False)
-    problems: list[str] = []
-    preflight._check_version(problems, _cfg("torch", "2.15.0", "timm", "resnet18"))
-    (problem,) = problems
+    monkeypatch.setattr(host, "gpu_visible", lambda: False)
+    (problem,) = host._version_problems(_cfg("torch", "2.15.0", "timm", "resnet18"))
     assert problem.startswith("framework.version: model=timm and model=torchvision need ")
-    problems.clear()
-    preflight._check_version(problems, _cfg("torch", "2.15.0", "bench", "lenet5"))  # no extra
-    preflight._check_version(problems, _cfg("torch", "2.14.0", "torchvision", "resnet18"))
-    assert problems == []
+    assert host._version_problems(_cfg("torch", "2.15.0", "bench", "lenet5")) == []  # no extra
+    assert host._version_problems(_cfg("torch", "2.14.0", "torchvision", "resnet18")) == []
 
 
 def test_the_sweep_makes_each_version_with_the_extra_of_its_trials(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from bench.checks import preflight
-    from bench.sweep import jobs
+    from bench.checks import host
 
     made: list[tuple[Any, ...]] = []
     monkeypatch.setattr(
@@ -252,7 +247,7 @@ def test_the_sweep_makes_each_version_with_the_extra_of_its_trials(
         "ensure",
         lambda fw, v, gpu=False, say=True, extra="": made.append((fw, v, extra)),
     )
-    monkeypatch.setattr(preflight, "gpu_visible", lambda: False)
+    monkeypatch.setattr(host, "gpu_visible", lambda: False)
     configs = [
         _cfg("torch", "2.14.0", "timm", "resnet18"),
         _cfg("torch", "2.14.0", "torchvision", "resnet18"),
@@ -260,7 +255,7 @@ def test_the_sweep_makes_each_version_with_the_extra_of_its_trials(
         _cfg("tf", "2.20.0", "hf", "llama"),
         _cfg("torch", "", "hf", "llama"),  # pinned: bench's own environment
     ]
-    assert jobs._make_environments(configs) == []
+    assert host.environments(configs) == []
     assert made == [
         ("torch", "2.14.0", "timm"),
         ("torch", "2.14.0", ""),

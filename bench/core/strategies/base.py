@@ -51,7 +51,7 @@ class DistributedConfig:
     # It runs across the nodes of a Slurm allocation (nodes > 1, bench.distributed.nodes).
     multi_node: ClassVar[bool] = False
     per_device: ClassVar[bool] = False  # the workers are devices of one process
-    # The frameworks it trains the zoo's sequence models in (bench.checks.preflight refuses
+    # The frameworks it trains the zoo's sequence models in (bench.checks.config refuses
     # the others' before any trial).
     sequence_frameworks: ClassVar[tuple[str, ...]] = NAMES
     kvstore: ClassVar[str] = ""  # the MXNet kvstore type it trains through ("": none)
