@@ -66,7 +66,11 @@ def _needs_horovod(preset: str) -> bool:
     return "horovod" in (Path(CONF_DIR) / "experiment" / f"{preset}.yaml").read_text()
 
 
-@pytest.mark.parametrize("scale", SCALES)
+# The paper and machine scales compose dozens of distinct group choices through Hydra (2-8 s a
+# preset on 2 cores): the slow tier's; the smoke scale, in the fast tier, composes every preset.
+@pytest.mark.parametrize(
+    "scale", [pytest.param(s, marks=[] if s == "smoke" else [pytest.mark.slow]) for s in SCALES]
+)
 @pytest.mark.parametrize(
     "preset",
     [pytest.param(p, marks=[pytest.mark.horovod] if _needs_horovod(p) else []) for p in PRESETS],
@@ -98,6 +102,7 @@ def test_preset_composes_and_validates(
         assert all(cfg.repeats == 1 and cfg.steps_per_epoch <= 2 for cfg in cfgs)
 
 
+@pytest.mark.slow  # a whole paper- or machine-scale matrix through Hydra
 def test_seed003_matrix_is_the_studys(tmp_path: Path) -> None:
     """Table III's six workloads by Table I's five systems, at machine scale on one node
     with the cache off (so the claims needing a network or the study's caching read "not
@@ -119,6 +124,7 @@ def test_seed003_matrix_is_the_studys(tmp_path: Path) -> None:
     assert all(c.nodes == 1 and not c.data.cache for _, _, c in kept)  # loopback, no cache
 
 
+@pytest.mark.slow  # a whole paper- or machine-scale matrix through Hydra
 def test_seed001_lists_its_gpu_cells_on_a_cpu_machine(tmp_path: Path) -> None:
     from bench.checks.device import host_gpus
 
@@ -231,6 +237,7 @@ def _claims(preset: str) -> list[claims.Claim]:
     return claims.parse(OmegaConf.to_container(_compose([f"+experiment={preset}"]).claims))
 
 
+@pytest.mark.slow  # a whole paper- or machine-scale matrix through Hydra
 def test_seed000_paper_runs_the_seven_networks_bench_has_on_a_gpu(tmp_path: Path) -> None:
     cells = _cells("seed000_single_gpu", "paper", tmp_path)
     models = {c.model.name for c in cells}
@@ -321,6 +328,7 @@ def test_seed003_paper_runs_mxnet_on_3_nodes_and_the_rest_as_the_study(
     assert str(backward.requires["versions"]["tf"]) == "<2.9"
 
 
+@pytest.mark.slow  # a whole paper- or machine-scale matrix through Hydra
 def test_seed004_paper_uses_ddp_on_the_gpu(tmp_path: Path) -> None:
     cells = _cells("seed004_cifar10_strategies", "paper", tmp_path)
     assert {c.device for c in cells} == {"cuda"}

@@ -13,6 +13,7 @@ from hydra import compose, initialize_config_dir
 from bench.cli import CONF_DIR
 from bench.models import stock
 from bench.sweep.compose import to_bench_config
+from tests.cases import slow_cases
 from tests.config.test_bad_input_table import run_cli
 
 PY = "model=py"
@@ -64,7 +65,14 @@ if stock.timm_missing():  # bench's own environment: its CPU torch has no torchv
                   "model.source: timm needs timm and torchvision, not installed for "))  # fmt: skip
 
 
-@pytest.mark.parametrize(("args", "expected"), CASES, ids=[" ".join(a) for a, _ in CASES])
+# Checks that build the model with TensorFlow in a child process (5-12 s each): the slow tier's.
+SLOW = {
+    "model=py model.tf=tests.builders:torch_model framework=tf",
+    "model=keras framework=tf model.name=EfficientNetV2s",
+}
+
+
+@pytest.mark.parametrize(("args", "expected"), slow_cases(CASES, SLOW))
 def test_bad_input_is_refused_in_one_line_naming_its_key(
     args: list[str], expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:

@@ -31,7 +31,12 @@ OPTIMIZERS = {
 }
 
 
-@pytest.mark.parametrize("optimizer", OPTIMIZERS)
+# SGD with momentum in the fast tier; weight decay and Adam (5-7 s each: three frameworks, MXNet
+# in a process of its own) in the slow tier.
+@pytest.mark.parametrize(
+    "optimizer",
+    [pytest.param(o, marks=[] if o == "sgd" else [pytest.mark.slow]) for o in OPTIMIZERS],
+)
 def test_lenet5_trains_the_same_in_every_framework(optimizer: str) -> None:
     outcome = check.check(side.Spec(model="lenet5", **OPTIMIZERS[optimizer]), ALL)
     text = check.format_outcome(outcome)
