@@ -3,11 +3,11 @@ decides (:func:`rules`), run once per distinct configuration of a sweep; the sec
 what this machine allows, is :mod:`bench.checks.host`.
 
 Each problem names its field.  The problems come by topic (:data:`TOPICS`, the order a user
-reads them in); :func:`bench.checks.preflight.merge` interleaves the two stages' findings
-topic by topic.  The typed configuration's own field rules are
-:func:`bench.core.rules.check`'s, a model's sizes its architecture's
-(:func:`bench.models.check_sequence_model`), a model that is not the zoo's
-:func:`bench.checks.own_models.rules`; this module calls them, and nothing else calls them.
+reads them in); :func:`said` interleaves the two stages' findings topic by topic.  Besides
+its own, this stage runs the typed configuration's field rules
+(:func:`bench.core.rules.check`), a zoo model's size rules (its architecture's, through
+:func:`bench.models.check_sequence_model`) and the keys' rules of a model that is not the
+zoo's (:func:`bench.checks.own_models.parts`).
 """
 
 from __future__ import annotations
@@ -22,12 +22,16 @@ from bench.core.rules import check, choice
 
 # The topics of a configuration's problems, in the order they are said.
 TOPICS = (
-    "fields", "precision", "data", "model.sizes", "model.source", "generate", "serve",
+    "fields", "precision", "data", "model.sizes", "model.source", "model.keys", "model.run",
+    "generate", "serve",
     "framework", "framework.version", "tracking", "launcher.docker", "launcher.docker.heartbeat",
     "launcher.docker.engine", "distributed", "tuning",
 )  # fmt: skip
 # What one stage found in one configuration: its problems by topic.
 Found = dict[str, list[str]]
+# Topics said only where others found nothing in either stage: how a model that is not the
+# zoo's may run matters once the model can be had (its library is here, its keys are right).
+UNLESS = {"model.run": ("model.source", "model.keys")}
 # The frameworks whose sessions serve (bench.frameworks.base.Predict).
 SERVING_FRAMEWORKS = (TORCH, TF, JAX, MXNET)
 
@@ -75,7 +79,7 @@ def rules(cfg: BenchConfig) -> Found:
                 f"image_size: {cfg.model.name} needs at least {low}x{low} inputs, "
                 f"got {cfg.image_size}"
             )
-    _check_model_source(found["model.source"], cfg)
+    _check_model_source(found, cfg)
     if cfg.mode == "generate":
         _check_generate(found["generate"], cfg)
     if cfg.mode == "serve":
@@ -97,10 +101,21 @@ def rules(cfg: BenchConfig) -> Found:
     return found
 
 
+def said(*found: Found) -> list[str]:
+    """The problems of one configuration that one stage or both (``found``) found, topic by
+    topic (in a topic, the first stage's first), each once; a topic of :data:`UNLESS` only
+    where the topics it waits on found nothing."""
+    out = []
+    for topic in TOPICS:
+        if any(f[other] for other in UNLESS.get(topic, ()) for f in found):
+            continue
+        out += [p for f in found for p in f[topic]]
+    return list(dict.fromkeys(out))
+
+
 def problems(cfg: BenchConfig) -> list[str]:
     """:func:`rules`' problems in the order they are said."""
-    found = rules(cfg)
-    return list(dict.fromkeys(p for topic in TOPICS for p in found[topic]))
+    return said(rules(cfg))
 
 
 def one_store(configs: Sequence[tuple[str, BenchConfig]]) -> list[str]:
@@ -165,7 +180,7 @@ def _check_data(problems: list[str], cfg: BenchConfig) -> None:
         )
 
 
-def _check_model_source(problems: list[str], cfg: BenchConfig) -> None:
+def _check_model_source(found: Found, cfg: BenchConfig) -> None:
     """model.source is one of its choices; stock only where the framework's library has the
     model, a native source (flax) only for its framework and the models it builds; a model
     that is not the zoo's by its keys' own rules (its probe is the host stage's)."""
@@ -173,8 +188,12 @@ def _check_model_source(problems: list[str], cfg: BenchConfig) -> None:
     from bench.core.zoo import ALL_SOURCES, NATIVE_SOURCES, OWN_SOURCES
     from bench.models import MODELS, framework_problem, native_problem, stock_problem
 
+    problems = found["model.source"]
     choice(problems, "model.source", cfg.model.source, ALL_SOURCES)
-    problems += own_models.rules(cfg)  # model=py's keys, and models not the zoo's
+    model, unused, run = own_models.parts(cfg)  # model=py's keys, and models not the zoo's
+    problems += model
+    found["model.keys"] += unused
+    found["model.run"] += run
     if cfg.model.source in OWN_SOURCES:  # docs/your-model.md
         return
     if cfg.model.name in MODELS and cfg.framework.name in FRAMEWORKS:

@@ -109,10 +109,20 @@ def _torchvision_in_docker(cfg: BenchConfig) -> list[str]:
 def rules(cfg: BenchConfig) -> list[str]:
     """The keys' own rules, without building anything or asking this machine (the config
     stage's, :mod:`bench.checks.config`)."""
+    model, keys, run = parts(cfg)
+    return [*model, *keys, *run]
+
+
+def parts(cfg: BenchConfig) -> tuple[list[str], list[str], list[str]]:
+    """:func:`rules` in three parts: the model and its source; the keys of model=py that a
+    library's model does not use (this machine's answer on the library, :func:`check`, is
+    said between the two); how the model may run, found only where the first two found
+    nothing (and said only where that answer is none)."""
     from bench.models import custom
 
     model, framework = cfg.model, cfg.framework.name
     problems = _torchvision_in_docker(cfg)
+    unused: list[str] = []  # model=py's keys that a library's model does not use
     if model.config and model.source != "hf":
         problems.append(
             f"model.config: only model=hf (a Hugging Face config class's fields) uses it; got "
@@ -127,18 +137,19 @@ def rules(cfg: BenchConfig) -> list[str]:
                     f"model.{key}: only model=py (model.source=py) uses it; got "
                     f"{getattr(model, key)!r} with model.source={model.source}"
                 )
-        return problems
+        return problems, [], []
     elif model.source != "py":
         if not model.name:
-            return [
+            named = (
                 f"model.name: model={model.source} builds a {_LIBRARIES[model.source]} model by "
                 f"its name; give one, e.g. model.name={_EXAMPLES[model.source]}"
-            ]
+            )
+            return [named], [], []
         if framework != LIBRARY_FRAMEWORK[model.source]:
             problems.append(_library_refusal(model.source, framework, model.name))
         for key in _OWN_KEYS[:3]:
             if getattr(model, key):
-                problems.append(f"model.{key}: only model=py uses it, not model={model.source}")
+                unused.append(f"model.{key}: only model=py uses it, not model={model.source}")
     else:
         if model.task not in OWN_TASKS:
             problems.append(
@@ -164,25 +175,26 @@ def rules(cfg: BenchConfig) -> list[str]:
                 f"model.{framework}: framework={framework} has no builder; set "
                 f"model.{framework}=MODULE:FUNCTION, or model.builder for every framework"
             )
-    if problems:
-        return problems
+    if problems or unused:
+        return problems, unused, []
+    run: list[str] = []
     if distributes(cfg.distributed.name):
-        problems.append(
+        run.append(
             f"distributed: model={model.source} trains undistributed in this version; "
             "use distributed=none"
         )
     if cfg.parity and model.source != "hf":  # hf: the LM logit check (bench.sweep.parity)
-        problems.append(
+        run.append(
             f"parity: the parity check covers bench's zoo and model=hf, not model={model.source}"
         )
     if model.source == "py" and cfg.launcher.name == "docker":
-        problems.append(
+        run.append(
             f"launcher: docker does not see model=py's module ({', '.join(custom.modules(model))}, "
             "on this host); use launcher=process (Slurm: a shared working directory)"
         )
     if model.source == "hf" and cfg.launcher.name == "docker":
-        problems += _hf_image(cfg)
-    return problems
+        run += _hf_image(cfg)
+    return problems, [], run
 
 
 def _hf_image(cfg: BenchConfig) -> list[str]:

@@ -1,7 +1,8 @@
 """Both stages of bench's checks for one configuration (:func:`validate`): the rules the
 configuration alone decides (:mod:`bench.checks.config`), then what this machine allows it
-(:mod:`bench.checks.host`), their problems said topic by topic (:func:`merge`) in one
-:class:`~bench.core.config.ConfigError`, each naming its field.  A sweep runs the two stages
+(:mod:`bench.checks.host`), their problems said topic by topic
+(:func:`bench.checks.config.said`) in one :class:`~bench.core.config.ConfigError`, each
+naming its field.  A sweep runs the two stages
 once per distinct configuration (:func:`bench.sweep.jobs.check_all`); a job on a node of
 its own (a Slurm array) and ``bench reproduce`` run :func:`validate`.
 """
@@ -12,15 +13,9 @@ from bench.checks import config, host
 from bench.core.config import BenchConfig, ConfigError
 
 
-def merge(ruled: config.Found, probed: config.Found) -> list[str]:
-    """The two stages' problems of one configuration, topic by topic (the config stage's
-    first within a topic), each said once."""
-    return list(dict.fromkeys(p for t in config.TOPICS for p in (*ruled[t], *probed[t])))
-
-
 def validate(cfg: BenchConfig) -> None:
     """Raise :class:`ConfigError` listing every problem in ``cfg``; return if none."""
     ruled = config.rules(cfg)
-    problems = merge(ruled, host.probes(cfg, ruled))
+    problems = config.said(ruled, host.probes(cfg, ruled))
     if problems:
         raise ConfigError(problems)

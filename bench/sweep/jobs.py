@@ -228,7 +228,6 @@ def check_all(
     then what this machine allows it (:mod:`bench.checks.host`); raise one
     :class:`ConfigError` for all, each problem with the jobs that have it."""
     from bench.checks import config, host
-    from bench.checks.preflight import merge
 
     cfgs = [cfg for _, cfg in configs]
     distinct = config.distinct(cfgs)
@@ -238,7 +237,10 @@ def check_all(
     per_job: dict[str, list[str]] = {}  # each problem, with the jobs that have it
     for label, cfg in configs:
         key = config.key(cfg)
-        for problem in [*merge(ruled[key], probed[key]), *host.placement(cfg, slurm, partition)]:
+        for problem in [
+            *config.said(ruled[key], probed[key]),
+            *host.placement(cfg, slurm, partition),
+        ]:
             per_job.setdefault(problem, []).append(label)
     problems += [_jobs_prefix(labels, len(configs)) + p for p, labels in per_job.items()]
     if not problems:  # a valid sweep's framework versions get their environments now
