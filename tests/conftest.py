@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +31,12 @@ def _jax_cache() -> str:
 
 
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", _jax_cache())
+# The store the suite's sweeps used last is noted in a file of the suite's own (bench's cache
+# keeps the user's: `bench ui` and `bench reproduce` read it), one for each test process.
+if "BENCH_LAST_STORE" not in os.environ:
+    _NOTE = Path(tempfile.gettempdir()) / f"bench-tests-last-store-{os.getpid()}"
+    os.environ["BENCH_LAST_STORE"] = str(_NOTE)
+    atexit.register(_NOTE.unlink, missing_ok=True)
 
 # Small enough for 2 CPU cores; every e2e trial uses these unless a test overrides them.
 TINY = ["batch_size=4", "epochs=2", "steps_per_epoch=2", "warmup_steps=1"]

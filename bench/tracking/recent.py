@@ -1,10 +1,13 @@
 """The store the last sweep logged to, remembered in bench's per-user cache, so that the
 commands that read a store afterwards (``bench reproduce``, ``bench ui``) look where the
 sweep wrote without being told again.  The URI is kept without credentials (they go to
-MLflow's variables before a store is opened) and only where a sweep opened it."""
+MLflow's variables before a store is opened) and only where a sweep opened it.  The note is
+a file in bench's cache, or the file ``BENCH_LAST_STORE`` names (the test suite's own, so that
+its sweeps never replace the one a user's last sweep left)."""
 
 from __future__ import annotations
 
+import os
 import urllib.parse
 from pathlib import Path
 
@@ -14,7 +17,8 @@ FILE = "last_store"
 
 
 def _file() -> Path:
-    return paths.cache_dir() / FILE
+    named = os.environ.get("BENCH_LAST_STORE")
+    return Path(named) if named else paths.cache_dir() / FILE
 
 
 def _bare(uri: str) -> str:

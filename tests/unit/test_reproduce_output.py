@@ -25,6 +25,7 @@ def test_the_store_is_the_last_sweeps_and_said(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("BENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("BENCH_LAST_STORE", raising=False)  # the note in bench's cache
     assert recent.store_or_last(None, "sqlite:///d.db") == (
         "sqlite:///d.db",
         "bench's default store",
@@ -38,6 +39,13 @@ def test_the_store_is_the_last_sweeps_and_said(
     assert recent.store_or_last("sqlite:///y.db", "d")[1] == "--tracking-uri"
     recent.remember("http://me:secret@host:5000")
     assert recent.last_store() == "http://host:5000"
+    assert (tmp_path / "cache" / recent.FILE).read_text() == "http://host:5000\n"
+    # BENCH_LAST_STORE names another note (the suite's, so a user's own is left alone)
+    monkeypatch.setenv("BENCH_LAST_STORE", str(tmp_path / "elsewhere"))
+    assert recent.last_store() is None
+    recent.remember("sqlite:////x/m.db")
+    assert (tmp_path / "elsewhere").read_text() == "sqlite:////x/m.db\n"
+    assert (tmp_path / "cache" / recent.FILE).read_text() == "http://host:5000\n"
 
 
 def run(run_id: str, **metrics: float) -> RunRecord:
