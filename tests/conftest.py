@@ -151,9 +151,18 @@ SHARED = {
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's worker reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Horovod's tests run last: scripts/test.sh builds Horovod in the background while the
-    rest of the suite runs (the build is ~13 minutes of compiling on a cold cache)."""
-    items.sort(key=lambda item: item.get_closest_marker("horovod") is not None)
+    """The longest tests first and the many short ones after them, so that the two workers
+    end together (the short ones fill the gaps): the e2e tier, then the slow units, then the
+    fast tier, each in its own order.  Horovod's tests run last: scripts/test.sh builds
+    Horovod in the background while the rest of the suite runs (the build is ~13 minutes of
+    compiling on a cold cache)."""
+    rank = {"e2e": 0, "slow": 1, "fast": 2}
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker("horovod") is not None,
+            rank[_tier(item.keywords)],
+        )
+    )
     for item in items:
         group = SHARED.get(item.path.name)
         if group is not None:
