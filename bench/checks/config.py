@@ -5,7 +5,7 @@ what this machine allows, is :mod:`bench.checks.host`.
 Each problem names its field.  The problems come by topic (:data:`TOPICS`, the order a user
 reads them in); :func:`said` interleaves the two stages' findings topic by topic.  Besides
 its own, this stage runs the typed configuration's field rules
-(:func:`bench.core.rules.check`), a zoo model's size rules (its architecture's, through
+(:func:`bench.checks.rules.check`), a zoo model's size rules (its architecture's, through
 :func:`bench.models.check_sequence_model`) and the keys' rules of a model that is not the
 zoo's (:func:`bench.checks.own_models.parts`).
 """
@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from bench.checks.rules import check, choice
 from bench.core.config import DATASETS, FRAMEWORKS, BenchConfig, to_dict
 from bench.core.frameworks import FRAMEWORKS as SPECS
 from bench.core.frameworks import JAX, MXNET, TF, TORCH
-from bench.core.rules import check, choice
 
 # The topics of a configuration's problems, in the order they are said.
 TOPICS = (
@@ -284,7 +284,7 @@ def _check_generate(problems: list[str], cfg: BenchConfig) -> None:
 
 def _check_serve(problems: list[str], cfg: BenchConfig) -> None:
     """mode=serve (bench.trial.serve): what is not wired for serving yet; the keys' own
-    ranges and choices are :func:`bench.core.rules.check`'s, LoadGen's presence the host
+    ranges and choices are :func:`bench.checks.rules.check`'s, LoadGen's presence the host
     stage's."""
     from bench.models import own_causal_lm
 

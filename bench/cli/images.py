@@ -16,7 +16,7 @@ import os
 import shlex
 import sys
 
-from bench.core.rules import bad_image_reference
+from bench.checks.rules import bad_image_reference
 from bench.images import (
     COMPOSE_SERVICES,
     VARIANTS,

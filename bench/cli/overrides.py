@@ -4,7 +4,7 @@ words (the nearest key or option, groups included; exit 2), not Hydra's advice
 ("To append to your config use +key=..."), its search path or its HYDRA_FULL_ERROR line.
 
 Only what the text of an override says is checked here (its key, and a group's plain
-options); values are the typed config's and bench's own checks' (:mod:`bench.core.rules`).
+options); values are the typed config's and bench's own checks' (:mod:`bench.checks.rules`).
 """
 
 from __future__ import annotations

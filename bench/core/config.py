@@ -1,7 +1,7 @@
 """Typed configuration: the one boundary where input is checked.
 
 Hydra composes the YAML in ``conf/`` on top of :class:`BenchConfig`, so an unknown key or a
-wrongly typed value is refused at composition.  :func:`bench.core.rules.check` then checks
+wrongly typed value is refused at composition.  :func:`bench.checks.rules.check` then checks
 what types cannot (ranges, choices) and names the field of every problem;
 :mod:`bench.checks.config` adds each family's rules, :mod:`bench.checks.host` the machine's.  Here:
 the schema, each field's part in a configuration's identity (:mod:`bench.core.fields`),

@@ -3,7 +3,7 @@ strategy, each in its own module of :mod:`bench.core.strategies` and the one pla
 strategy's facts: its own settings (fields: composed, logged, hashed), and what it is
 (class variables: which frameworks have it, how it runs, whether it needs GPUs, splits the
 model, updates asynchronously, which frameworks the parity check covers).  Rules only:
-:func:`bench.core.rules.check` checks the settings' choices,
+:func:`bench.checks.rules.check` checks the settings' choices,
 :mod:`bench.distributed.registry` (assembled from this table) the rest; the
 implementations live in :mod:`bench.distributed`, named by module.  Part of the core
 config: the trial side reads its strategy's facts from ``cfg.distributed`` and never
@@ -32,7 +32,7 @@ STRATEGY_CONFIGS: dict[str, type[DistributedConfig]] = {
         KvstoreAsyncConfig, KvstoreDeviceConfig, JaxDataParallelConfig, JaxDistributedConfig,
     )
 }  # fmt: skip
-# Each setting's allowed values (checked by :func:`bench.core.rules.check`), from the
+# Each setting's allowed values (checked by :func:`bench.checks.rules.check`), from the
 # strategies that have it.
 STRATEGY_CHOICES: dict[str, tuple[str, ...]] = {
     key: values for cls in STRATEGY_CONFIGS.values() for key, values in cls.choices.items()

@@ -105,7 +105,7 @@ def test_an_ab_sweep_rarely_finds_a_difference_between_identical_sides() -> None
 def test_bad_repeats_input_names_its_key(changes: dict[str, object], field: str) -> None:
     import dataclasses
 
-    from bench.core.rules import check
+    from bench.checks.rules import check
 
     problems = check(dataclasses.replace(BenchConfig(), **changes))  # type: ignore[arg-type]
     assert any(p.startswith(f"{field}:") for p in problems), problems

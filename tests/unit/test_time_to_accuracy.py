@@ -10,8 +10,8 @@ import types
 import numpy as np
 import pytest
 
+from bench.checks.rules import check
 from bench.core.config import BenchConfig, DataConfig, GoalConfig
-from bench.core.rules import check
 from bench.data import score
 from bench.trial import loop as trial
 from bench.trial.loop import _to_target

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.checks.rules import check
 from bench.core.config import BenchConfig
-from bench.core.rules import check
 from bench.launchers.collect import Caps, collect
 
 

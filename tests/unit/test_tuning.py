@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from bench import tuning
+from bench.checks.rules import check
 from bench.core.config import (
     BenchConfig,
     FrameworkConfig,
@@ -24,7 +25,6 @@ from bench.core.config import (
 )
 from bench.core.identity import config_hash, identity
 from bench.core.result import OK, EpochRecord, TrialResult
-from bench.core.rules import check
 from bench.frameworks import spaces
 from bench.parity import at_best
 from bench.parity import side as sides

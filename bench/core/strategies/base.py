@@ -55,7 +55,7 @@ class DistributedConfig:
     # the others' before any trial).
     sequence_frameworks: ClassVar[tuple[str, ...]] = NAMES
     kvstore: ClassVar[str] = ""  # the MXNet kvstore type it trains through ("": none)
-    # Each of its settings' allowed values (bench.core.rules.check checks them).
+    # Each of its settings' allowed values (bench.checks.rules.check checks them).
     choices: ClassVar[dict[str, tuple[str, ...]]] = {}
 
     def settings(self) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 say, each problem naming its field (:func:`check`).  :mod:`bench.checks.config` runs them on
 every config before a sweep starts, with each family's rules (the first stage of bench's
 checks; the machine's are :mod:`bench.checks.host`); the schema they check is
-:mod:`bench.core.config`."""
+:mod:`bench.core.config`.  Host side: a trial never checks its configuration again."""
 
 from __future__ import annotations
 
