@@ -230,3 +230,42 @@ def test_the_fast_composer_refuses_what_hydra_refuses() -> None:
     with pytest.raises(ConfigError, match="no such key"):
         composer(["+model.depth=4"])  # added past Hydra's own check: the schema's
 
+
+def test_the_fast_composer_copies_no_base_and_changes_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 51: a 10,000-job plan spent two thirds of its time copying the whole base config
+    for every job.  Only the top-level nodes a job's overrides reach are copied, and the base
+    is the same after any job: a set, an add, a delete, one refused half way; the typed
+    values converted once a base are copied to each job, never shared."""
+    import copy
+
+    from omegaconf import OmegaConf
+
+    from bench.sweep.compose import Composer
+
+    composer = Composer(_hydra)
+    base = composer.base(())
+    text, nodes = OmegaConf.to_yaml(base), dict(base.__dict__["_content"])
+    copied: list[object] = []
+    deepcopy = copy.deepcopy
+
+    def spy(value: object, *args: Any, **kwargs: Any) -> Any:
+        copied.append(value)
+        return deepcopy(value, *args, **kwargs)
+
+    monkeypatch.setattr(copy, "deepcopy", spy)
+    jobs = [["seed=3", "optimizer.lr=0.5"], ["+tracking.extra=1"], ["~tracking.experiment"],
+            ["batch_size=abc"], ["optimizer={name:sgd}", "seed=4"]]  # fmt: skip
+    for job in jobs:
+        try:
+            composer(job)
+        except Exception:  # noqa: BLE001, S110 - refused jobs must leave the base alone too
+            pass
+    monkeypatch.undo()
+    assert copied and all(value is not base for value in copied)
+    assert OmegaConf.to_yaml(base) == text and base.__dict__["_content"] == nodes
+    assert all(base.__dict__["_content"][k] is v for k, v in nodes.items())
+    for job in (["seed=3"], ["optimizer={name:sgd}", "seed=4"], ["num_classes=100"]):
+        first = composer(job)
+        assert first == to_bench_config(_hydra(job)), job
+        first.optimizer.lr, first.tracking.uri = 9.0, "x"  # one job's objects are its own
+        assert composer(job) == to_bench_config(_hydra(job)), job
