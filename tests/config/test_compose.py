@@ -269,3 +269,16 @@ def test_the_fast_composer_copies_no_base_and_changes_none(monkeypatch: pytest.M
         assert first == to_bench_config(_hydra(job)), job
         first.optimizer.lr, first.tracking.uri = 9.0, "x"  # one job's objects are its own
         assert composer(job) == to_bench_config(_hydra(job)), job
+
+
+def test_an_integer_override_is_read_as_hydras_parser_reads_it() -> None:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from bench.sweep.compose import _plain_int
+
+    parser = OverridesParser.create()
+    read = ["seed=5", "seed=-5", "seed=0", "optimizer.max_lr_2=12", "repeat=10000"]
+    left = ["seed=1_000", "seed=007", "seed=+5", "seed=5.0", "~seed=5", "+seed=5", "a@b=1"]
+    for text in read:
+        assert _plain_int(text) == parser.parse_overrides([text])[0], text
+    assert [_plain_int(text) for text in left] == [None] * len(left)
