@@ -19,6 +19,7 @@ from bench.checks.rules import check, choice
 from bench.core.config import DATASETS, FRAMEWORKS, BenchConfig, to_dict
 from bench.core.frameworks import FRAMEWORKS as SPECS
 from bench.core.frameworks import JAX, MXNET, TF, TORCH
+from bench.core.zoo import NATIVE_SOURCES
 
 # The topics of a configuration's problems, in the order they are said.
 TOPICS = (
@@ -135,10 +136,11 @@ def one_store(configs: Sequence[tuple[str, BenchConfig]]) -> list[str]:
 def _check_precision(problems: list[str], cfg: BenchConfig) -> None:
     """tf32 under MXNet; fp16 and tf32 on the CPU (device=auto on a host without a GPU is
     the host stage's)."""
-    if cfg.precision == "tf32" and cfg.framework.name == MXNET:
+    spec = SPECS.get(cfg.framework.name)
+    if cfg.precision == "tf32" and spec is not None and not spec.tf32:
         problems.append(
-            "precision: tf32 is not wired into MXNet trials (its cuDNN settings are its own); "
-            "use fp32, fp16 or bf16"
+            f"precision: tf32 is not wired into {spec.title} trials (its cuDNN settings are its "
+            "own); use fp32, fp16 or bf16"
         )
         return
     if cfg.precision in ("fp16", "tf32") and cfg.device == "cpu":
@@ -185,7 +187,7 @@ def _check_model_source(found: Found, cfg: BenchConfig) -> None:
     model, a native source (flax) only for its framework and the models it builds; a model
     that is not the zoo's by its keys' own rules (its probe is the host stage's)."""
     from bench.checks import own_models
-    from bench.core.zoo import ALL_SOURCES, NATIVE_SOURCES, OWN_SOURCES
+    from bench.core.zoo import ALL_SOURCES, OWN_SOURCES
     from bench.models import MODELS, framework_problem, native_problem, stock_problem
 
     problems = found["model.source"]
@@ -218,33 +220,6 @@ def _check_model_source(found: Found, cfg: BenchConfig) -> None:
             problems.append(problem)
 
 
-def _check_jax(problems: list[str], cfg: BenchConfig) -> None:
-    """What the jax adapter does not run yet (issue 35): each refused, naming its key."""
-    name = cfg.framework.name
-    if cfg.launcher.name == "docker" and not SPECS[name].image:
-        problems.append(f"launcher: framework={name} has no image yet; use launcher=process")
-    if cfg.precision == "fp16":
-        problems.append(
-            f"precision: framework={name} has no fp16 loss scaling yet; use fp32 or bf16"
-        )
-    elif cfg.precision == "bf16" and cfg.model.source == "flax":
-        problems.append(
-            "precision: model.source=flax trains in float32 so far (fp32, or tf32 on a GPU); "
-            "bf16 runs the Keras models (model.source=bench)"
-        )
-    from bench.models import task
-
-    # The zoo's sequence models run (the Keras builders; model.source=flax: the transformer),
-    # undistributed or under a strategy that shards their batches (jax_dp: one process);
-    # model=hf and model=py are refused by their own checks (bench.checks.own_models).
-    kind = task(cfg.model)
-    if kind != "image" and name not in cfg.distributed.sequence_frameworks:
-        problems.append(
-            f"distributed: framework={name} trains sequence models undistributed or under "
-            f"jax_dp so far; {cfg.model.name} is a {kind} model (use distributed=none or jax_dp)"
-        )
-
-
 def _check_generate(problems: list[str], cfg: BenchConfig) -> None:
     """mode=generate: a causal LM of model=hf, or of model=py with a cached forward (its
     probe says, bench.checks.own_models), under torch or tf, undistributed, prompt and new
@@ -264,7 +239,8 @@ def _check_generate(problems: list[str], cfg: BenchConfig) -> None:
             f"of model=py model.task=causal_lm with a cached forward; {cfg.model.name} is {what}"
         )
         return
-    if cfg.framework.name not in (TORCH, TF):  # transformers' and keras-hub's cached forward
+    spec = SPECS.get(cfg.framework.name)
+    if spec is None or not spec.generates:
         problems.append(
             f"mode: generate is wired for framework=torch and tf; framework="
             f"{cfg.framework.name} has no generation loop for {cfg.model.name}"
@@ -309,43 +285,80 @@ def _check_serve(problems: list[str], cfg: BenchConfig) -> None:
 
 
 def _check_framework(problems: list[str], cfg: BenchConfig) -> None:
-    """MXNet runs in its own environment, which only a fresh process or its image reaches
-    (whether it is there is the host stage's); a framework that picks Keras' backend needs a
-    process of its own."""
-    spec = SPECS.get(cfg.framework.name)
-    if spec is not None and not spec.inline and cfg.launcher.name == "inline":
+    """What the framework's trials do not run (its spec's facts, :mod:`bench.core.frameworks`),
+    each refused naming its key: a framework that picks Keras' backend needs a process of
+    its own; one with an environment of its own runs where only a fresh process or its image
+    reaches (whether it is there is the host stage's)."""
+    name = cfg.framework.name
+    spec = SPECS.get(name)
+    if spec is None:
+        return  # the config's own rules refuse the name
+    if not spec.inline and cfg.launcher.name == "inline":
         problems.append(
             "launcher: inline runs the trial inside bench's own process, which may already "
-            f"hold Keras on TensorFlow's backend; framework={spec.name} sets Keras' backend "
+            f"hold Keras on TensorFlow's backend; framework={name} sets Keras' backend "
             "before Keras loads, in a process of its own: use launcher=process or Slurm"
         )
-    if cfg.framework.name == JAX:
-        _check_jax(problems, cfg)
-    if cfg.framework.name != MXNET:
-        return
-    if cfg.precision != "fp32":
+    if cfg.launcher.name == "docker" and not spec.image:
+        problems.append(f"launcher: framework={name} has no image yet; use launcher=process")
+    flax = NATIVE_SOURCES["flax"][0]  # the framework model.source=flax builds for
+    if cfg.precision == "fp16" and not spec.fp16_scaling:
         problems.append(
-            f"precision: framework=mxnet trains in fp32 only (MXNet's AMP is not wired); "
-            f"got {cfg.precision}"
+            f"precision: framework={name} has no fp16 loss scaling yet; use fp32 or bf16"
         )
-    if cfg.compile:
+    elif cfg.precision == "bf16" and cfg.model.source == "flax" and name == flax:
         problems.append(
-            "compile: framework=mxnet always runs hybridized (a static graph, built in the "
+            "precision: model.source=flax trains in float32 so far (fp32, or tf32 on a GPU); "
+            "bf16 runs the Keras models (model.source=bench)"
+        )
+    _check_sequence_strategy(problems, cfg)
+    if not spec.amp and cfg.precision != "fp32":
+        problems.append(
+            f"precision: framework={name} trains in fp32 only ({spec.title}'s AMP is not "
+            f"wired); got {cfg.precision}"
+        )
+    if not spec.compile_setting and cfg.compile:
+        problems.append(
+            f"compile: framework={name} always runs hybridized (a static graph, built in the "
             "warm-up); compile=true has no further meaning there, leave it false"
         )
-    if cfg.data.name == "folder":
+    if not spec.reads_folders and cfg.data.name == "folder":
+        readers = ", ".join(n for n, s in SPECS.items() if s.reads_folders)
         problems.append(
-            "data: framework=mxnet reads no image folder yet (data=folder: torch, tf, jax; "
+            f"data: framework={name} reads no image folder yet (data=folder: {readers}; "
             "docs/your-data.md)"
         )
-    if cfg.launcher.name == "inline":
+    if spec.own_environment and cfg.launcher.name == "inline":
         from bench.envs import interpreters
 
         problems.append(
             "launcher: inline runs the trial inside bench's own process, which never imports "
-            f"MXNet (it has its own environment, {interpreters.own_venv(MXNET)}); use "
+            f"{spec.title} (it has its own environment, {interpreters.own_venv(name)}); use "
             "launcher=process or docker"
         )
+
+
+def _check_sequence_strategy(problems: list[str], cfg: BenchConfig) -> None:
+    """A zoo sequence model under a strategy of the framework that does not train them
+    (its typed config's ``sequence_frameworks``); model=hf and model=py are refused by their
+    own checks (bench.checks.own_models)."""
+    from bench.distributed.registry import STRATEGIES, distributes
+    from bench.models import task
+
+    name, strategy = cfg.framework.name, cfg.distributed
+    kind = task(cfg.model)
+    if kind == "image" or name not in strategy.frameworks or name in strategy.sequence_frameworks:
+        return
+    able = [
+        s
+        for s, c in STRATEGIES.items()
+        if distributes(s) and name in c.frameworks and name in c.sequence_frameworks
+    ]
+    problems.append(
+        f"distributed: framework={name} trains sequence models undistributed or under "
+        f"{' or '.join(able)} so far; {cfg.model.name} is a {kind} model (use distributed=none "
+        f"or {' or '.join(able)})"
+    )
 
 
 def named_release(cfg: BenchConfig) -> str:

@@ -35,7 +35,7 @@ from bench.core.config import (
     TelemetryConfig,
     auto_repeats,
 )
-from bench.core.frameworks import TORCH
+from bench.core.frameworks import FRAMEWORKS as FRAMEWORK_SPECS
 from bench.core.strategy_configs import STRATEGY_CHOICES, DistributedConfig
 from bench.core.versions import INSTALLED, is_release
 
@@ -220,12 +220,13 @@ def check(cfg: BenchConfig) -> list[str]:
             "tuning: best sets threads and oneDNN, which a framework fixes when it is imported; "
             "launcher=inline runs trials in bench's own process (use launcher=process)"
         )
-    if cfg.cudnn_benchmark and cfg.framework.name != TORCH:
+    spec = FRAMEWORK_SPECS.get(cfg.framework.name)
+    if cfg.cudnn_benchmark and not (spec and spec.cudnn_benchmark):
         problems.append(
             f"cudnn_benchmark: only torch has this setting (framework={cfg.framework.name}: "
             "TensorFlow autotunes cuDNN by default); leave it false"
         )
-    if cfg.channels_last and cfg.framework.name != TORCH:
+    if cfg.channels_last and not (spec and spec.channels_last):
         problems.append(
             f"channels_last: only torch has a memory-format setting (framework="
             f"{cfg.framework.name}: TensorFlow's models are channels-last already, MXNet's "

@@ -64,6 +64,19 @@ class FrameworkSpec:
     # probe too), and the libraries that needs; '' where it has no build.
     hf_module: str = ""
     hf_libraries: str = ""
+    # What its trials run, where not every framework's do (bench.checks refuses the rest):
+    # settings only it has (cuDNN's autotuner, a channels-last memory format); tf32 on a
+    # GPU's tensor cores; mixed precision (AMP) and fp16's loss scaling; compile=true (False:
+    # it always compiles, so the key means nothing); data=folder's image files;
+    # mode=generate's loop (a causal LM's cached forward).
+    cudnn_benchmark: bool = False
+    channels_last: bool = False
+    tf32: bool = True
+    amp: bool = True
+    fp16_scaling: bool = True
+    compile_setting: bool = True
+    reads_folders: bool = True
+    generates: bool = False
 
     @property
     def own_environment(self) -> bool:
@@ -96,6 +109,9 @@ FRAMEWORKS: dict[str, FrameworkSpec] = {
             library="torchvision",
             hf_module="bench.models.hf_lm",
             hf_libraries="transformers",
+            cudnn_benchmark=True,
+            channels_last=True,
+            generates=True,
         ),
         FrameworkSpec(
             TF,
@@ -120,6 +136,7 @@ FRAMEWORKS: dict[str, FrameworkSpec] = {
             library="keras",
             hf_module="bench.models.keras_hub_lm",
             hf_libraries="keras-hub and tensorflow-text",
+            generates=True,
         ),
         FrameworkSpec(
             MXNET,
@@ -142,6 +159,10 @@ FRAMEWORKS: dict[str, FrameworkSpec] = {
             gpu_fix="install MXNet's CUDA build in its own environment (`bench setup mxnet` "
             "on a host with the CUDA 11 runtime)",
             colour="#1e8449",
+            tf32=False,  # its cuDNN settings are its own
+            amp=False,
+            compile_setting=False,  # always hybridized: a static graph, built in the warm-up
+            reads_folders=False,
         ),
         FrameworkSpec(
             JAX,
@@ -166,6 +187,7 @@ FRAMEWORKS: dict[str, FrameworkSpec] = {
             gpu_fix="install jax's CUDA plugin (jax[cuda12])",
             colour="#8e44ad",
             inline=False,
+            fp16_scaling=False,
         ),
     )
 }
