@@ -27,6 +27,9 @@ def test_ctrl_c_at_any_moment_of_creation_leaves_no_store(
 
     db = tmp_path / "mlruns" / "mlflow.db"
     uri = f"sqlite:///{db}"
+    # MLflow's own build (no cache to keep an empty store in: bench.tracking.template).
+    (tmp_path / "no-cache").write_text("")
+    monkeypatch.setenv("BENCH_CACHE", str(tmp_path / "no-cache"))
     # Ctrl-C as the n-th SQL statement starts: in the first tables, in the migrations
     # (about 1,700 statements in all with MLflow 3.17).
     for moment in (20, 300):
@@ -58,6 +61,31 @@ def test_ctrl_c_at_any_moment_of_creation_leaves_no_store(
     store = MlflowStore(uri, "bench")  # the next sweep makes it, whole
     assert store.client.get_experiment(store.experiment_id).name == "bench"
     assert MlflowStore(uri, "bench").experiment_id == store.experiment_id
+
+    # A copy of the cached empty store, stopped half way (the copy, then its Default
+    # experiment's update): no store either.
+    from bench.tracking import template
+    from bench.tracking.store import _build_store
+
+    monkeypatch.setenv("BENCH_CACHE", str(tmp_path / "cache"))
+    assert template.template(_build_store)  # the empty store to copy is there first
+    other = tmp_path / "copied" / "mlflow.db"
+    for target in ("copyfile", "connect"):
+        owner = template.shutil if target == "copyfile" else template.sqlite3
+        real = getattr(owner, target)
+
+        def stop(*args: Any, real: Any = real, target: str = target, **kwargs: Any) -> Any:
+            if target == "connect" and "mode=ro" in str(args[0]):
+                return real(*args, **kwargs)  # the template's check, not the copy's update
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(owner, target, stop)
+        with pytest.raises(KeyboardInterrupt):
+            MlflowStore(f"sqlite:///{other}", "bench")
+        monkeypatch.undo()
+        monkeypatch.setenv("BENCH_CACHE", str(tmp_path / "cache"))
+        assert sorted(p.name for p in other.parent.iterdir()) == ["mlflow.db.lock"], target
+    assert MlflowStore(f"sqlite:///{other}", "bench").experiment_id
 
 
 def half_built_store(path: Path) -> Path:
