@@ -3,7 +3,9 @@
 The child runs :mod:`bench.trial.worker` with the framework's interpreter
 (:func:`bench.envs.interpreters.python_for`: MXNet has an environment of its own) in its own
 session, so Ctrl-C reaches only the host, which then stops the child's whole process group;
-the child also dies if the host does.
+the child also dies if the host does.  Every process of the trial carries a mark of its own
+in its environment, and whatever still carries it when the trial is over (a daemon that
+double-forked out of the group and ignores SIGTERM) is killed, named on stderr.
 Its output (framework log noise included) goes to ``WORKDIR/worker.log``.
 """
 
@@ -13,7 +15,9 @@ import os
 import resource
 import signal
 import subprocess
+import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,7 +26,7 @@ from bench.core.result import ERROR, KILLED, OOM
 from bench.envs.environments import extra_of
 from bench.envs.interpreters import python_for
 from bench.launchers.base import Child, WatchedLauncher
-from bench.runtime.processes import ENV_PARENT_PID, stop_group
+from bench.runtime.processes import ENV_PARENT_PID, ENV_TRIAL_MARK, stop_group, stop_marked
 from bench.runtime.protocol import CONFIG, LOG, tail, write_config
 
 
@@ -78,7 +82,9 @@ def died(code: int, cfg: BenchConfig, log: Path) -> tuple[str, str]:
 class _Process(Child):
     def __init__(self, cfg: BenchConfig, workdir: Path) -> None:
         self.cfg, self.log = cfg, workdir / LOG
-        env = dict(os.environ, PYTHONUNBUFFERED="1", **{ENV_PARENT_PID: str(os.getpid())})
+        self.mark = uuid.uuid4().hex
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env.update({ENV_PARENT_PID: str(os.getpid()), ENV_TRIAL_MARK: self.mark})
         self.launched = time.time()
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
@@ -111,6 +117,18 @@ class _Process(Child):
 
     def died(self) -> tuple[str, str]:
         return died(self.proc.returncode, self.cfg, self.log)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:  # not stopped (an exception before the watch): now
+            stop_group(self.proc, 0)
+        left = stop_marked(self.mark)
+        if left:
+            print(
+                f"bench: killed {len(left)} process(es) the trial left running outside its "
+                f"process group (pids {', '.join(map(str, left))}; a daemon that ignored "
+                "SIGTERM)",
+                file=sys.stderr,
+            )
 
 
 class Launcher(WatchedLauncher):

@@ -6,7 +6,10 @@
   they can still be found and stopped;
 - :func:`stop_group`: SIGTERM a child's whole process group, SIGKILL it after a grace period;
 - :func:`stop_tree`: the same for every descendant of this process, in whatever session or
-  group it put itself.
+  group it put itself;
+- :func:`stop_marked`: every process that still carries a trial's mark in its environment
+  (:data:`ENV_TRIAL_MARK`), such as a daemon that left the trial's session (fork, setsid,
+  fork) and ignores SIGTERM, killed when the trial ends.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ import psutil
 # The parent's pid, set by a host for the child it starts: a child that finds another parent
 # (its own was already gone when it started) exits at once.
 ENV_PARENT_PID = "BENCH_PARENT_PID"
+# A mark the process launcher puts in a trial's environment, unique to the trial: every
+# process the trial starts inherits it, wherever it moves in the process tree.
+ENV_TRIAL_MARK = "BENCH_TRIAL_MARK"
 _PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER = 1, 36
 
 
@@ -123,6 +129,31 @@ def stop_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
         except ProcessLookupError:
             pass
         break
+
+
+def marked(mark: str) -> list[psutil.Process]:
+    """The processes (other than this one) whose environment has ``ENV_TRIAL_MARK=mark``."""
+    found = []
+    for proc in psutil.process_iter():
+        if proc.pid == os.getpid():
+            continue
+        try:
+            if proc.environ().get(ENV_TRIAL_MARK) == mark and _alive(proc):
+                found.append(proc)
+        except psutil.Error:  # gone, or another user's
+            continue
+    return found
+
+
+def stop_marked(mark: str) -> list[int]:
+    """SIGKILL every process still carrying ``mark`` (called once the trial's own group has
+    had its grace: what is left ignored it or left the group) and wait for them; their pids."""
+    left = marked(mark)
+    for proc in left:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(left, timeout=5)
+    return [proc.pid for proc in left]
 
 
 def descendants() -> list[psutil.Process]:
