@@ -114,11 +114,6 @@ def said(*found: Found) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def problems(cfg: BenchConfig) -> list[str]:
-    """:func:`rules`' problems in the order they are said."""
-    return said(rules(cfg))
-
-
 def one_store(configs: Sequence[tuple[str, BenchConfig]]) -> list[str]:
     """A sweep logs to one store: each job whose tracking.uri or experiment differs from the
     first job's, named."""
