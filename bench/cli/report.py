@@ -17,8 +17,10 @@ import sys
 from pathlib import Path
 
 from bench import tracking
+from bench.core.config import TrackingConfig
 from bench.report import HISTORY_KEYS, baseline, build, claims, warm_imports, write
 from bench.report.trials import REPORT_TAGS, to_trial
+from bench.tracking.recent import store_or_last
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,7 +79,11 @@ def _main(argv: list[str] | None = None) -> int:
         prog="python -m bench.report",
         description="Write the comparison report (HTML and Markdown) of runs in MLflow.",
     )
-    parser.add_argument("--uri", default="sqlite:///mlruns/mlflow.db", help="tracking URI")
+    parser.add_argument(
+        "--uri",
+        default=None,
+        help=f"tracking URI (default: the last sweep's store, else {TrackingConfig.uri})",
+    )
     parser.add_argument(
         "--experiment", help="report every run of this experiment (default: the latest sweep)"
     )
@@ -105,6 +111,8 @@ def _main(argv: list[str] | None = None) -> int:
         help="with --baseline: exit 1 if any significant regression exceeds PCT percent",
     )
     args = parser.parse_args(argv)
+    given = args.uri is not None
+    args.uri, why = store_or_last(args.uri, TrackingConfig.uri)
     if args.fail_on_regression is not None and not args.baseline:
         print("bench.report: --fail-on-regression needs --baseline", file=sys.stderr)
         return 2
@@ -169,6 +177,8 @@ def _main(argv: list[str] | None = None) -> int:
                 print(f"{c.framework} {c.label}: {c.text}")
     page = write(report, args.out)
     print(f"{page}  ({args.out / 'report.md'})")
+    if not given:
+        print(f"from {args.uri} ({why})")
     if runs.sweep_id and not args.no_log:
         where = tracking.log_report(args.uri, runs.sweep_id, args.out)
         print(f"logged to run {runs.sweep_id}: {where}")

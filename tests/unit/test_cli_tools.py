@@ -156,3 +156,25 @@ def test_help_names_every_framework_from_its_spec() -> None:
     conf = OmegaConf.load(Path(cli.CONF_DIR) / "config.yaml")
     header = OmegaConf.select(conf, "hydra.help.header")  # resolved by the resolver alone
     assert ", ".join(spec.title for spec in FRAMEWORKS.values()) in header, header
+
+
+def test_report_reads_the_last_sweeps_store_unless_told(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """Issue 50: `bench report` with no --uri reads the store the last sweep used, as `bench
+    ui` and `bench reproduce` do, else bench's default store (each here a file that is no
+    SQLite database, so that the refusal names the store it read)."""
+    from bench.cli import report
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BENCH_LAST_STORE", str(tmp_path / "note"))
+    (tmp_path / "mlruns").mkdir()
+    (tmp_path / "mlruns" / "mlflow.db").write_text("not a store")
+    (tmp_path / "last.db").write_text("not a store either")
+    assert report.main([]) == 2  # nothing noted: bench's default store
+    assert "mlruns/mlflow.db is not an SQLite database" in capsys.readouterr().err
+    (tmp_path / "note").write_text(f"sqlite:///{tmp_path / 'last.db'}\n")
+    assert report.main([]) == 2
+    assert f"{tmp_path / 'last.db'} is not an SQLite database" in capsys.readouterr().err
+    assert report.main(["--uri", "sqlite:///mlruns/mlflow.db"]) == 2  # told: that one
+    assert "mlruns/mlflow.db is not an SQLite database" in capsys.readouterr().err
