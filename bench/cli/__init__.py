@@ -99,6 +99,9 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     """The first Ctrl-C or SIGTERM stops the sweep; any further one is ignored until the
     running trial is stopped and recorded and the parent run is closed (a second Ctrl-C
     must not cut that short and leave a process or an open run behind)."""
+    from bench.runtime.processes import note_interrupt
+
+    note_interrupt()  # counted even where Python swallows the raise below (a finaliser)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     print(
@@ -278,12 +281,13 @@ def run() -> None:
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
     from bench.cli.hydra_mode import one_composition
+    from bench.runtime.processes import interrupts
 
     try:
         with one_composition(sys.argv[1:], CONF_DIR):
             main()
-    except BenchExit as done:
-        sys.exit(done.code)
+    except BenchExit as done:  # an interrupt Python swallowed (a finaliser) still ends 130
+        sys.exit(130 if interrupts() else done.code)
     except SystemExit as refused:
         # Hydra refuses bad input (a wrong type, an unknown key or option) with exit 1, the
         # status of a failed trial; bad input is 2 here, whoever found it.

@@ -75,6 +75,23 @@ def owner_alive(owner: str) -> bool:
         return False
 
 
+# How many interrupts (Ctrl-C, SIGTERM) bench's own handler has received in this process.
+# Python swallows one raised inside a finaliser or a callback (a store's connection closed
+# by the garbage collector: "Exception ignored in ..."); a sweep compares this count with
+# the one it started with before each trial and at its end, so none is lost.
+_INTERRUPTS = [0]
+
+
+def note_interrupt() -> None:
+    """Count an interrupt (first thing in bench's SIGINT/SIGTERM handler)."""
+    _INTERRUPTS[0] += 1
+
+
+def interrupts() -> int:
+    """How many interrupts :func:`note_interrupt` has counted in this process."""
+    return _INTERRUPTS[0]
+
+
 @contextlib.contextmanager
 def shielded() -> Iterator[None]:
     """Ctrl-C and SIGTERM are ignored for the block (in the main thread): a second Ctrl-C

@@ -38,7 +38,7 @@ from bench.core.config import BenchConfig, ConfigError, auto_repeats
 from bench.core.result import ERROR
 from bench.core.tables import text_table
 from bench.launchers.base import on_time_limit_warning
-from bench.runtime.processes import shielded
+from bench.runtime.processes import interrupts, shielded
 from bench.sweep import parity, rounds
 from bench.sweep.compose import compose_all, to_bench_config
 from bench.sweep.jobs import BenchExit, SweepRef, check_all, expand, fail, trial_label, varying
@@ -99,6 +99,12 @@ def run_sweep(
     launcher) and returns their JobReturns, ``context`` holds the store and the launchers
     (the jobs that run in this process must be given the same one); ``dry_run``: stop after
     the checks, listing the trials.  Returns the sweep's exit status."""
+    heard = interrupts()  # one arriving later and swallowed by Python still stops the sweep
+
+    def stop_if_interrupted() -> None:
+        if interrupts() > heard:
+            raise KeyboardInterrupt
+
     auto, repeats = sweep_repeats(config)
     launcher = str(config.hydra.launcher.get("_target_", ""))
     try:
@@ -146,6 +152,7 @@ def run_sweep(
         def run_jobs(indices: list[int]) -> list[Row]:
             ran: list[Row] = []
             for start in range(0, len(indices), size):
+                stop_if_interrupted()  # one swallowed while the store was made, or after a trial
                 chosen = indices[start : start + size]
                 drift.before(rounds.round_of(jobs[chosen[0]]))
                 batch = [
@@ -162,6 +169,7 @@ def run_sweep(
             _run_rounds(jobs, first, run_jobs, rounds.unmeasured([c for _, _, c in composed]))
         else:
             run_jobs(list(range(len(jobs))))
+        stop_if_interrupted()
         drift.after()
         drift.say()
     except KeyboardInterrupt as stop:
@@ -170,7 +178,11 @@ def run_sweep(
         _interrupted()
         return 130
     with _no_crash():
-        return sweep.finish(rows)
+        code = sweep.finish(rows)
+    if interrupts() > heard:  # one swallowed while the sweep was closed
+        _interrupted()
+        return 130
+    return code
 
 
 class _Drift:
@@ -394,9 +406,12 @@ def _single(cfg: BenchConfig, overrides: list[str], workdir: Path, context: Swee
         check_all([(label, cfg)])
     except ConfigError as exc:
         fail(exc.problems)
+    heard = interrupts()
     with _no_crash():
         sweep = Sweep.open(cfg, 1, sweep_name(overrides), overrides, context)
     try:
+        if interrupts() > heard:  # swallowed by Python while the store was made
+            raise KeyboardInterrupt
         verdicts = parity.run_checks([cfg], sweep.store, sweep.sweep_id)
         verdict = verdicts.get(parity.group_of(cfg))
         with _no_crash():
@@ -408,4 +423,4 @@ def _single(cfg: BenchConfig, overrides: list[str], workdir: Path, context: Swee
         raise BenchExit(130) from None
     with _no_crash():
         code = sweep.finish([row])
-    raise BenchExit(code)
+    raise BenchExit(130 if interrupts() > heard else code)

@@ -284,6 +284,39 @@ def test_ctrl_c_records_the_trial_as_killed_and_ends_the_sweep(
     assert "1 ok, 1 killed" in capsys.readouterr().out
 
 
+def test_an_interrupt_python_swallows_while_the_store_is_made_still_stops_the_sweep(
+    store: FakeStore, hydra_conf: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 51: Ctrl-C arriving while a finaliser ran during store creation was raised
+    inside it, where Python swallows it ("Exception ignored in ..."): every trial ran and
+    the sweep ended 0.  bench's handler counts each interrupt, and the sweep looks."""
+    import signal
+    import sys
+
+    from bench import cli
+
+    class Finaliser:
+        def __del__(self) -> None:  # the garbage collector closing a connection, say
+            cli._interrupt(signal.SIGINT, None)
+
+    start_sweep = store.start_sweep
+
+    def start_with_a_finaliser(name: str, tags: dict[str, str]) -> str:
+        Finaliser()  # collected at once: the handler's KeyboardInterrupt is swallowed
+        return start_sweep(name, tags)
+
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: None)  # Python's print
+    monkeypatch.setattr(store, "start_sweep", start_with_a_finaliser)
+    try:
+        code, launched = sweep(store, ["framework=torch,tf", *TINY], tmp_path, monkeypatch)
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    assert (code, launched) == (130, [])
+    assert store.sweeps["sweep0"]["ended"][1] is True  # closed as killed, no trial run
+
+
 def test_repeats_launch_in_batches_with_the_sweeps_reference(
     store: FakeStore, hydra_conf: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
