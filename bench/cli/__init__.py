@@ -278,16 +278,17 @@ def run() -> None:
         print(f"bench: {left}", file=sys.stderr)
         sys.exit(2)
     sys.argv = [sys.argv[0], *_mapping_overrides(given)]
-    signal.signal(signal.SIGINT, _interrupt)
-    signal.signal(signal.SIGTERM, _interrupt)
     from bench.cli.hydra_mode import one_composition
     from bench.runtime.processes import interrupts
 
+    heard = interrupts()
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         with one_composition(sys.argv[1:], CONF_DIR):
             main()
     except BenchExit as done:  # an interrupt Python swallowed (a finaliser) still ends 130
-        sys.exit(130 if interrupts() else done.code)
+        sys.exit(130 if interrupts() > heard else done.code)
     except SystemExit as refused:
         # Hydra refuses bad input (a wrong type, an unknown key or option) with exit 1, the
         # status of a failed trial; bad input is 2 here, whoever found it.
