@@ -12,11 +12,11 @@ zoo's (:func:`bench.checks.own_models.parts`).
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from collections.abc import Sequence
 
 from bench.checks.rules import check, choice
-from bench.core.config import DATASETS, FRAMEWORKS, BenchConfig, to_dict
+from bench.core.config import DATASETS, FRAMEWORKS, BenchConfig
 from bench.core.frameworks import FRAMEWORKS as SPECS
 from bench.core.frameworks import JAX, MXNET, TF, TORCH
 from bench.core.zoo import NATIVE_SOURCES
@@ -40,17 +40,7 @@ SERVING_FRAMEWORKS = (TORCH, TF, JAX, MXNET)
 def key(cfg: BenchConfig) -> str:
     """What makes two configurations one for the checks: every field but ``repeat``'s value
     (the round a job is in decides no rule; only a negative one is refused)."""
-    values = to_dict(cfg)
-    values["repeat"] = min(cfg.repeat, 0)
-    return json.dumps(values, sort_keys=True, default=str)
-
-
-def distinct(configs: Sequence[BenchConfig]) -> dict[str, BenchConfig]:
-    """The distinct configurations of a sweep, by :func:`key`, in first-seen order."""
-    out: dict[str, BenchConfig] = {}
-    for cfg in configs:
-        out.setdefault(key(cfg), cfg)
-    return out
+    return repr(dataclasses.replace(cfg, repeat=min(cfg.repeat, 0)))
 
 
 def rules(cfg: BenchConfig) -> Found:

@@ -230,13 +230,15 @@ def check_all(
     from bench.checks import config, host
 
     cfgs = [cfg for _, cfg in configs]
-    distinct = config.distinct(cfgs)
+    keys = [config.key(cfg) for cfg in cfgs]
+    distinct: dict[str, BenchConfig] = {}
+    for key, cfg in zip(keys, cfgs, strict=True):
+        distinct.setdefault(key, cfg)
     ruled = {key: config.rules(cfg) for key, cfg in distinct.items()}  # the config stage
     problems: list[str] = host.prepare(cfgs)  # the host stage, from here
     probed = {key: host.probes(cfg, ruled[key]) for key, cfg in distinct.items()}
     per_job: dict[str, list[str]] = {}  # each problem, with the jobs that have it
-    for label, cfg in configs:
-        key = config.key(cfg)
+    for (label, cfg), key in zip(configs, keys, strict=True):
         for problem in [
             *config.said(ruled[key], probed[key]),
             *host.placement(cfg, slurm, partition),
