@@ -244,6 +244,16 @@ def _mapping_overrides(args: list[str]) -> list[str]:
 
 
 def run() -> None:
+    """``bench``: the sweep, ``bench plan`` and the tools.  Ctrl-C before a handler of bench's
+    own is in place (while the command line is checked) is an interrupt too: one line, 130."""
+    try:
+        _run()
+    except KeyboardInterrupt:
+        print("bench: interrupted", file=sys.stderr)
+        sys.exit(130)
+
+
+def _run() -> None:
     word = sys.argv[1] if len(sys.argv) > 1 else ""
     if word == "plan":  # a dry run of the sweep the rest of the line describes
         given = [a for a in sys.argv[2:] if a not in ("-m", "--multirun")]

@@ -41,6 +41,21 @@ def test_a_word_that_is_no_command_is_refused_before_hydra(
     assert "'install' is not a command" in err and "report, sync" in err and "key=value" in err
 
 
+def test_ctrl_c_while_the_command_line_is_checked_is_one_line_and_130(
+    monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """Issue 51: Ctrl-C after the imports but before bench's handler is in place (the
+    command line's checks, 0.4 s) gave a traceback and a death by SIGINT (-2)."""
+    from bench.cli import overrides
+
+    def interrupted(args: list[str]) -> list[str]:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(overrides, "check", interrupted)
+    assert bench(monkeypatch, "-m", "model=lenet5") == 130
+    assert capsys.readouterr().err.strip().splitlines() == ["bench: interrupted"]
+
+
 def test_data_download_fetches_checks_and_keeps_an_archive(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
