@@ -41,6 +41,10 @@ WANTED = (
     "mlflow-tracing",
     "sqlalchemy",
     "alembic",
+    # mode=serve's load generator (MLPerf's LoadGen, a compiled module) and goal=accuracy's
+    # MLPerf log, so that the GPU check can serve and train to accuracy there too.
+    "mlcommons-loadgen",
+    "mlperf-logging",
 )
 # Tags of wheels that install on CPython 3.12 on Linux x86_64, glibc 2.17 and newer.
 PLATFORMS = ("manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_24_x86_64",
