@@ -164,18 +164,29 @@ def test_a_two_worker_ddp_trial_runs_as_one_slurm_job(bench) -> None:  # noqa: A
     (child,) = bench.children()
     assert_global_and_per_worker(bench, child)
     job = child.data.tags["bench.slurm_job_id"]
-    state = subprocess.run(
-        ["sacct", "-n", "-P", "-X", "-j", job, "-o", "State,NNodes"],
-        capture_output=True, text=True, check=True,
-    ).stdout.split()  # fmt: skip
-    assert state == ["COMPLETED|1"], state
+    assert _sacct(job, "State", "NNodes") == [["COMPLETED", "1"]]
 
 
 MULTI = ["-m", "hydra/launcher=submitit_slurm", "+slurm=local", "hydra.launcher.partition=multi"]
 
 
-def _sacct(job: str, *fields: str, steps: bool = False) -> list[list[str]]:
+# A job's record in Slurm's accounting trails the job: the sweep has its result while the
+# job is still COMPLETING (its epilog, slurmdbd's write), longer on a loaded machine.
+_PASSING = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "RESIZING", "")
+
+
+def _sacct(job: str, *fields: str, steps: bool = False, settle_s: float = 60) -> list[list[str]]:
+    """sacct's rows for ``job`` once its allocation's state is a final one (at most
+    ``settle_s`` seconds later)."""
     argv = ["sacct", "-n", "-P", "-j", job, "-o", ",".join(fields)]
+    deadline = time.monotonic() + settle_s
+    while True:
+        state = subprocess.run(
+            ["sacct", "-n", "-P", "-X", "-j", job, "-o", "State"], capture_output=True, text=True
+        ).stdout.strip()
+        if state.split(" ")[0] not in _PASSING or time.monotonic() > deadline:
+            break
+        time.sleep(1)
     out = subprocess.run([*argv] if steps else [*argv, "-X"], capture_output=True, text=True)
     return [line.split("|") for line in out.stdout.split()]
 
