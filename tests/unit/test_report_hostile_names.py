@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from bench.report import build, figures, render, write
 from bench.report.document import Cell, Figure, Report, Section, Table
 from tests.report_data import record, runset
@@ -82,6 +84,7 @@ def test_figure_text_is_never_mathtext() -> None:
     assert {t._preprocess_math(t.get_text())[0] for t in texts} == set(names)
 
 
+@pytest.mark.slow  # a whole report with its figures (about 3.5 s): the pieces above are fast
 def test_a_report_of_hostile_framework_names_is_written_inside_its_folder(
     tmp_path: Path,
 ) -> None:
