@@ -45,6 +45,9 @@ WANTED = (
     # MLPerf log, so that the GPU check can serve and train to accuracy there too.
     "mlcommons-loadgen",
     "mlperf-logging",
+    # framework=jax's Keras models (model.source=bench) run on Keras 3's JAX backend: the
+    # lent machine has JAX and Flax but no Keras (issue 53).
+    "keras",
 )
 # Tags of wheels that install on CPython 3.12 on Linux x86_64, glibc 2.17 and newer.
 PLATFORMS = ("manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_24_x86_64",
