@@ -21,7 +21,12 @@ trial into one store (``--store``, a temporary folder by default).  In priority 
 7. ``tuning=default,best`` (ResNet-50, fp32, batch 64, 2 interleaved repeats): the search
    (compile, channels_last, cudnn_benchmark) cold and then from its cache, and each side;
 8. the rest: TensorFlow and MXNet on CUDA, 2-GPU strategies, Horovod with NCCL, Docker's
-   CUDA image, and models by name.
+   CUDA image, and models by name;
+9. the second round (issue 53; docs/gpu.md): ``jax`` (ResNet-50 on the interpreter's own
+   JAX, Keras and Flax models, fp32 and bf16), ``best`` (``tuning=default,best`` for torch
+   and jax at bf16), ``parity`` (``python -m bench.parity`` torch vs jax, on the CPU),
+   ``llm`` (a tiny llama, train and ``mode=generate``), ``serve`` (LoadGen's Server per
+   framework) and ``accuracy`` (``goal=accuracy`` on digits).
 
 With ``--out DIR`` each row is appended to ``DIR/gpu_check.txt`` as it finishes, the
 figures go to ``DIR/gpu_timing.json``, and the store is packed into
@@ -62,12 +67,31 @@ SIZES = {
         "precisions": "fp32,bf16,fp16", "window": ["epochs=2", "min_window_s=1", "warmup_steps=5"],
         "small": ["model=resnet18", "image_size=32", "batch_size=32"],
         "compile_batch": 128, "tuning_batch": 64,
+        # The second round (issue 53): jax beside torch, each at its best, an LM, serving.
+        "jax_model": ["model=resnet50", "image_size=224"], "jax_batches": "64,128",
+        "jax_modes": "train,infer", "best": ["model=resnet50", "image_size=224",
+                                              "batch_size=128"], "best_repeats": 2,
+        "parity_models": ("lenet5", "resnet18"), "parity_steps": 20,
+        "llm": ["model.layers=4", "model.hidden=512", "model.heads=8",
+                "model.intermediate=2048", "model.vocab_size=32000", "batch_size=8",
+                "prompt_len=128", "new_tokens=64"],
+        "serve": ["model=resnet50", "image_size=224", "serve.target_qps=1000",
+                  "serve.latency_bound_ms=15", "serve.min_duration_s=5"],
     },
     "cpu": {
         "device": "cpu", "model": "resnet18", "image_size": 32, "batches": "8,16",
         "precisions": "fp32,bf16", "window": ["epochs=1", "min_window_s=0.3", "warmup_steps=1"],
         "small": ["model=lenet5", "image_size=32", "batch_size=32"],
         "compile_batch": 8, "tuning_batch": 8,
+        "jax_model": ["model=lenet5", "image_size=32"], "jax_batches": "8",
+        "jax_modes": "train", "best": ["model=lenet5", "image_size=32", "batch_size=8",
+                                       "tuning.keys=[threads]", "tuning.probe_s=0.3"],
+        "best_repeats": 1, "parity_models": ("lenet5",), "parity_steps": 3,
+        "llm": ["model.layers=1", "model.hidden=64", "model.heads=2",
+                "model.intermediate=128", "model.vocab_size=512", "model.seq_len=16",
+                "batch_size=2", "prompt_len=8", "new_tokens=4"],
+        "serve": ["model=lenet5", "image_size=32", "serve.target_qps=20",
+                  "serve.latency_bound_ms=200", "serve.min_duration_s=1"],
     },
 }  # fmt: skip
 # Training memory per sample of ResNet-50 at 224 px in fp32 (activations kept for the
@@ -123,8 +147,11 @@ class Check:
         self.add(path, f"skipped (about {estimate_s:.0f} s; {max(0, self.left()):.0f} s left)")
         return False
 
-    def bench(self, experiment: str, overrides: list[str], sweep: bool = False) -> list[Run]:
-        """Run ``python -m bench`` (``-m``: a sweep) into the store's experiment; its runs."""
+    def command(
+        self, experiment: str, overrides: list[str], sweep: bool = False
+    ) -> tuple[int, str]:
+        """Run ``python -m bench`` (``-m``: a sweep) into the store's experiment: its exit
+        status (124: timed out) and what it said on stderr."""
         from bench.envs.interpreters import child_env
 
         work = self.store / "hydra" / experiment
@@ -138,9 +165,13 @@ class Check:
                 command, capture_output=True, text=True, timeout=self.timeout_s,
                 cwd=self.store, env=child_env(),
             )  # fmt: skip
-            said = done.stderr
+            return done.returncode, done.stderr
         except subprocess.TimeoutExpired as exc:
-            said = f"timed out after {self.timeout_s:.0f} s: {exc.stderr or ''}"
+            return 124, f"timed out after {self.timeout_s:.0f} s: {exc.stderr or ''}"
+
+    def bench(self, experiment: str, overrides: list[str], sweep: bool = False) -> list[Run]:
+        """Run ``python -m bench`` (``-m``: a sweep) into the store's experiment; its runs."""
+        said = self.command(experiment, overrides, sweep)[1]
         runs = trials(self.store, experiment)
         if not runs:
             last = [ln for ln in str(said).strip().splitlines() if ln.strip()][-3:]
@@ -192,18 +223,46 @@ def trials(store: Path, experiment: str) -> list[Run]:
 
 def _label(run: Run) -> str:
     p = run.params
+    framework = p.get("framework.name", "torch")
+    source = p.get("model.source", "bench")
+    model = p.get("model.name") if source in ("bench", "") else f"{source}:{p.get('model.name')}"
+    size = "" if source == "hf" else f" {p.get('image_size')} px"
     return (
-        f"{p.get('model.name')} {p.get('image_size')} px {p.get('mode')} "
+        ("" if framework == "torch" else f"{framework} ") + f"{model}{size} {p.get('mode')} "
         f"{p.get('precision')} batch {p.get('batch_size')}"
         + (" compile" if p.get("compile") == "True" else "")
         + (f" timing={p['timing']}" if "timing" in p else "")
+        + (f" goal={p['goal.name']}" if p.get("goal.name", "none") != "none" else "")
     )
 
 
 def figures(run: Run) -> str:
-    """A trial's key figures: samples/s, MFU, mean power and energy per sample."""
+    """A trial's key figures: samples/s (a generation's tokens/s and latencies, a served
+    model's latency at its load, a time to accuracy), MFU, mean power, energy per sample."""
     m = run.metrics
     parts = [f"{m.get('trial_samples_per_s', 0):,.0f} samples/s"]
+    if "trial_decode_tokens_per_s" in m:
+        parts = [
+            f"decode {m['trial_decode_tokens_per_s']:,.0f} tokens/s, prefill "
+            f"{m.get('trial_prefill_tokens_per_s', 0):,.0f} tokens/s, first token "
+            f"{m.get('trial_time_to_first_token_ms', 0):.1f} ms, per output token "
+            f"{m.get('trial_time_per_output_token_p50_ms', 0):.2f} ms (p50)"
+        ]
+    if "trial_serve_latency_p99_ms" in m:
+        parts = [
+            f"{run.tags.get('bench.serve.result', '?')} at "
+            f"{m.get('trial_serve_target_qps', 0):,.0f} QPS: "
+            f"{m.get('trial_serve_samples_per_s', 0):,.0f} samples/s, p99 "
+            f"{m['trial_serve_latency_p99_ms']:.2f} ms"
+        ]
+    if "target_reached" in m:
+        parts = [
+            f"target reached in {m.get('time_to_target_s', 0):.1f} s, "
+            f"{m.get('epochs_to_target', 0):g} epochs"
+            if m["target_reached"]
+            else f"target not reached in {m.get('epochs_trained', 0):g} epochs",
+            f"best accuracy {m.get('best_test_accuracy', 0):.3f}",
+        ]
     if "mfu_pct" in m:
         parts.append(f"MFU {m['mfu_pct']:.1f}% of {m['peak_flops_per_s'] / 1e12:,.0f} TFLOP/s")
     if "power_w" in m:
@@ -409,8 +468,14 @@ def row_tuning(check: Check) -> None:
         f"batch_size={s['tuning_batch']}", "precision=fp32", "tuning=default,best", "repeats=2",
         *rehearse, *s["window"],
     ]  # fmt: skip
+    tuning_sweep(check, path, "gpu-tuning", overrides)
+
+
+def tuning_sweep(check: Check, path: str, experiment: str, overrides: list[str]) -> None:
+    """A tuning sweep, a row per trial: its side, repeat, figures, and the best side's pick
+    (one failed row ``path`` when the command records no run)."""
     try:
-        runs = check.bench("gpu-tuning", overrides, sweep=True)
+        runs = check.bench(experiment, overrides, sweep=True)
     except RuntimeError as exc:
         check.add(path, "failed", str(exc))
         return
@@ -427,7 +492,173 @@ def row_tuning(check: Check) -> None:
             source = run.tags.get("bench.tuning_source", "?").split(" ")[0]
             extra = f"; {picked}; search {run.metrics.get('tuning_search_s', 0):.1f} s ({source})"
         repeat = run.tags.get("bench.repeat", "?")
-        check.add(f"tuning={tuning} repeat {repeat}", "ok", figures(run) + extra)
+        framework = run.params.get("framework.name", "torch")
+        who = "" if framework == "torch" and "jax" not in path else f"{framework} "
+        check.add(f"{who}tuning={tuning} repeat {repeat}", "ok", figures(run) + extra)
+
+
+# -- the second round (issue 53): jax beside torch, each at its best, an LM, serving -----
+
+JAX = ["framework=jax", "framework.version=installed", "force=true"]
+
+
+def missing(*modules: str) -> str:
+    """Why a row cannot run here for want of a module ('' when all import)."""
+    gone = [m for m in modules if importlib.util.find_spec(m) is None]
+    return f"{', '.join(gone)} not installed (scripts/gpu_wheels.py carries keras)" if gone else ""
+
+
+def refused_row(check: Check, path: str, experiment: str, overrides: list[str]) -> None:
+    """A setting bench must refuse before any trial: skipped with bench's own reason when
+    it exits 2 and records no run; failed when it runs or fails otherwise."""
+    status, said = check.command(experiment, overrides)
+    reason = next((ln.strip() for ln in said.splitlines() if ln.startswith("  ")), "")
+    ran = (check.store / "mlflow.db").exists() and trials(check.store, experiment)
+    if status == 2 and not ran:
+        check.add(path, f"skipped (bench refuses it before any trial: {reason[:200]})")
+    else:
+        last = (said.strip().splitlines() or ["?"])[-1][:160]
+        check.add(path, "failed", f"not refused (exit {status}): {last}")
+
+
+def row_jax(check: Check) -> None:
+    """framework=jax on the interpreter's own JAX (framework.version=installed), on the
+    GPU where the trial's device asks for it (a JAX that sees none is refused, naming
+    device): Keras on JAX (model.source=bench) at fp32 and bf16, the zoo's Flax model
+    (model.source=flax) at fp32, training and inference; Flax at bf16 is refused."""
+    path = "jax: ResNet-50 224 px, Keras and Flax" if check.kind == "gpu" else "jax matrix"
+    why = missing("jax", "keras")
+    if why:
+        check.add(path, f"skipped ({why})")
+        return
+    if not check.fits(path, 240 if check.kind == "gpu" else 60):
+        return
+    s = check.size
+    common = [*JAX, f"device={s['device']}", *s["jax_model"], f"batch_size={s['jax_batches']}",
+              f"mode={s['jax_modes']}", *s["window"]]  # fmt: skip
+    check.rows_of(path + " (Keras)", "gpu-jax", [*common, "precision=fp32,bf16"], sweep=True)
+    if missing("flax"):
+        check.add(path + " (Flax)", f"skipped ({missing('flax')})")
+        return
+    flax = [*common, "model.source=flax"]
+    check.rows_of(path + " (Flax)", "gpu-jax-flax", [*flax, "precision=fp32"], sweep=True)
+    refused_row(check, "jax flax precision=bf16", "gpu-jax-flax-bf16", [*flax, "precision=bf16"])
+
+
+def row_best(check: Check) -> None:
+    """tuning=default,best for torch and jax, training at bf16 (ResNet-50, 224 px, batch 128
+    on the GPU), interleaved repeats: each side at its default and at its best."""
+    path = "tuning=default,best (torch, jax; bf16)"
+    if not check.fits(path, 360 if check.kind == "gpu" else 90):
+        return
+    s = check.size
+    frameworks = ["torch"] + ([] if missing("jax", "keras") else ["jax"])
+    if len(frameworks) == 1:
+        check.add("tuning=best (jax)", f"skipped ({missing('jax', 'keras')})")
+    overrides = [
+        f"framework={','.join(frameworks)}", "framework.version=installed", "force=true",
+        f"device={s['device']}", *s["best"], "precision=bf16", "mode=train",
+        "tuning=default,best", f"repeats={s['best_repeats']}", *s["window"],
+    ]  # fmt: skip
+    tuning_sweep(check, path, "gpu-best", overrides)
+
+
+def row_parity(check: Check) -> None:
+    """``python -m bench.parity`` torch against jax (Keras and Flax) on the interpreter's
+    own builds.  Its sides run on the CPU (bench.parity fixes device=cpu): the row checks
+    the device's torch and JAX train alike, not their CUDA kernels."""
+    why = missing("jax", "keras", "flax")
+    for model in check.size["parity_models"]:
+        path = f"parity torch vs jax, {model} (on the CPU)"
+        if why:
+            check.add(path, f"skipped ({why})")
+            continue
+        if not check.fits(path, 60 if check.kind == "gpu" else 120):
+            continue
+        from bench.envs.interpreters import child_env
+
+        command = [
+            sys.executable, "-m", "bench.parity", "--frameworks", "torch,jax,jax[source=flax]",
+            "--model", model, "--steps", str(check.size["parity_steps"]), "--quiet",
+        ]  # fmt: skip
+        try:
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=check.timeout_s,
+                env=child_env(),
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            check.add(path, "failed", f"timed out after {check.timeout_s:.0f} s")
+            continue
+        check.add(path, *parity_outcome(done.returncode, done.stdout, done.stderr))
+
+
+def parity_outcome(status: int, out: str, err: str) -> tuple[str, str]:
+    """bench.parity's verdict as a row: each side's deviations (loss, update, weights) and
+    the verdict line."""
+    lines = out.splitlines()
+    sides = [ln.split() for ln in lines if " vs torch" in ln]
+    shown = "; ".join(
+        f"{cells[0]}: loss {cells[3]}, update {cells[4]}, weights {cells[6]} {cells[-1]}"
+        for cells in sides
+        if len(cells) >= 8
+    )
+    verdict = next((ln for ln in lines if ln.startswith(("passed", "FAILED"))), "")
+    if status == 0 and verdict.startswith("passed"):
+        return "ok", f"{shown}; {verdict}"[:300]
+    said = (err.strip().splitlines() or lines or ["?"])[-1]
+    return "failed", f"exit {status}: {shown or said}; {verdict}"[:300]
+
+
+def row_llm(check: Check) -> None:
+    """A tiny llama (model=hf: transformers' config, random weights, nothing downloaded)
+    under torch: training, then mode=generate (time to first token, per output token)."""
+    path = "hf llama (torch): train, generate"
+    why = missing("transformers")
+    if why:
+        check.add(path, f"skipped ({why})")
+        return
+    if not check.fits(path, 90):
+        return
+    s = check.size
+    overrides = [*BASE, f"device={s['device']}", "model=hf", "model.name=llama", *s["llm"],
+                 "mode=train,generate", *s["window"]]  # fmt: skip
+    check.rows_of(path, "gpu-llm", overrides, sweep=True)
+
+
+def row_serve(check: Check) -> None:
+    """mode=serve, LoadGen's Server scenario at a latency bound, one trial per framework
+    the interpreter has (torch, jax; tf where installed)."""
+    why = missing("mlperf_loadgen")
+    s = check.size
+    for framework, modules in (("torch", ("torch",)), ("jax", ("jax", "keras")),
+                               ("tf", ("tensorflow",))):  # fmt: skip
+        path = f"mode=serve Server ({framework})"
+        reason = why or missing(*modules)
+        if reason:
+            check.add(path, f"skipped ({reason})")
+            continue
+        if not check.fits(path, 60):
+            continue
+        overrides = [f"framework={framework}", "framework.version=installed", "force=true",
+                     f"device={s['device']}", "mode=serve", "serve.scenario=server",
+                     *s["serve"]]  # fmt: skip
+        check.rows_of(path, f"gpu-serve-{framework}", overrides)
+
+
+def row_accuracy(check: Check) -> None:
+    """goal=accuracy: lenet5 on digits (scikit-learn's, nothing downloaded) to 95% held-out
+    accuracy, under torch."""
+    path = "goal=accuracy on digits (torch)"
+    why = missing("sklearn")
+    if why:
+        check.add(path, f"skipped ({why})")
+        return
+    if not check.fits(path, 60):
+        return
+    overrides = [*BASE, f"device={check.size['device']}", "model=lenet5", "data=digits",
+                 "goal=accuracy", "goal.target=0.95", "goal.max_epochs=12",
+                 "goal.eval_every=0.5", "optimizer.lr=0.01", "batch_size=32"]  # fmt: skip
+    check.rows_of(path, "gpu-accuracy", overrides)
 
 
 @dataclass
@@ -571,7 +802,10 @@ def _gpu_memory_bytes() -> float:
     return float(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(0)).total)
 
 
-ROWS = ("matrix", "nvml", "launch", "oom", "timing", "variants", "compile", "tuning", "others")
+ROWS = ("matrix", "nvml", "launch", "oom", "timing", "variants", "compile", "tuning", "others",
+        "jax", "best", "parity", "llm", "serve", "accuracy")  # fmt: skip
+# The second round's rows (issue 53; docs/gpu.md): what the next lent machine runs.
+SECOND = ("jax", "best", "parity", "llm", "serve", "accuracy")
 
 
 def check_host(check: Check, rows: tuple[str, ...] = ROWS) -> list[list[str]]:
@@ -587,6 +821,12 @@ def check_host(check: Check, rows: tuple[str, ...] = ROWS) -> list[list[str]]:
         ("compile", lambda: row_compile(check)),
         ("tuning", lambda: row_tuning(check)),
         ("others", lambda: row_others(check)),
+        ("jax", lambda: row_jax(check)),
+        ("best", lambda: row_best(check)),
+        ("parity", lambda: row_parity(check)),
+        ("llm", lambda: row_llm(check)),
+        ("serve", lambda: row_serve(check)),
+        ("accuracy", lambda: row_accuracy(check)),
     ]
     for name, run in steps:
         if name in rows:

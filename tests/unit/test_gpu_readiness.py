@@ -167,3 +167,103 @@ def test_the_oom_batch_asks_for_three_times_the_gpus_memory() -> None:
     h100, h200 = gpu_check.oom_batch(80e9), gpu_check.oom_batch(141e9)
     assert h100 * gpu_check.OOM_BYTES_PER_SAMPLE >= 3 * 80e9
     assert h200 > h100 and h200 == 4230
+
+
+# -- the second round's rows (issue 53): jax beside torch, an LM, serving, accuracy --------
+
+
+def _without(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:
+    """As on a host where ``modules`` are not installed (gpu_check asks find_spec)."""
+    real = gpu_check.importlib.util.find_spec
+
+    def find_spec(name: str, *args: Any) -> Any:
+        return None if name in modules else real(name, *args)
+
+    monkeypatch.setattr(gpu_check.importlib.util, "find_spec", find_spec)
+
+
+def test_the_jax_rows_say_what_is_missing_before_any_trial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _without(monkeypatch, "keras", "mlperf_loadgen")
+    check, scripted = _check(tmp_path, {})
+    rows = gpu_check.check_host(check, ("jax", "parity", "serve"))
+    assert rows[0] == [
+        "jax: ResNet-50 224 px, Keras and Flax",
+        "skipped (keras not installed (scripts/gpu_wheels.py carries keras))",
+        "-",
+    ]
+    assert [r[1] for r in rows[1:3]] == ["skipped (keras not installed (scripts/gpu_wheels."
+                                         "py carries keras))"] * 2  # fmt: skip
+    assert [r[0] for r in rows[3:]] == [f"mode=serve Server ({f})" for f in ("torch", "jax", "tf")]
+    assert all("mlperf_loadgen not installed" in r[1] for r in rows[3:])
+    assert scripted.asked == []
+
+
+def test_jax_runs_keras_and_flax_on_its_installed_build_and_flax_bf16_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keras = [_run(**{"framework.name": "jax", "precision": p}) for p in ("fp32", "bf16")]
+    flax = [_run(**{"framework.name": "jax", "model.source": "flax"})]
+    check, scripted = _check(tmp_path, {"gpu-jax": keras, "gpu-jax-flax": flax})
+    said = "bench: invalid configuration; no trial was started:\n  precision: model.source=flax trains in float32 so far\n"  # noqa: E501
+    asked: list[list[str]] = []
+    check.command = lambda e, o, sweep=False: (asked.append(o), (2, said))[1]  # type: ignore[method-assign]
+    gpu_check.row_jax(check)
+    rows = {r[0]: r[1:] for r in check.rows}
+    assert rows["jax resnet50 224 px train bf16 batch 64"][0] == "ok"
+    assert rows["jax flax:resnet50 224 px train fp32 batch 64"][0] == "ok"
+    assert rows["jax flax precision=bf16"] == [
+        "skipped (bench refuses it before any trial: precision: model.source=flax trains in "
+        "float32 so far)", "-"]  # fmt: skip
+    (_, keras_overrides, sweep), (_, flax_overrides, _) = scripted.asked
+    assert sweep and {"framework=jax", "framework.version=installed", "device=cuda",
+                      "model=resnet50", "batch_size=64,128", "mode=train,infer",
+                      "precision=fp32,bf16"} <= set(keras_overrides)  # fmt: skip
+    assert "model.source=flax" in flax_overrides and "precision=fp32" in flax_overrides
+    assert "precision=bf16" in asked[0] and "model.source=flax" in asked[0]
+    # A setting bench runs (or fails otherwise) where it must refuse is a failure.
+    check.command = lambda e, o, sweep=False: (0, "ran")  # type: ignore[method-assign]
+    gpu_check.refused_row(check, "x", "gpu-x", [])
+    assert check.rows[-1] == ["x", "failed", "not refused (exit 0): ran"]
+
+
+def test_the_parity_row_shows_each_sides_deviations_and_the_verdict() -> None:
+    out = """relative deviation          loss      update    scale     weights   BN stats
+torch vs itself, 1 ulp off  1.04e-07  3.44e-06  3.03e-08  9.43e-08  -         rounding
+jax vs torch                0.00e+00  2.79e-06  5.86e-08  8.96e-09  -         passed
+jax[source=flax] vs torch   0.00e+00  2.74e-06  3.79e-08  8.87e-09  -         passed
+
+passed: every deviation must be at most 0.01 (513.0 s)
+"""
+    outcome, figure = gpu_check.parity_outcome(0, out, "")
+    assert outcome == "ok"
+    assert figure.startswith("jax: loss 0.00e+00, update 2.79e-06, weights 8.96e-09 passed; "
+                             "jax[source=flax]: loss")  # fmt: skip
+    assert figure.endswith("passed: every deviation must be at most 0.01 (513.0 s)")
+    failed = out.replace("-         passed\n\npassed", "-         FAILED\n\nFAILED", 1)
+    assert gpu_check.parity_outcome(1, failed, "")[0] == "failed"
+    assert gpu_check.parity_outcome(2, "", "bench.parity: bad input")[1].startswith(
+        "exit 2: bench.parity: bad input")  # fmt: skip
+
+
+def test_generation_serving_and_accuracy_rows_show_their_own_figures() -> None:
+    generate = gpu_check.Run("ok", {"model.name": "llama", "model.source": "hf", "mode":
+                                    "generate", "precision": "bf16", "batch_size": "8"},
+                             {"trial_samples_per_s": 9.0, "trial_decode_tokens_per_s": 1234.0,
+                              "trial_prefill_tokens_per_s": 56789.0,
+                              "trial_time_to_first_token_ms": 4.25,
+                              "trial_time_per_output_token_p50_ms": 6.5}, {})  # fmt: skip
+    assert gpu_check._label(generate) == "hf:llama generate bf16 batch 8"
+    assert gpu_check.figures(generate) == (
+        "decode 1,234 tokens/s, prefill 56,789 tokens/s, first token 4.2 ms, per output "
+        "token 6.50 ms (p50)")  # fmt: skip
+    served = gpu_check.Run("ok", {}, {"trial_serve_latency_p99_ms": 3.5,
+                                      "trial_serve_target_qps": 1000.0,
+                                      "trial_serve_samples_per_s": 998.0},
+                           {"bench.serve.result": "VALID"})  # fmt: skip
+    assert gpu_check.figures(served) == "VALID at 1,000 QPS: 998 samples/s, p99 3.50 ms"
+    missed = gpu_check.Run("ok", {"goal.name": "accuracy"}, {"target_reached": 0.0,
+                           "epochs_trained": 12.0, "best_test_accuracy": 0.9}, {})  # fmt: skip
+    assert gpu_check.figures(missed) == "target not reached in 12 epochs, best accuracy 0.900"
+    assert gpu_check._label(missed).endswith(" goal=accuracy")
