@@ -306,6 +306,13 @@ def describe(framework: str) -> dict[str, str]:
             for key, value in pairs:
                 if key in fields and isinstance(value, str) and value:
                     out[fields[key]] = value
+    if not out["cuda"]:  # a CUDA plugin of its own (jax-cuda13-plugin: jax[cuda13])
+        plugin = re.compile(rf"{FRAMEWORKS[framework].distributions[0]}-cuda([0-9]+)-plugin")
+        for installed in metadata.distributions():
+            match = plugin.fullmatch(re.sub(r"[-_.]+", "-", installed.metadata["Name"] or ""))
+            if match:
+                out["cuda"] = match.group(1)
+                break
     if out["cuda"] and not out["cudnn"]:  # the cuDNN wheel beside it (torch, tf[and-cuda])
         for installed in metadata.distributions():
             name = (installed.metadata["Name"] or "").lower()

@@ -79,6 +79,17 @@ def test_tensorflows_build_info_is_read_as_text(site: Path) -> None:
     assert versions.describe("tf") == {"version": "2.20.0", "cuda": "12.5.1", "cudnn": "9"}
 
 
+def test_jaxs_cuda_plugin_is_its_cuda_build(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The lent H200's image: jax 0.11.2 with jax-cuda13-plugin and NVIDIA's cuDNN wheel.
+    monkeypatch.delitem(sys.modules, "jax", raising=False)
+    _fake_package(site, "jax", {"version.py": '_version = "0.11.2"\n'}, "jax", "0.11.2")
+    _fake_package(site, "jax_cuda13_plugin", {}, "jax-cuda13-plugin", "0.11.2")
+    _fake_package(site, "nvidia_cudnn", {}, "nvidia-cudnn-cu13", "9.19.0.56")
+    found = versions.describe("jax")
+    assert found == {"version": "0.11.2", "cuda": "13", "cudnn": "9.19.0.56"}
+    assert "jax" not in sys.modules
+
+
 def test_a_framework_that_is_not_there_has_no_description(
     site: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
