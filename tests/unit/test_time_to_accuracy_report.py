@@ -40,7 +40,11 @@ def test_the_section_compares_time_to_target_and_says_what_decides() -> None:
     # tf: the same time per epoch, twice the epochs: epochs decide; one seed never got there
     runs += [_run("tf", s, 10.0 + 0.1 * s, 6.0 + 0.5 * (s % 2)) for s in range(4)]
     runs += [_run("tf", 4, 10.0, 12.0, reached=False)]
+    import matplotlib.pyplot as plt
+
+    open_before = plt.get_fignums()
     doc = build(runset(runs))
+    assert plt.get_fignums() == open_before  # the figure is drawn without pyplot: none left open
     text = render.to_markdown(doc)
     assert "## Time to accuracy" in text
     assert "did not reach (1; best" in text

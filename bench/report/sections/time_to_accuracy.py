@@ -50,12 +50,10 @@ def _curve(t: Trial) -> tuple[list[float], list[float]]:
 
 
 def _figure(by_framework: dict[str, list[Trial]], target: float, title: str) -> bytes:
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    fig = Figure(figsize=(6.4, 3.6))  # no pyplot: nothing global, nothing left open
+    ax = fig.subplots()
     for i, (framework, members) in enumerate(sorted(by_framework.items())):
         shade = figures.colour(framework, i)
         for t in members:
