@@ -139,6 +139,15 @@ class Check:
             with (self.out / "gpu_check.txt").open("a") as f:
                 f.write(f"{path}\t{outcome}\t{figure}\n")
 
+    def ready(self, path: str, estimate_s: float, *modules: str) -> bool:
+        """Whether a row needing ``modules`` can run here and fits what is left; if not,
+        it is skipped, saying why (a missing module first, then the time)."""
+        why = missing(*modules)
+        if why:
+            self.add(path, f"skipped ({why})")
+            return False
+        return self.fits(path, estimate_s)
+
     def fits(self, path: str, estimate_s: float) -> bool:
         """Whether a row of about ``estimate_s`` seconds fits what is left; if not, the
         row is skipped, saying so."""
@@ -527,18 +536,15 @@ def row_jax(check: Check) -> None:
     device): Keras on JAX (model.source=bench) at fp32 and bf16, the zoo's Flax model
     (model.source=flax) at fp32, training and inference; Flax at bf16 is refused."""
     path = "jax: ResNet-50 224 px, Keras and Flax" if check.kind == "gpu" else "jax matrix"
-    why = missing("jax", "keras")
-    if why:
-        check.add(path, f"skipped ({why})")
-        return
-    if not check.fits(path, 240 if check.kind == "gpu" else 60):
+    if not check.ready(path, 240 if check.kind == "gpu" else 60, "jax", "keras"):
         return
     s = check.size
     common = [*JAX, f"device={s['device']}", *s["jax_model"], f"batch_size={s['jax_batches']}",
               f"mode={s['jax_modes']}", *s["window"]]  # fmt: skip
     check.rows_of(path + " (Keras)", "gpu-jax", [*common, "precision=fp32,bf16"], sweep=True)
-    if missing("flax"):
-        check.add(path + " (Flax)", f"skipped ({missing('flax')})")
+    no_flax = missing("flax")
+    if no_flax:
+        check.add(path + " (Flax)", f"skipped ({no_flax})")
         return
     flax = [*common, "model.source=flax"]
     check.rows_of(path + " (Flax)", "gpu-jax-flax", [*flax, "precision=fp32"], sweep=True)
@@ -552,9 +558,10 @@ def row_best(check: Check) -> None:
     if not check.fits(path, 360 if check.kind == "gpu" else 90):
         return
     s = check.size
-    frameworks = ["torch"] + ([] if missing("jax", "keras") else ["jax"])
-    if len(frameworks) == 1:
-        check.add("tuning=best (jax)", f"skipped ({missing('jax', 'keras')})")
+    no_jax = missing("jax", "keras")
+    frameworks = ["torch"] + ([] if no_jax else ["jax"])
+    if no_jax:
+        check.add("tuning=best (jax)", f"skipped ({no_jax})")
     overrides = [
         f"framework={','.join(frameworks)}", "framework.version=installed", "force=true",
         f"device={s['device']}", *s["best"], "precision=bf16", "mode=train",
@@ -567,13 +574,9 @@ def row_parity(check: Check) -> None:
     """``python -m bench.parity`` torch against jax (Keras and Flax) on the interpreter's
     own builds.  Its sides run on the CPU (bench.parity fixes device=cpu): the row checks
     the device's torch and JAX train alike, not their CUDA kernels."""
-    why = missing("jax", "keras", "flax")
     for model in check.size["parity_models"]:
         path = f"parity torch vs jax, {model} (on the CPU)"
-        if why:
-            check.add(path, f"skipped ({why})")
-            continue
-        if not check.fits(path, 60 if check.kind == "gpu" else 120):
+        if not check.ready(path, 60 if check.kind == "gpu" else 120, "jax", "keras", "flax"):
             continue
         from bench.envs.interpreters import child_env
 
@@ -613,11 +616,7 @@ def row_llm(check: Check) -> None:
     """A tiny llama (model=hf: transformers' config, random weights, nothing downloaded)
     under torch: training, then mode=generate (time to first token, per output token)."""
     path = "hf llama (torch): train, generate"
-    why = missing("transformers")
-    if why:
-        check.add(path, f"skipped ({why})")
-        return
-    if not check.fits(path, 90):
+    if not check.ready(path, 90, "transformers"):
         return
     s = check.size
     overrides = [*BASE, f"device={s['device']}", "model=hf", "model.name=llama", *s["llm"],
@@ -649,11 +648,7 @@ def row_accuracy(check: Check) -> None:
     """goal=accuracy: lenet5 on digits (scikit-learn's, nothing downloaded) to 95% held-out
     accuracy, under torch."""
     path = "goal=accuracy on digits (torch)"
-    why = missing("sklearn")
-    if why:
-        check.add(path, f"skipped ({why})")
-        return
-    if not check.fits(path, 60):
+    if not check.ready(path, 60, "sklearn"):
         return
     overrides = [*BASE, f"device={check.size['device']}", "model=lenet5", "data=digits",
                  "goal=accuracy", "goal.target=0.95", "goal.max_epochs=12",
