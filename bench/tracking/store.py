@@ -50,10 +50,15 @@ _MAX_PARAM_LEN = 6000
 EXPERIMENT_KIND, MODEL_TRAINING = "mlflow.experimentKind", "custom_model_development"
 
 
+def _artifacts_beside(db: Path) -> str:
+    """A sqlite store's artifact root: ``<db dir>/artifacts``, as a URI."""
+    return (db.resolve().parent / "artifacts").as_uri()
+
+
 def _artifact_root(uri: str) -> str | None:
     """Artifacts beside a local sqlite database: ``<db dir>/artifacts``."""
     if uri.startswith("sqlite:///"):
-        return (Path(uri[len("sqlite:///") :]).resolve().parent / "artifacts").as_uri()
+        return _artifacts_beside(Path(uri[len("sqlite:///") :]))
     return None
 
 
@@ -98,7 +103,8 @@ def create_store(db: Path) -> None:
     try:
         for path in leftovers:
             path.unlink(missing_ok=True)
-        if not copy_into(tmp, _build_store):  # MLflow's own, copied (seconds saved)
+        # MLflow's own empty store, copied (seconds saved), else built
+        if not copy_into(tmp, _build_store, _artifacts_beside(db)):
             _build_store(tmp)
         if db.exists():  # an empty file of that name: replaced
             os.replace(tmp, db)

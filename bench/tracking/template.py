@@ -81,17 +81,18 @@ def template(build: Callable[[Path], None]) -> Path | None:
     return path if _sound(path) else None
 
 
-def copy_into(db: Path, build: Callable[[Path], None]) -> bool:
-    """Make ``db`` (a path that does not exist yet) a new store as a copy of the template;
-    False, with nothing at ``db``, where there is no sound template (the caller then builds
-    the store itself)."""
+def copy_into(db: Path, build: Callable[[Path], None], artifacts: str) -> bool:
+    """Make ``db`` (a path that does not exist yet) a new store as a copy of the template,
+    its Default experiment's artifacts under ``artifacts`` (the store's artifact root, a
+    URI); False, with nothing at ``db``, where there is no sound template (the caller then
+    builds the store itself)."""
     source = template(build)
     if source is None:
         return False
     try:
         shutil.copyfile(source, db)
         now = int(time.time() * 1000)
-        location = (db.resolve().parent / "artifacts" / str(DEFAULT_EXPERIMENT_ID)).as_uri()
+        location = f"{artifacts.rstrip('/')}/{DEFAULT_EXPERIMENT_ID}"
         with contextlib.closing(sqlite3.connect(db)) as con, con:
             con.execute(
                 "UPDATE experiments SET artifact_location = ?, creation_time = ?, "
