@@ -12,6 +12,7 @@ import re
 from bench.core.config import (
     AUTO,
     AUTO_MIN_STEPS,
+    CONTENTIONS,
     DATASETS,
     DEVICES,
     DOCKER_VARIANTS,
@@ -178,6 +179,7 @@ def check(cfg: BenchConfig) -> list[str]:
     choice(problems, "device", cfg.device, DEVICES)
     choice(problems, "precision", cfg.precision, PRECISIONS)
     choice(problems, "timing", cfg.timing, TIMINGS)
+    choice(problems, "contention", cfg.contention, CONTENTIONS)
     for name in ("batch_size", "epochs", "num_classes", "prompt_len"):
         at_least(problems, name, getattr(cfg, name), 1)
     if cfg.new_tokens < 2:

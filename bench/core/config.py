@@ -48,6 +48,19 @@ ONEDNN = ("auto", "on", "off")
 # goal.target (time to accuracy, bench.trial.loop; docs/accuracy.md).
 GOALS = ("none", "accuracy")
 GOAL_METRICS = ("top1",)
+# What a trial does about other processes on its CPUs (bench.monitors.contention): ``wait``,
+# a timed window they shared is discarded and measured again once they let go (bounded);
+# ``tag``, the windows are kept and a shared trial is tagged ``bench.contention``; ``off``,
+# neither.  BENCH_CONTENTION sets the default (a test suite whose own workers load the
+# machine sets ``tag``: waiting would only add time there).
+CONTENTIONS = ("wait", "tag", "off")
+CONTENTION_ENV = "BENCH_CONTENTION"
+
+
+def default_contention() -> str:
+    """``contention``'s default: $BENCH_CONTENTION, else ``wait`` (a bad value is refused
+    by the config's rules, naming the key)."""
+    return os.environ.get(CONTENTION_ENV, "").strip() or CONTENTIONS[0]
 
 
 _SEQUENCE_MODEL = Uses("model.task", ("image",), unless=True)  # sizes image models ignore
@@ -334,6 +347,9 @@ class BenchConfig:
     # Every window starts and ends with the device synchronized, whichever it is.  The
     # method a run used is its timing tag; auto is hashed as before there was a choice.
     timing: str = keyed("auto", new=True, quiet_default=True)
+    # Other processes on the trial's CPUs: wait | tag | off (CONTENTIONS above).  How a
+    # trial is measured, not what: not hashed (a run measured under any is reused).
+    contention: str = keyed(factory=default_contention, measured=False)
     # Keys keyed(measured=False) say where or how a result is recorded, not what is
     # measured: not part of the identity, not hashed.  (``telemetry``, ``breakdown`` and
     # ``profile`` are: they decide which figures a run holds, so an ok run without them must

@@ -415,6 +415,16 @@ TRIAL_ENERGY_J = ENERGY_J.trial("the GPUs' energy in the timed windows", SUM)
 TRIAL_ENERGY_PER_SAMPLE_J = ENERGY_PER_SAMPLE_J.trial("trial_energy_j / samples")
 TRIAL_CPU_ENERGY_J = CPU_ENERGY_J.trial("CPU package energy in the timed windows", SUM)
 TRIAL_OTHER_CPU_PCT = OTHER_CPU_PCT.trial("mean of the windows' other_cpu_pct")
+# The contention gate (contention=wait, bench.monitors.contention).
+WAITED = "contention=wait"
+TRIAL_WINDOWS_DISCARDED = trial(
+    "trial_windows_discarded", "windows", "shared timed windows measured again", modes=TIMED,
+    when=WAITED,
+)  # fmt: skip
+TRIAL_CONTENTION_WAIT_S = trial(
+    "trial_contention_wait_s", "s", "waiting for other processes to let go", modes=TIMED,
+    when=WAITED,
+)  # fmt: skip
 GPU_IDLE_POWER_W = trial("gpu_idle_power_w", "W", "the GPUs' power before use", when=GPU)
 
 # Where the time goes (breakdown=true; a distributed session's own breakdown).

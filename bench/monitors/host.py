@@ -148,6 +148,14 @@ CONTENDED_PCT = 50.0
 SATURATED_PCT = 90.0
 
 
+def contended(others_pct: float, own_pct: float, cpus: int) -> bool:
+    """Whether other processes shared CPUs the trial could have used: they held at least
+    CONTENDED_PCT of a core while the trial's ``cpus`` CPUs were SATURATED_PCT busy in all
+    (percent of one core, over one interval).  The tag's rule, and the gate's
+    (:mod:`bench.monitors.contention`)."""
+    return others_pct >= CONTENDED_PCT and others_pct + own_pct >= SATURATED_PCT * cpus
+
+
 class CpuBusy:
     """Cumulative busy seconds (user, nice, system, irq, softirq, steal) of some CPUs, from
     ``/proc/stat``'s per-CPU lines: the CPUs this process may run on, by default."""
@@ -278,12 +286,13 @@ class HostMonitor:
 
     def _contention(self, others: float) -> str:
         """What the tag ``contention`` says ('' when the windows were not contended)."""
-        if not self.judge_contention or self.busy is None or others < CONTENDED_PCT:
+        if not self.judge_contention or self.busy is None:
             return ""
         cpus = len(self.busy.cpus)
-        used = others + sum(own for _, own in self.shares) / len(self.shares)
-        if used < SATURATED_PCT / 100 * cpus * 100:
+        own = sum(own for _, own in self.shares) / len(self.shares)
+        if not contended(others, own, cpus):
             return ""
+        used = others + own
         return (
             f"other processes used {others / 100:.1f} of the trial's {cpus} CPUs in its timed "
             f"windows, which were {min(100.0, used / cpus):.0f}% busy: its rates were measured "

@@ -40,7 +40,8 @@ from bench.frameworks.base import (
     WindowBarrier,
 )
 from bench.models.flops import TRAIN_FLOPS_PER_FORWARD
-from bench.monitors import Findings, Telemetry
+from bench.monitors import Findings, Telemetry, contention
+from bench.monitors.contention import Gate
 from bench.runtime.hooks import NO_HOOKS, TrialHooks
 from bench.trial import faults
 
@@ -115,6 +116,7 @@ def _timed_epochs(
     on_window: WindowCallback | None = None,
     step_flops_per_sample: float | None = None,
     probes: bool = True,
+    gate: Gate | None = None,
 ) -> tuple[list[EpochRecord], list[float]]:
     """Run ``cfg.epochs`` timed epochs; return their records and every step time (s).
     ``probes=False``: no per-epoch probe (:class:`EpochProbe`), whose split steps train
@@ -122,6 +124,8 @@ def _timed_epochs(
 
     How a step's time is taken (``cfg.timing``) is :func:`_window`'s; the time spent
     waiting for batches is also summed on its own as the epoch's ``data_time_s``.
+    ``gate`` (contention=wait, :mod:`bench.monitors.contention`): a window that other
+    processes shared is discarded, and measured again once they let go (bounded).
     """
     perf = time.perf_counter
     steps = cfg.steps_per_epoch or session.steps_per_pass
@@ -131,10 +135,16 @@ def _timed_epochs(
     barrier = session.barrier if isinstance(session, WindowBarrier) else None
     events = timing_method(session, cfg) == "events"
     for epoch in range(1, cfg.epochs + 1):
-        session.sync()
-        if barrier is not None:
-            barrier()
-        start, last, times, data_wait = _window(session, steps, events)
+        while True:
+            session.sync()
+            if barrier is not None:
+                barrier()
+            if gate is not None:
+                gate.before()
+            start, last, times, data_wait = _window(session, steps, events)
+            if gate is None or not gate.again():
+                break
+            session.take_mean_loss()  # the discarded window's losses
         # Everything below is outside the timed window.
         record = _record(session, cfg, epoch, (start, last, times, data_wait), on_window)
         loss = record.loss
@@ -539,6 +549,8 @@ def _train_or_infer(
         if agree is not None:  # the ranks of a distributed trial take one count
             auto = agree(auto)
         cfg = dataclasses.replace(cfg, steps_per_epoch=auto)
+    # The parity check counts every update: no window of its trials is measured again.
+    gate = contention.gate(cfg) if parity is None else None
     result.marks["first_timed_step"] = time.time()
     records, steps = _timed_epochs(
         session,
@@ -547,6 +559,7 @@ def _train_or_infer(
         on_window,
         flops.get("step_flops_per_sample"),
         probes=parity is None,
+        gate=gate,
     )
     result.marks["last_timed_step"] = time.time()
     result.epochs = records
@@ -554,6 +567,8 @@ def _train_or_infer(
         losses = [float("nan") if r.loss is None else r.loss for r in records]
         parity_hook.finish(parity, cfg.framework.name, session, losses, rank)
     result.summary = _summary(records, steps)
+    if gate is not None:
+        _add(result, gate.findings())
     if auto:
         result.summary[metrics.STEPS_PER_EPOCH_USED] = auto
     if flops:

@@ -35,6 +35,7 @@ CHOICES = {
     "serve.mode": "serve.mode",
     "goal": "goal",
     "goal.metric": "goal.metric",
+    "contention": "contention",
 }
 # Numbers with a lower bound: every one of them, whatever the rest of the config.
 BOUNDED = [k for k, v in FIELDS.items() if isinstance(v, int | float) and not isinstance(v, bool)]
@@ -74,6 +75,11 @@ def cases() -> list[tuple[list[str], str]]:
         (["repeats=auto"], "repeats: auto runs of a configuration are a sweep; add -m"),
         (["-m", "repeats=auto", "max_repeats=1"], "max_repeats"),
         (["equivalence_margin=0.5"], "equivalence_margin"),
+        # The contention gate (docs/measuring.md, "A shared machine"): the allowed values named.
+        (
+            ["contention=sometimes"],
+            "contention: 'sometimes' is not allowed; choose one of wait, tag, off",
+        ),
         # tuning=best (docs/tuning.md)
         (["tuning=best", "tuning.keys=[xla]"], "tuning.keys"),
         (["tuning=best", "distributed=ddp", "workers=2"], "tuning"),
@@ -98,7 +104,11 @@ def cases() -> list[tuple[list[str], str]]:
         (["mode=serve", "serve.latency_percentile=1"], "serve.latency_percentile"),
         (["mode=serve", "serve.scenario=offline", "serve.mode=find_peak"], "serve.mode: find_peak"),
         (["mode=serve", "distributed=ddp", "workers=2"], "distributed: mode=serve"),
-        (["mode=serve", "model=hf", "model.name=llama"], "mode: serve does not serve causal LMs"),
+        (["mode=serve", "serve.tpot_bound_ms=5"], "serve.tpot_bound_ms: a time-per-output-token"),
+        (
+            ["mode=serve", "model=hf", "model.name=llama", "serve.mode=accuracy"],
+            "serve.mode: accuracy checks a classifier's served answers",
+        ),
         (["mode=serve", "tuning=best"], "tuning: best searches training"),
         (["mode=serve", "breakdown=true"], "breakdown: not wired for mode=serve"),
         # Rules across fields.
