@@ -14,6 +14,7 @@ from bench.cli.report import main as report_main
 from bench.report import build, claims
 from bench.report.trials import to_trial
 from tests.report_data import record, runset
+from tests.stores import new_store
 
 
 def rates(framework: str, rate: float, n: int, seed: int, **kw: Any) -> list[Any]:
@@ -244,7 +245,7 @@ def test_a_later_report_of_a_sweep_checks_the_claims_the_sweep_kept(
 
     from bench import tracking
 
-    uri = f"sqlite:///{tmp_path}/m.db"
+    uri = new_store(tmp_path / "m.db")
     client = mlflow.MlflowClient(uri)
     parent = client.create_run(client.create_experiment("e")).info.run_id
     stated = {**FASTER, "claim": "torch wins", "source": "seed001, Table 2"}

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.stores import new_store
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 import gpu_check  # noqa: E402
@@ -23,7 +25,7 @@ def _store(root: Path) -> str:
     file artifact.  Its run id."""
     import mlflow
 
-    uri = f"sqlite:///{root}/mlflow.db"
+    uri = new_store(root / "mlflow.db")
     client = mlflow.MlflowClient(uri)
     experiment = client.create_experiment("gpu-matrix", (root / "artifacts").as_uri())
     run = client.create_run(experiment)

@@ -34,7 +34,10 @@ class Recorder(torch.nn.Module):
         return self.inner(x)
 
 
-@pytest.mark.parametrize("name", ["lenet5", "resnet18", "vgg16"])
+@pytest.mark.parametrize(
+    "name",
+    ["lenet5", "resnet18", pytest.param("vgg16", marks=pytest.mark.slow)],  # vgg16: 4 s
+)
 def test_torch_split_keeps_the_model_and_its_numbers(name: str) -> None:
     # A GPU cannot exist here: the two "devices" are the CPU twice, which checks the cut,
     # the hooks and the arithmetic; the CUDA placement itself runs only on a 2-GPU machine.

@@ -21,6 +21,7 @@ from bench.report.document import Report, Table
 from bench.report.trials import REPORT_TAGS
 from bench.tracking import RunRecord, bulk
 from tests.report_data import every_section, record
+from tests.stores import new_store
 
 # The claims checked in both reports: one of each kind.
 CLAIMS = [
@@ -85,7 +86,7 @@ def store() -> Iterator[tuple[str, str]]:
     shm = Path("/dev/shm")
     root = Path(tempfile.mkdtemp(prefix="bench-bulk-", dir=shm if shm.is_dir() else None))
     try:
-        yield _write(f"sqlite:///{root / 'mlflow.db'}")
+        yield _write(new_store(root / "mlflow.db"))
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

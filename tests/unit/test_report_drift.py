@@ -12,6 +12,7 @@ from bench.report.document import Table
 from bench.report.sections.drift import flagged_rounds
 from bench.tracking.bulk import by_round
 from tests.report_data import record, runset
+from tests.stores import new_store
 
 
 def _runs(slow_round: int | None = None, slowdown: float = 1.4) -> list:  # type: ignore[type-arg]
@@ -77,7 +78,7 @@ def test_the_references_read_back_alike_in_bulk_and_through_the_client(tmp_path:
 
     from bench.tracking import bulk, sweep_references
 
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    uri = new_store(tmp_path / "mlflow.db")
     client = MlflowClient(tracking_uri=uri)
     run = client.create_run(client.create_experiment("drift")).info.run_id
     for step, value in ((0, 0.2), (1, 0.21), (2, 0.25), (1, 0.22)):

@@ -42,6 +42,7 @@ def _dump(db: Path) -> dict[str, object]:
     return {"schema": schema, "rows": rows, "default": default}
 
 
+@pytest.mark.slow  # builds MLflow's store twice: 5-13 s on 2 cores
 def test_a_new_store_is_mlflows_own_but_for_the_default_experiments_time_and_place(
     tmp_path: Path, cache: Path
 ) -> None:
@@ -105,6 +106,7 @@ def test_a_tampered_template_is_not_used(tmp_path: Path, cache: Path, plant: str
         assert con.execute("SELECT COUNT(*) FROM experiments").fetchone()[0] == 1
 
 
+@pytest.mark.slow  # MLflow builds the store: 3-5 s on 2 cores
 def test_without_a_cache_mlflow_builds_the_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

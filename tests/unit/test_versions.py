@@ -21,6 +21,7 @@ from bench.envs import environments
 from bench.report import baseline, build
 from bench.report.trials import to_trial
 from tests.report_data import record, runset
+from tests.stores import new_store
 
 WHEEL = "tensorflow_cpu-{v}-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
 
@@ -229,9 +230,7 @@ def test_the_report_command_fails_on_a_regression_above_the_gate(
     monkeypatch.setattr(tracking, "load_runs", lambda uri, experiment=None, sweep=None,
                         history_keys=(), **_: sweeps[sweep])  # fmt: skip
 
-    import mlflow
-
-    mlflow.MlflowClient(f"sqlite:///{tmp_path / 'x.db'}").search_experiments()  # an empty store
+    new_store(tmp_path / "x.db")  # an empty store
 
     def report(sweep: str, gate: str) -> int:
         uri = f"sqlite:///{tmp_path / 'x.db'}"
