@@ -246,19 +246,39 @@ def _check_generate(problems: list[str], cfg: BenchConfig) -> None:
 def _check_serve(problems: list[str], cfg: BenchConfig) -> None:
     """mode=serve (bench.trial.serve): what is not wired for serving yet; the keys' own
     ranges and choices are :func:`bench.checks.rules.check`'s, LoadGen's presence the host
-    stage's."""
+    stage's.  A causal LM is served as mode=generate generates (torch and tf, with LoadGen's
+    token latencies), its prompt and new tokens within its positions; a token-latency bound
+    is refused for any other model."""
     from bench.models import own_causal_lm
 
-    if cfg.framework.name not in SERVING_FRAMEWORKS:
-        problems.append(
-            f"mode: serve is wired for framework={', '.join(SERVING_FRAMEWORKS)}; "
-            f"framework={cfg.framework.name} has no serving session"
-        )
     if own_causal_lm(cfg.model):
-        problems.append(
-            f"mode: serve does not serve causal LMs yet (LoadGen's token latencies are not "
-            f"wired); {cfg.model.name} is one: use mode=generate"
-        )
+        spec = SPECS.get(cfg.framework.name)
+        if spec is None or not spec.generates:
+            problems.append(
+                f"mode: serve generates a causal LM's answers under framework=torch and tf; "
+                f"framework={cfg.framework.name} has no generation loop for {cfg.model.name}"
+            )
+        if cfg.serve.mode == "accuracy":
+            problems.append(
+                "serve.mode: accuracy checks a classifier's served answers; a causal LM's "
+                "generated tokens are not checked yet (use serve.mode=performance or find_peak)"
+            )
+        if cfg.prompt_len + cfg.new_tokens > cfg.model.max_positions:
+            problems.append(
+                f"new_tokens: prompt_len + new_tokens = {cfg.prompt_len + cfg.new_tokens} "
+                f"exceeds the model's positions (model.max_positions={cfg.model.max_positions})"
+            )
+    else:
+        if cfg.framework.name not in SERVING_FRAMEWORKS:
+            problems.append(
+                f"mode: serve is wired for framework={', '.join(SERVING_FRAMEWORKS)}; "
+                f"framework={cfg.framework.name} has no serving session"
+            )
+        if cfg.serve.tpot_bound_ms:
+            problems.append(
+                f"serve.tpot_bound_ms: a time-per-output-token bound needs a causal LM "
+                f"(LoadGen's token latencies); {cfg.model.name} is not one: leave it 0"
+            )
     for name in ("breakdown", "profile"):
         if getattr(cfg, name):
             problems.append(f"{name}: not wired for mode=serve; leave it false")

@@ -353,5 +353,8 @@ def check(cfg: BenchConfig) -> list[str]:
     answer = probe(cfg)
     if "problem" in answer:
         return [str(answer["problem"])]
-    # a causal LM of model=py without a (working) cached forward: mode=generate is refused
-    return [str(answer["generate"])] if cfg.mode == "generate" and answer.get("generate") else []
+    # a causal LM of model=py without a (working) cached forward: mode=generate is refused,
+    # and mode=serve, which serves it by generating
+    if cfg.mode in ("generate", "serve") and answer.get("generate"):
+        return [str(answer["generate"])]
+    return []

@@ -137,7 +137,7 @@ def _check_serve(problems: list[str], cfg: BenchConfig) -> None:
     at_least(problems, "serve.samples_per_query", s.samples_per_query, 1)
     at_least(problems, "serve.min_queries", s.min_queries, 0)
     at_least(problems, "serve.peak_probes", s.peak_probes, 1)
-    for name in ("batch_timeout_ms", "expected_qps"):
+    for name in ("batch_timeout_ms", "expected_qps", "tpot_bound_ms"):
         value = getattr(s, name)
         if not (value >= 0 and math.isfinite(value)):
             problems.append(f"serve.{name}: must be a finite number >= 0, got {value:g}")

@@ -65,7 +65,7 @@ def default_contention() -> str:
 
 _SEQUENCE_MODEL = Uses("model.task", ("image",), unless=True)  # sizes image models ignore
 _SEARCHING = Uses("tuning.name", ("default",), unless=True)
-_GENERATING = Uses("mode", ("generate",))
+_GENERATING = Uses("mode", ("generate", "serve"))  # serve: a causal LM's prompts
 _SERVING = Uses("mode", ("serve",))
 
 
@@ -283,6 +283,9 @@ class ServeConfig:
     target_qps: float = 50.0
     latency_bound_ms: float = 50.0
     latency_percentile: float = 0.99
+    # A causal LM (LoadGen's token latencies): latency_bound_ms bounds the time to first
+    # token, this the time per output token (0: no bound).
+    tpot_bound_ms: float = keyed(0.0, new=True)
     # MultiStream: samples per query (MLPerf's 8).
     samples_per_query: int = 8
     # LoadGen's minimum duration and query count (MLPerf's: 600 s; see bench.trial.serve);

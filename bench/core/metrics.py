@@ -480,6 +480,27 @@ SERVE_TARGET_QPS = window("serve_target_qps", "QPS", "Server's offered load", LA
                           SERVER)  # fmt: skip
 SERVE_SCHEDULED_QPS = window("serve_scheduled_qps", "QPS", "the load LoadGen scheduled", LAST,
                              None, SRV, SERVER)  # fmt: skip
+# A causal LM under LoadGen's token latencies (use_token_latencies; not under Offline, whose
+# summary has tokens/s only).
+LM, LM_TIMED = "causal LMs", "causal LMs, not under Offline"
+SERVE_TTFT_P50_MS = window("serve_time_to_first_token_p50_ms", "ms", "LoadGen's median time "
+                           "to first token", MEDIAN, False, SRV, LM_TIMED)  # fmt: skip
+SERVE_TTFT_P90_MS = window("serve_time_to_first_token_p90_ms", "ms", "LoadGen's 90th "
+                           "percentile time to first token", MEDIAN, False, SRV,
+                           LM_TIMED)  # fmt: skip
+SERVE_TTFT_P99_MS = window("serve_time_to_first_token_p99_ms", "ms", "LoadGen's 99th "
+                           "percentile time to first token", MEDIAN, False, SRV,
+                           LM_TIMED)  # fmt: skip
+SERVE_TPOT_P50_MS = window("serve_time_per_output_token_p50_ms", "ms", "LoadGen's median "
+                           "time per output token", MEDIAN, False, SRV, LM_TIMED)  # fmt: skip
+SERVE_TPOT_P90_MS = window("serve_time_per_output_token_p90_ms", "ms", "LoadGen's 90th "
+                           "percentile time per output token", MEDIAN, False, SRV,
+                           LM_TIMED)  # fmt: skip
+SERVE_TPOT_P99_MS = window("serve_time_per_output_token_p99_ms", "ms", "LoadGen's 99th "
+                           "percentile time per output token", MEDIAN, False, SRV,
+                           LM_TIMED)  # fmt: skip
+SERVE_TOKENS_PER_S = window("serve_tokens_per_s", "tokens/s", "LoadGen's tokens per second",
+                            MEDIAN, True, SRV, LM)  # fmt: skip
 TRIAL_SERVE_SAMPLES_PER_S = SERVE_SAMPLES_PER_S.trial("the trial's run's")
 TRIAL_SERVE_LATENCY_P50_MS = SERVE_LATENCY_P50_MS.trial("the trial's run's")
 TRIAL_SERVE_LATENCY_P90_MS = SERVE_LATENCY_P90_MS.trial("the trial's run's")
@@ -490,6 +511,13 @@ TRIAL_SERVE_VALID = SERVE_VALID.trial("the trial's run's verdict", MEAN)
 TRIAL_SERVE_MEAN_BATCH = SERVE_MEAN_BATCH.trial("the trial's run's")
 TRIAL_SERVE_TARGET_QPS = SERVE_TARGET_QPS.trial("the trial's run's")
 TRIAL_SERVE_SCHEDULED_QPS = SERVE_SCHEDULED_QPS.trial("the trial's run's")
+TRIAL_SERVE_TTFT_P50_MS = SERVE_TTFT_P50_MS.trial("the trial's run's")
+TRIAL_SERVE_TTFT_P90_MS = SERVE_TTFT_P90_MS.trial("the trial's run's")
+TRIAL_SERVE_TTFT_P99_MS = SERVE_TTFT_P99_MS.trial("the trial's run's")
+TRIAL_SERVE_TPOT_P50_MS = SERVE_TPOT_P50_MS.trial("the trial's run's")
+TRIAL_SERVE_TPOT_P90_MS = SERVE_TPOT_P90_MS.trial("the trial's run's")
+TRIAL_SERVE_TPOT_P99_MS = SERVE_TPOT_P99_MS.trial("the trial's run's")
+TRIAL_SERVE_TOKENS_PER_S = SERVE_TOKENS_PER_S.trial("the trial's run's")
 SERVE_PEAK_QPS = trial("serve_peak_qps", "QPS", "the highest VALID target QPS (0: none)",
                        MEDIAN, True, SRV, PEAK)  # fmt: skip
 SERVE_PEAK_LATENCY_P99_MS = trial("serve_peak_latency_p99_ms", "ms", "the peak run's p99",

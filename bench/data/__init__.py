@@ -182,8 +182,10 @@ def synthetic_sequences(cfg: BenchConfig) -> SequenceBatches:
     rng = np.random.default_rng(cfg.seed)
     task, m = task_of(cfg), cfg.model
     out = SequenceBatches(task, [], [])
-    # mode=generate: the prompts (their next tokens are not used)
-    length = cfg.prompt_len if cfg.mode == "generate" else m.seq_len
+    # mode=generate, and a causal LM's mode=serve: the prompts (their next tokens unused)
+    served_lm = cfg.mode == "serve" and task == "causal_lm" and m.source in ("hf", "py")
+    prompts = cfg.mode == "generate" or served_lm
+    length = cfg.prompt_len if prompts else m.seq_len
     for _ in range(cfg.data.num_batches):
         if task == "ctc":
             x, y = _speech_batch(rng, cfg.batch_size, m.seq_len, m.freq_bins, m.vocab_size)

@@ -118,8 +118,9 @@ class Generation(Protocol):
     argmax of the last position's logits, end-of-sequence ignored; the tokens stay on the
     device (no host synchronization inside a step)."""
 
-    def start_generation(self) -> None:
-        """Forget the cache and take the next prompt batch (outside any timed window)."""
+    def start_generation(self, prompts: np.ndarray | None = None) -> None:
+        """Forget the cache and take the next prompt batch (outside any timed window), or
+        ``prompts``: host token ids (N, prompt_len) int64, any N (mode=serve's batches)."""
 
     def prefill(self) -> None:
         """The prompt batch through the model, filling the cache, and the first new token

@@ -205,12 +205,16 @@ class TFSession:
         )
         # mode=generate with model=py: the positions of your LM's own cache (0: keras-hub's)
         self._own_cache_length = 0
-        if cfg.mode == "generate" and cfg.model.source == "py":
+        # mode=serve serves a causal LM by generating (bench.trial.serve)
+        generating = cfg.mode == "generate" or (
+            cfg.mode == "serve" and models.own_causal_lm(cfg.model)
+        )
+        if generating and cfg.model.source == "py":
             from bench.models import custom
 
             self._generate_step = tf.function(custom.greedy_step(self.model), jit_compile=self.jit)
             self._own_cache_length = cfg.prompt_len + cfg.new_tokens
-        elif cfg.mode == "generate":  # model=hf (refused for the other models)
+        elif generating:  # model=hf (refused for the other models)
             from bench.models import keras_hub_lm
 
             self._generate_step = tf.function(
@@ -274,14 +278,18 @@ class TFSession:
     # mode=generate (model=hf): keras-hub's cached forward (call_with_cache), greedily; the
     # cache holds prompt_len + new_tokens positions, the tokens stay on the device.  A causal
     # LM of model=py: its own init_cache and cached_forward (bench.models.custom).
-    def start_generation(self) -> None:
-        self._prompt, _ = self.next_batch()
+    def start_generation(self, prompts: np.ndarray | None = None) -> None:
+        if prompts is None:
+            self._prompt, _ = self.next_batch()
         with tf.device(self.tf_device):
+            if prompts is not None:  # mode=serve's batch of prompts, of any size
+                self._prompt = tf.constant(np.ascontiguousarray(prompts))
+            batch = int(self._prompt.shape[0])
             if self._own_cache_length:
-                batch = int(self._prompt.shape[0])
                 self._cache = self.model.init_cache(batch, self._own_cache_length)
             else:
-                self._cache = tf.zeros(self._cache_shape, dtype=self.model.lm.compute_dtype)
+                shape = (batch, *self._cache_shape[1:])
+                self._cache = tf.zeros(shape, dtype=self.model.lm.compute_dtype)
         self._tokens: list[tf.Tensor] = []
 
     def prefill(self) -> None:

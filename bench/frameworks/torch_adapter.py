@@ -294,8 +294,11 @@ class TorchSession:
 
     # mode=generate (model=hf): the Hugging Face model's own cached forward, greedily; a
     # causal LM of model=py: its init_cache and cached_forward (bench.models.custom).
-    def start_generation(self) -> None:
-        self._prompt, _ = self.next_batch()
+    def start_generation(self, prompts: np.ndarray | None = None) -> None:
+        if prompts is None:
+            self._prompt, _ = self.next_batch()
+        else:  # mode=serve's batch of prompts
+            self._prompt = torch.from_numpy(np.ascontiguousarray(prompts)).to(self.dev)
         self._cache: Any = None
         self._tokens: list[torch.Tensor] = []
         if self._own_cache:

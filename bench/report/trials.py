@@ -225,9 +225,13 @@ def _input_size(pairs: dict[str, str]) -> tuple[str, tuple[str, ...]]:
     nothing to it); a generation's ``prompt 128 + 32 new`` (keys at their default are not
     in a run's identity).  With the keys it shows."""
     name, source = pairs.get("model.name", ""), pairs.get("model.source", "bench")
-    if task_of(name, source, pairs.get("model.task", "")) in ("", "image"):
+    task = task_of(name, source, pairs.get("model.task", ""))
+    if task in ("", "image"):
         return f"{pairs.get('image_size', '?')} px", ("image_size",)
-    if pairs.get("mode") == "generate":
+    generates = pairs.get("mode") == "generate" or (  # a causal LM served by generating
+        pairs.get("mode") == "serve" and source in ("hf", "py") and task == "causal_lm"
+    )
+    if generates:
         prompt = pairs.get("prompt_len", str(_DEFAULTS.prompt_len))
         new = pairs.get("new_tokens", str(_DEFAULTS.new_tokens))
         return f"prompt {prompt} + {new} new", ("prompt_len", "new_tokens")

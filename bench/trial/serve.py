@@ -18,6 +18,22 @@ times (tracing and compilation happen there; the first call is ``compile_time_s`
 single sample's and the full batch's times give LoadGen its expected latency and Offline's
 expected QPS unless ``serve.expected_qps`` is set.
 
+A causal LM (model=hf, or model=py with a cached forward) is served with LoadGen's token
+latencies (``use_token_latencies``): a query is a prompt of ``prompt_len`` tokens from the
+library, and the SUT's batch is one greedy generation of ``new_tokens`` tokens per prompt
+with the session's KV cache (:class:`bench.frameworks.base.Generation`, as mode=generate
+runs it): after the prefill the SUT tells LoadGen each prompt's first token
+(``FirstTokenComplete``), after the last decode step the whole answer with its token count
+(``QuerySamplesComplete``, ``n_tokens``), so LoadGen reports time to first token and time per
+output token (its ``(latency - first token latency) / (n_tokens - 1)``).  The batching policy
+is the same: a batch is taken when the worker is free, and it generates all its tokens before
+the next is taken (static batching: a prompt that arrives mid-generation waits for the whole
+batch, and that wait is in its time to first token; continuous batching, which joins new
+prompts between decode steps, would be a policy of its own in each framework's cache code,
+not done).  Under Server, LoadGen's bounds are then on the time to first token
+(``serve.latency_bound_ms``) and per output token (``serve.tpot_bound_ms``), at
+``serve.latency_percentile``, as MLPerf's LLM benchmarks bound them.
+
 One trial is one LoadGen run (``serve.mode=performance|accuracy``) or, for Server,
 ``serve.mode=find_peak``: a bisection of performance runs for the highest target QPS that
 LoadGen reports VALID at the latency bound (:func:`find_peak`).  Why not LoadGen's own
@@ -42,6 +58,7 @@ LoadGen's ``max_duration`` is the trial's time left, so a run never outlives its
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import shutil
@@ -69,6 +86,10 @@ Predict = Callable[[np.ndarray], np.ndarray]
 # Tells LoadGen that samples (their response ids) are done; ``outputs`` their rows, or None
 # for samples answered without running (a drained SUT).
 Complete = Callable[[Sequence[int], "np.ndarray | None"], None]
+# A causal LM's greedy generation on host prompts (N, prompt_len) int64: the new tokens
+# (N, new_tokens) int64 on the host; it calls ``first`` with the first new tokens (N, 1) as
+# soon as the prefill has chosen them (on the host, so the device has finished them).
+Generate = Callable[[np.ndarray, Callable[[np.ndarray], None]], np.ndarray]
 
 # bench's scenario names and LoadGen's.
 SCENARIOS = {
@@ -99,6 +120,18 @@ SERVE_MEAN_BATCH = metrics.SERVE_MEAN_BATCH  # samples per batch the SUT ran
 SERVE_PEAK_QPS = metrics.SERVE_PEAK_QPS  # find_peak: the highest VALID target QPS (0: none)
 SERVE_PEAK_LATENCY_P99_MS = metrics.SERVE_PEAK_LATENCY_P99_MS  # find_peak: that run's p99
 SERVE_PROBES = metrics.SERVE_PROBES  # find_peak: LoadGen runs made
+# A causal LM's token latencies (ms) by percentile, and its tokens/s.
+SERVE_TTFT_MS = {
+    50.0: metrics.SERVE_TTFT_P50_MS,
+    90.0: metrics.SERVE_TTFT_P90_MS,
+    99.0: metrics.SERVE_TTFT_P99_MS,
+}
+SERVE_TPOT_MS = {
+    50.0: metrics.SERVE_TPOT_P50_MS,
+    90.0: metrics.SERVE_TPOT_P90_MS,
+    99.0: metrics.SERVE_TPOT_P99_MS,
+}
+SERVE_TOKENS_PER_S = metrics.SERVE_TOKENS_PER_S
 # Each window figure's trial figure (the trial's run's, or find_peak's peak run's).
 TRIAL_OF: dict[str, str] = {
     SERVE_SAMPLES_PER_S: metrics.TRIAL_SERVE_SAMPLES_PER_S,
@@ -111,6 +144,13 @@ TRIAL_OF: dict[str, str] = {
     SERVE_MEAN_BATCH: metrics.TRIAL_SERVE_MEAN_BATCH,
     SERVE_TARGET_QPS: metrics.TRIAL_SERVE_TARGET_QPS,
     SERVE_SCHEDULED_QPS: metrics.TRIAL_SERVE_SCHEDULED_QPS,
+    metrics.SERVE_TTFT_P50_MS: metrics.TRIAL_SERVE_TTFT_P50_MS,
+    metrics.SERVE_TTFT_P90_MS: metrics.TRIAL_SERVE_TTFT_P90_MS,
+    metrics.SERVE_TTFT_P99_MS: metrics.TRIAL_SERVE_TTFT_P99_MS,
+    metrics.SERVE_TPOT_P50_MS: metrics.TRIAL_SERVE_TPOT_P50_MS,
+    metrics.SERVE_TPOT_P90_MS: metrics.TRIAL_SERVE_TPOT_P90_MS,
+    metrics.SERVE_TPOT_P99_MS: metrics.TRIAL_SERVE_TPOT_P99_MS,
+    SERVE_TOKENS_PER_S: metrics.TRIAL_SERVE_TOKENS_PER_S,
 }
 
 
@@ -179,6 +219,10 @@ class Batcher:
     complete: Complete
     sync: Callable[[], None] = lambda: None
     clock: Callable[[], float] = time.perf_counter
+    # A causal LM's batches: ``generate`` runs them instead of ``predict``, and ``first``
+    # tells LoadGen each sample's first token as soon as the prefill has chosen it.
+    generate: Generate | None = None
+    first: Complete | None = None
     # What ran: each batch's time (take to complete, s) and size.
     batch_s: list[float] = field(default_factory=list)
     batch_sizes: list[int] = field(default_factory=list)
@@ -249,8 +293,12 @@ class Batcher:
                 self.complete(ids, None)
                 continue
             start = self.clock()
+            x = self.samples[[index for _, index, _ in batch]]
             try:
-                out = self.predict(self.samples[[index for _, index, _ in batch]])
+                if self.generate is not None:
+                    out = self.generate(x, functools.partial(self._first, ids))
+                else:
+                    out = self.predict(x)
                 self.sync()
             except BaseException as exc:  # noqa: BLE001 - the trial reports it after LoadGen
                 self.error = exc
@@ -260,6 +308,10 @@ class Batcher:
             self.complete(ids, out)
             self.batch_s.append(self.clock() - start)
             self.batch_sizes.append(len(batch))
+
+    def _first(self, ids: Sequence[int], tokens: np.ndarray) -> None:
+        if self.first is not None:
+            self.first(ids, tokens)
 
 
 # --- LoadGen's summary, as untrusted input ---------------------------------------------------
@@ -272,6 +324,10 @@ class SummaryError(ValueError):
 MAX_SUMMARY_BYTES = 1 << 20
 _LINE = re.compile(r"^\s*([^:]{1,120}?)\s*:\s*(.{0,200}?)\s*$")
 _PERCENTILE = re.compile(r"^(\d{1,2}(?:\.\d{1,2})?) percentile latency \(ns\)$")
+# use_token_latencies: the first token's latency and the time per output token (LoadGen
+# names the latter "time to output token" in its percentile lines); none under Offline.
+_FIRST_TOKEN = re.compile(r"^(\d{1,2}(?:\.\d{1,2})?) percentile first token latency \(ns\)$")
+_PER_TOKEN = re.compile(r"^(\d{1,2}(?:\.\d{1,2})?) percentile time to output token \(ns\)$")
 _CHECKS = {
     "Performance constraints satisfied": "performance",
     "Min duration satisfied": "min_duration",
@@ -283,6 +339,12 @@ _THROUGHPUT = {
     "SingleStream": "QPS w/ loadgen overhead",
     "Server": "Completed samples per second",
     "Offline": "Samples per second",
+}
+# Tokens per second under use_token_latencies, as each scenario names it.
+_TOKENS = {
+    "SingleStream": "TPS w/ loadgen overhead",
+    "Server": "Completed tokens per second",
+    "Offline": "Tokens per second",
 }
 
 
@@ -304,6 +366,11 @@ class Summary:
     samples_per_query: int
     target_qps: float
     target_latency_ms: float
+    # use_token_latencies (a causal LM): first token's latency and time per output token
+    # percentiles (ms, by percentile in %; empty where LoadGen reports none), tokens/s.
+    first_token_ms: dict[float, float] = field(default_factory=dict)
+    per_token_ms: dict[float, float] = field(default_factory=dict)
+    tokens_per_s: float | None = None
 
     @property
     def failed(self) -> list[str]:
@@ -357,16 +424,24 @@ def parse_summary(text: str) -> Summary:
                 raise SummaryError(f"mlperf_log_summary.txt: {label}: {answer!r}, not Yes/NO")
             checks[rule] = answer == "Yes"
     latency: dict[float, float] = {}
+    first_token: dict[float, float] = {}
+    per_token: dict[float, float] = {}
     for key, value in fields.items():
-        match = _PERCENTILE.match(key)
-        if match:
-            latency[float(match.group(1))] = _number(key, value) / 1e6
+        for pattern, into in (
+            (_PERCENTILE, latency),
+            (_FIRST_TOKEN, first_token),
+            (_PER_TOKEN, per_token),
+        ):
+            match = pattern.match(key)
+            if match:
+                into[float(match.group(1))] = _number(key, value) / 1e6
     for p in (50.0, 90.0, 99.0):
         if p not in latency:
             raise SummaryError(f"mlperf_log_summary.txt: no {p:.2f} percentile latency line")
     throughput = _THROUGHPUT.get(scenario)
     scheduled = fields.get("Scheduled samples per second")
     target_latency = fields.get("target_latency (ns)", "0")
+    tokens = fields.get(_TOKENS.get(scenario, ""))
     return Summary(
         scenario=scenario,
         mode=need("Mode"),
@@ -379,6 +454,9 @@ def parse_summary(text: str) -> Summary:
         samples_per_query=int(_number("samples_per_query", need("samples_per_query"))),
         target_qps=_number("target_qps", need("target_qps")),
         target_latency_ms=_number("target_latency (ns)", target_latency) / 1e6,
+        first_token_ms=first_token,
+        per_token_ms=per_token,
+        tokens_per_s=_number(_TOKENS[scenario], tokens) if tokens is not None else None,
     )
 
 
@@ -452,7 +530,32 @@ def settings(cfg: BenchConfig, expected: Expected, target_qps: float, max_durati
     per_query = expected.batch_s * math.ceil(s.samples_per_query / expected.max_batch)
     ts.multi_stream_expected_latency_ns = max(int(per_query * 1e9), 1)
     ts.offline_expected_qps = s.expected_qps or expected.samples_per_s
+    if tokens(cfg):  # Server's bounds: first token, and per output token (0: none)
+        ts.use_token_latencies = True
+        ts.ttft_latency = int(s.latency_bound_ms * 1e6)
+        ts.tpot_latency = int(s.tpot_bound_ms * 1e6) if s.tpot_bound_ms > 0 else UNBOUNDED_NS
     return ts
+
+
+# serve.tpot_bound_ms=0: no bound on the time per output token (a day, in LoadGen's ns).
+UNBOUNDED_NS = 86_400 * 10**9
+
+
+def tokens(cfg: BenchConfig) -> bool:
+    """Whether ``cfg`` serves a causal LM with LoadGen's token latencies (a query a prompt)."""
+    from bench.models import own_causal_lm
+
+    return own_causal_lm(cfg.model)
+
+
+def token_bounds(cfg: BenchConfig) -> str:
+    """The LM's Server bounds, as the ``serve.token_bounds`` tag says them."""
+    s = cfg.serve
+    tpot = f"<= {s.tpot_bound_ms:g} ms" if s.tpot_bound_ms > 0 else "unbounded"
+    return (
+        f"p{s.latency_percentile * 100:g} time to first token <= {s.latency_bound_ms:g} ms, "
+        f"per output token {tpot}; prompt_len={cfg.prompt_len} new_tokens={cfg.new_tokens}"
+    )
 
 
 def offline_samples(cfg: BenchConfig, expected: Expected) -> int:
@@ -475,6 +578,23 @@ class Run:
     batch_sizes: list[int]
     outdir: Path
     answers: dict[int, int] = field(default_factory=dict)  # accuracy: library index -> class
+
+
+def _token_responses(lg: Any, call: Callable[[list[Any]], None]) -> Complete:
+    """LoadGen's FirstTokenComplete or QuerySamplesComplete (``call``) for a causal LM's
+    batch: each response carries its sample's tokens (int64) and their count (n_tokens); a
+    sample answered unrun (a drained SUT) carries none."""
+
+    def complete(ids: Sequence[int], outputs: np.ndarray | None) -> None:
+        if outputs is None:
+            call([lg.QuerySampleResponse(rid, 0, 0, 1) for rid in ids])
+            return
+        answers = np.ascontiguousarray(np.asarray(outputs, dtype=np.int64).reshape(len(ids), -1))
+        n, base = answers.shape[1], answers.ctypes.data
+        size = n * answers.itemsize
+        call([lg.QuerySampleResponse(rid, base + i * size, size, n) for i, rid in enumerate(ids)])
+
+    return complete
 
 
 def _responses(lg: Any, accuracy: bool) -> Complete:
@@ -544,8 +664,11 @@ def run_loadgen(
     cfg: BenchConfig,
     outdir: Path,
     sync: Callable[[], None] = lambda: None,
+    generate: Generate | None = None,
 ) -> Run:
     """One LoadGen test with ``ts`` against the batching SUT; its logs in ``outdir``.
+    ``generate``: a causal LM's batches, with its first tokens and token counts reported
+    (``ts`` then has use_token_latencies).
 
     StartTest runs in its own thread; this one waits in Python, so that an interrupt (Ctrl-C,
     the inline launcher's timeout) arrives here: the SUT then drains, LoadGen ends at its
@@ -563,8 +686,12 @@ def run_loadgen(
         lib.samples,
         cfg.serve.max_batch,
         cfg.serve.batch_timeout_ms / 1e3,
-        _responses(lg, accuracy),
+        _responses(lg, accuracy)
+        if generate is None
+        else _token_responses(lg, lg.QuerySamplesComplete),
         sync,
+        generate=generate,
+        first=None if generate is None else _token_responses(lg, lg.FirstTokenComplete),
     )
     failure: list[BaseException] = []
     done = threading.Event()
@@ -622,6 +749,27 @@ def run_loadgen(
 
 
 # --- a trial -----------------------------------------------------------------------------------
+
+
+def generator(session: Any, new_tokens: int) -> Generate:
+    """A causal LM's session (:class:`bench.frameworks.base.Generation`) as the SUT's
+    generation: the prompts' prefill, their first tokens handed over (on the host), then
+    ``new_tokens - 1`` cached decode steps, greedily, as mode=generate runs them."""
+
+    def generate(prompts: np.ndarray, first: Callable[[np.ndarray], None]) -> np.ndarray:
+        session.start_generation(prompts)
+        session.prefill()
+        first(np.asarray(session.generated()))
+        for _ in range(new_tokens - 1):
+            session.decode()
+        return np.asarray(session.generated())
+
+    return generate
+
+
+def whole(generate: Generate) -> Predict:
+    """A generation as a forward (the warm-up's, and the accuracy check's): its tokens."""
+    return lambda prompts: generate(prompts, lambda _tokens: None)
 
 
 def warm_up(
@@ -687,6 +835,10 @@ def figures(s: Summary, bench_samples_per_s: float) -> dict[str, float]:
     }
     if 99.9 in s.latency_ms:
         out[SERVE_LATENCY_P999_MS] = s.latency_ms[99.9]
+    for percentiles, names in ((s.first_token_ms, SERVE_TTFT_MS), (s.per_token_ms, SERVE_TPOT_MS)):
+        out.update({names[p]: v for p, v in percentiles.items() if p in names})
+    if s.tokens_per_s is not None:
+        out[SERVE_TOKENS_PER_S] = s.tokens_per_s
     if s.scenario == "Server":
         out[SERVE_TARGET_QPS] = s.target_qps
         if s.scheduled_qps is not None:
@@ -744,11 +896,20 @@ def serve(
 ) -> list[EpochRecord]:
     """mode=serve's warm-up and LoadGen runs on a prepared session; the records, with the
     trial's figures and tags written into ``result``."""
+    from bench.frameworks.base import Generation
     from bench.frameworks.base import Predict as PredictProtocol
 
-    if not isinstance(session, PredictProtocol):
+    generate: Generate | None = None
+    if tokens(cfg):
+        if not isinstance(session, Generation):
+            raise TypeError(f"mode=serve: {cfg.model.name}'s session cannot generate")
+        generate = generator(session, cfg.new_tokens)
+        predict: Predict = whole(generate)
+    elif isinstance(session, PredictProtocol):
+        predict = session.predict
+    else:
         raise TypeError(f"mode=serve: {cfg.framework.name}'s session has no predict")
-    predict, sync = session.predict, session.sync
+    sync = session.sync
     first, rest, expected = warm_up(predict, lib, cfg, sync)
     result.phases[metrics.COMPILE_TIME_S], result.phases[metrics.WARMUP_TIME_S] = first, rest
     s = cfg.serve
@@ -758,6 +919,8 @@ def serve(
     env["serve.policy"] = f"max_batch={s.max_batch} batch_timeout_ms={s.batch_timeout_ms:g}"
     env["serve.rules"] = rules_note(cfg, samples) or "as long as MLPerf's rules ask"
     env["serve.peak_search"] = "bench's bisection" if s.mode == "find_peak" else ""
+    if generate is not None:
+        env["serve.token_bounds"] = token_bounds(cfg)
     deadline = result.marks.get("trial_start", time.time()) + cfg.timeout_s - 5.0
 
     temp = None
@@ -769,7 +932,8 @@ def serve(
     def one(target_qps: float) -> tuple[Run, EpochRecord]:
         left = deadline - time.time()
         ts = settings(cfg, expected, target_qps, left)
-        run = run_loadgen(ts, predict, lib, cfg, base / f"run{len(records) + 1}", sync)
+        outdir = base / f"run{len(records) + 1}"
+        run = run_loadgen(ts, predict, lib, cfg, outdir, sync, generate)
         rec = record(run, len(records) + 1, on_window)
         records.append(rec)
         if on_epoch is not None:

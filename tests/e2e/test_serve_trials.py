@@ -80,3 +80,53 @@ def test_the_run_s_history_holds_the_loadgen_run_as_a_window(sweep) -> None:  # 
     history = bench.client().get_metric_history(children[0].info.run_id, "serve_latency_p99_ms")
     assert [m.step for m in history] == [1]
     assert history[0].value == children[0].data.metrics["trial_serve_latency_p99_ms"]
+
+
+# A tiny llama (as tests/e2e/test_hf_lm_trials.py's) served under Server with LoadGen's token
+# latencies, in torch (transformers) and tf (keras-hub): one sweep, half a second of LoadGen.
+LM = [
+    "mode=serve", "model=hf", "model.name=llama", "model.seq_len=16", "model.vocab_size=128",
+    "model.hidden=32", "model.layers=2", "model.heads=2", "model.intermediate=64",
+    "model.config.num_key_value_heads=1", "prompt_len=8", "new_tokens=5", "warmup_steps=1",
+    "threads=1", "serve.max_batch=4", "serve.min_duration_s=0.5", "serve.min_queries=16",
+    "serve.target_qps=20", "serve.latency_bound_ms=2000", "telemetry.enabled=false",
+]  # fmt: skip
+TOKEN_FIGURES = [
+    f"trial_serve_{name}_{p}_ms"
+    for name in ("time_to_first_token", "time_per_output_token")
+    for p in ("p50", "p90", "p99")
+]
+
+
+def test_a_causal_lm_is_served_with_loadgen_s_token_latencies(bench: Bench, tmp_path: Path) -> None:
+    from bench.trial.serve import parse_summary
+
+    result = bench.run("-m", "framework=torch,tf", *LM)
+    assert result.returncode == 0, result.output
+    runs = {c.data.params["framework.name"]: c for c in bench.children()}
+    assert sorted(runs) == ["tf", "torch"]
+    client = bench.client()
+    for run in runs.values():
+        tags, metrics = run.data.tags, run.data.metrics
+        assert tags["bench.status"] == "ok", tags.get("bench.error")
+        assert tags["bench.serve.token_bounds"].startswith("p99 time to first token <= 2000 ms")
+        assert (run.data.params["prompt_len"], run.data.params["new_tokens"]) == ("8", "5")
+        local = client.download_artifacts(
+            run.info.run_id, "loadgen/run1/mlperf_log_summary.txt", str(tmp_path)
+        )
+        summary = parse_summary(Path(local).read_text())
+        for name in TOKEN_FIGURES:
+            assert metrics[name] > 0, name
+        # MLflow's figures are LoadGen's
+        assert metrics["trial_serve_time_to_first_token_p99_ms"] == pytest.approx(
+            summary.first_token_ms[99.0]
+        )
+        assert metrics["trial_serve_time_per_output_token_p50_ms"] == pytest.approx(
+            summary.per_token_ms[50.0]
+        )
+        assert metrics["trial_serve_tokens_per_s"] == pytest.approx(summary.tokens_per_s)
+        # the first token comes before the whole answer
+        assert (
+            metrics["trial_serve_time_to_first_token_p50_ms"]
+            < metrics["trial_serve_latency_p50_ms"]
+        )

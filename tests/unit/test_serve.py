@@ -327,3 +327,127 @@ def test_ctrl_c_stops_a_run_and_leaves_no_thread(tmp_path: Path) -> None:
         serve.run_loadgen(serve.settings(cfg, expected, 50.0, 30), forward, LIB, cfg, tmp_path)
     assert time.monotonic() - start < 1.5 + 2.0  # LoadGen ends at its minimum duration
     assert not [t for t in threading.enumerate() if t.name.startswith("bench-serve")]
+
+
+# --- a causal LM's token path: prompts in, first tokens and answers with their counts --------
+
+
+PROMPTS = serve.Library(np.arange(16 * 3, dtype=np.int64).reshape(16, 3), None)
+NEW_TOKENS = 4
+
+
+class FakeLM:
+    """A Generation session: each new token is the prompt's first token + its position; the
+    prefill takes 2 ms, each decode step 1 ms (so per-token time is visible to LoadGen)."""
+
+    def __init__(self) -> None:
+        self.batches: list[int] = []
+
+    def start_generation(self, prompts: np.ndarray | None = None) -> None:
+        assert prompts is not None and prompts.dtype == np.int64
+        self.prompts, self.tokens = prompts, []
+        self.batches.append(len(prompts))
+
+    def prefill(self) -> None:
+        time.sleep(0.002)
+        self.tokens.append(self.prompts[:, :1] + 1)
+
+    def decode(self) -> None:
+        time.sleep(0.001)
+        self.tokens.append(self.tokens[-1] + 1)
+
+    def generated(self) -> np.ndarray:
+        return np.concatenate(self.tokens, axis=1)
+
+    def sync(self) -> None:
+        pass
+
+
+def test_the_batcher_reports_first_tokens_before_the_answers() -> None:
+    lm = FakeLM()
+    generate = serve.generator(lm, NEW_TOKENS)
+    events: list[tuple[str, list[int], np.ndarray | None]] = []
+    done = threading.Event()
+
+    def first(ids, tokens) -> None:  # type: ignore[no-untyped-def]
+        events.append(("first", list(ids), tokens))
+
+    def complete(ids, outputs) -> None:  # type: ignore[no-untyped-def]
+        events.append(("done", list(ids), outputs))
+        done.set()
+
+    b = serve.Batcher(serve.whole(generate), PROMPTS.samples, 4, 0.0, complete,
+                      generate=generate, first=first)  # fmt: skip
+    b.start()
+    b.issue([(7, 2), (8, 5)])
+    assert done.wait(5)
+    b.stop()
+    kinds = [e[0] for e in events]
+    assert kinds == ["first", "done"] and events[0][1] == events[1][1] == [7, 8]
+    first_tokens, answers = events[0][2], events[1][2]
+    assert first_tokens is not None and first_tokens.tolist() == [[7], [16]]  # prompt[0] + 1
+    assert answers is not None and answers.tolist() == [[7, 8, 9, 10], [16, 17, 18, 19]]
+
+
+def test_a_token_summary_s_figures_are_read() -> None:
+    lines = SERVER.splitlines()
+    extra = [
+        "Completed tokens per second: 101.77",
+        "50.00 percentile first token latency (ns)   : 2469631",
+        "90.00 percentile first token latency (ns)   : 5703283",
+        "99.00 percentile first token latency (ns)   : 36045215",
+        "50.00 percentile time to output token (ns)   : 4046009",
+        "90.00 percentile time to output token (ns)   : 4527176",
+        "99.00 percentile time to output token (ns)   : 4738000",
+    ]
+    s = serve.parse_summary("\n".join(lines + extra))
+    assert s.tokens_per_s == 101.77
+    assert s.first_token_ms == {50.0: 2.469631, 90.0: 5.703283, 99.0: 36.045215}
+    assert s.per_token_ms[99.0] == 4.738
+    out = serve.figures(s, 0.0)
+    assert out[serve.SERVE_TTFT_MS[99.0]] == 36.045215
+    assert out[serve.SERVE_TPOT_MS[50.0]] == 4.046009
+    assert out[serve.SERVE_TOKENS_PER_S] == 101.77
+    assert serve.SERVE_TTFT_MS[99.0] not in serve.figures(serve.parse_summary(SERVER), 0.0)
+
+
+def lm_cfg(scenario: str, **more: object) -> BenchConfig:
+    from bench.core.config import ModelConfig
+
+    cfg = short(scenario, **more)
+    model = ModelConfig(name="llama", source="hf", task="causal_lm")
+    return dataclasses.replace(cfg, model=model, prompt_len=3, new_tokens=NEW_TOKENS)
+
+
+@pytest.mark.parametrize("scenario", ["single_stream", "server", "offline"])
+def test_a_loadgen_run_of_a_causal_lm_reports_its_token_latencies(
+    scenario: str, tmp_path: Path
+) -> None:
+    cfg = lm_cfg(scenario, target_qps=100.0)
+    assert serve.tokens(cfg)
+    generate = serve.generator(FakeLM(), NEW_TOKENS)
+    ts = serve.settings(cfg, serve.Expected(0.005, 0.01, 4), 100.0, 30)
+    assert ts.use_token_latencies
+    run = serve.run_loadgen(ts, serve.whole(generate), PROMPTS, cfg, tmp_path, generate=generate)
+    s = run.summary
+    assert s is not None and s.tokens_per_s is not None and s.tokens_per_s > 0
+    if scenario == "offline":  # LoadGen reports tokens/s only
+        assert not s.first_token_ms
+        return
+    # the prefill (2 ms) comes before the first token; each later token takes about 1 ms
+    assert 2.0 <= s.first_token_ms[50.0] < s.latency_ms[50.0]
+    assert 0.9 <= s.per_token_ms[50.0] <= s.latency_ms[50.0]
+    rec = serve.record(run, 1, None)
+    assert rec.extra[serve.SERVE_TTFT_MS[99.0]] == s.first_token_ms[99.0]
+
+
+@pytest.mark.usefixtures("ctrl_c")
+def test_ctrl_c_stops_a_causal_lm_s_run_and_leaves_no_thread(tmp_path: Path) -> None:
+    cfg = lm_cfg("server", min_duration_s=1.5, min_queries=1, target_qps=50.0)
+    generate = serve.generator(FakeLM(), NEW_TOKENS)
+    ts = serve.settings(cfg, serve.Expected(0.005, 0.01, 4), 50.0, 30)
+    main = threading.get_ident()
+    threading.Timer(0.3, lambda: signal.pthread_kill(main, signal.SIGINT)).start()
+    with pytest.raises(KeyboardInterrupt):
+        serve.run_loadgen(ts, serve.whole(generate), PROMPTS, cfg, tmp_path, generate=generate)
+    assert not [t for t in threading.enumerate() if t.name.startswith("bench-serve")]
