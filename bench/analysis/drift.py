@@ -78,3 +78,21 @@ def changed_within(before: list[float], after_last: float | None,
         for i, (start, end) in enumerate(zip(before, after, strict=True))
         if end is not None and start > 0 and abs(end / start - 1) > threshold
     }
+
+
+# repeats=auto stops asking for rounds the machine cannot give: where every ok run of this
+# many rounds in a row was timed under load that contention=wait could not wait out (its
+# gate's bound hit, tag bench.contention_gate), another round would measure the load again.
+LOADED_ROUNDS = 2
+
+
+def loaded_rounds(rounds: list[list[bool]]) -> int:
+    """How many of the last ``rounds`` in a row had every ok run timed under load the gate
+    gave up on; ``rounds``: per round in order, per ok run, whether it did (a round with no
+    ok run ends the count)."""
+    count = 0
+    for runs in reversed(rounds):
+        if not runs or not all(runs):
+            break
+        count += 1
+    return count

@@ -35,7 +35,7 @@ from bench.analysis import drift
 from bench.checks.availability import split_unavailable
 from bench.checks.preflight import validate
 from bench.core.config import BenchConfig, ConfigError, auto_repeats
-from bench.core.result import ERROR
+from bench.core.result import ERROR, OK
 from bench.core.tables import text_table
 from bench.launchers.base import on_time_limit_warning
 from bench.runtime.processes import interrupts, shielded
@@ -272,13 +272,18 @@ def _run_rounds(
     for i, job in enumerate(jobs):
         by_round.setdefault(rounds.round_of(job), []).append(i)
     seen: list[tuple[rounds.Config, str, float | None]] = []
+    # per round, per ok run: whether contention=wait's gate gave up on it (drift.loaded_rounds)
+    loaded: list[list[bool]] = []
     active = set(configs)
     last = max(by_round)
     kept: dict[rounds.Comparison, rounds.Status] = {}  # settled is sticky
     for r in sorted(by_round):
         chosen = [i for i in by_round[r] if config_of(jobs[i]) in active]
+        loaded.append([])
         for i, row in zip(chosen, run_jobs(chosen), strict=True):
             seen.append((config_of(jobs[i]), row.status, row.samples_per_s))
+            if row.status == OK:
+                loaded[-1].append(row.gave_up)
         done = r + 1
         if done < 2:
             continue
@@ -288,8 +293,17 @@ def _run_rounds(
         over = cfg.repeats_budget_s > 0 and time.monotonic() - started >= cfg.repeats_budget_s
         settled = sum(s.settled and not s.capped for s in statuses)
         capped = sum(s.capped for s in statuses)
-        if not active or over or r == last:
-            if capped:  # the last look ends an open comparison as futile: say the cap ended it
+        stuck = drift.loaded_rounds(loaded) >= drift.LOADED_ROUNDS
+        if not active or over or r == last or stuck:
+            if stuck and active:  # more rounds would measure the load, not the frameworks
+                why = (
+                    f"the machine stayed loaded: every ok trial of the last "
+                    f"{drift.LOADED_ROUNDS} rounds was timed under load that contention=wait "
+                    "could not wait out (tag bench.contention_gate), so no more rounds are "
+                    f"asked for; {len(statuses) - settled} of {len(statuses)} comparisons "
+                    "still open"
+                )
+            elif capped:  # the last look ends an open comparison as futile: say the cap ended it
                 why = f"max_repeats reached; {capped} of {len(statuses)} comparisons still open"
             elif not active:
                 why = "every comparison is settled"

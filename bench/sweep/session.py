@@ -52,6 +52,9 @@ class Row:
     detail: str = ""
     # the host monitor's tag: other processes shared the trial's CPUs ('' : they did not)
     contention: str = ""
+    # contention=wait's gate gave up: the load did not let go within its bounds
+    # (bench.monitors.contention; repeats=auto stops on rounds of such trials)
+    gave_up: bool = False
 
 
 class TrialStopped(KeyboardInterrupt):
@@ -169,6 +172,36 @@ def _store_failure_exits(uri: str) -> Iterator[None]:
     except Exception as exc:  # noqa: BLE001 - one line: the store, not bench, is at fault
         print(f"bench: {tracking.why_unavailable(uri, exc)}; no trial was started", file=sys.stderr)
         raise BenchExit(1) from None
+
+
+def ok_notes(result: TrialResult, row: Row) -> str:
+    """What an ok trial's line adds: where tuning=best's settings came from and which they
+    are, what the contention gate waited for, and whether others shared its CPUs."""
+    notes = []
+    source = result.environment.get("tuning_source", "")
+    if source:
+        pick = result.environment.get("tuning_pick", "")
+        notes.append(f"tuning: {tuning_said(source)}" + (f"; pick: {pick}" if pick else ""))
+    discarded = int(result.summary.get(metrics.TRIAL_WINDOWS_DISCARDED, 0))
+    waited = result.summary.get(metrics.TRIAL_CONTENTION_WAIT_S, 0.0)
+    if discarded or waited >= 1:
+        notes.append(
+            f"contention=wait: {discarded} shared window{'s' if discarded != 1 else ''} "
+            f"measured again, {waited:.0f} s waited for other processes to let go"
+        )
+    if row.gave_up:
+        notes.append(result.environment.get("contention_gate", "")[:300])
+    if row.contention:
+        notes.append(row.contention)
+    return "\n    ".join(notes)
+
+
+def tuning_said(source: str) -> str:
+    """A tuning source (bench.tuning.Tuned.source) in the console's words: "searched", or
+    "from the cache (<date>)"."""
+    if source.startswith("cache "):
+        return "from the cache (" + source.rpartition("(")[2].rstrip(")") + ")"
+    return "searched" + source.removeprefix("search")
 
 
 def _before_epochs(cfg: BenchConfig) -> str:
@@ -445,9 +478,10 @@ class Sweep:
             getattr(run, "run_id", ""),
             generation_detail(result.summary),
             result.environment.get("contention", "")[:300],
+            result.environment.get("contention_gate", "").startswith("bound hit"),
         )
         last = result.error.strip().splitlines()[-1] if result.error.strip() else ""
-        progress.end(row, last[:300] if result.status != OK else row.contention)
+        progress.end(row, last[:300] if result.status != OK else ok_notes(result, row))
         return row
 
     def finish(self, rows: list[Row], killed: bool = False) -> int:

@@ -75,6 +75,7 @@ def _at_best(
     result.tuned = tuned.params()
     result.summary[metrics.TUNING_SEARCH_S] = tuned.search_s
     result.environment["tuning_source"] = tuned.source
+    result.environment["tuning_pick"] = tuning.said(tuned.pick)
     result.files += tuned.files
     return result
 

@@ -97,9 +97,16 @@ def resolve(
     else:
         pick, rows = search(cfg, knobs(cfg, host), probe, progress, refused)
         table = [r.to_dict() for r in rows]
-        source = "search"
-        made = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        cache.store(name, {"made": made, "host": host, "pick": pick, "table": table})
+        loaded = sum(bool(r.loaded) for r in rows)
+        if loaded:  # a pick made under load is this search's, never a later trial's
+            source = (
+                f"search (not cached: {loaded} of {len(rows)} probes were timed under load "
+                "that did not let go)"
+            )
+        else:
+            source = "search"
+            made = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+            cache.store(name, {"made": made, "host": host, "pick": pick, "table": table})
     tuned = Tuned(
         cfg=dataclasses.replace(cfg, **pick),
         pick=pick,
@@ -135,6 +142,7 @@ def render(tuned: Tuned) -> str:
     for row in tuned.table:
         rates = " ".join(f"{r:.1f}" for r in row.get("rates", []))
         mark = "chosen" if row.get("chosen") else row.get("status", "")
+        mark += " (under load)" if row.get("loaded") else ""
         error = f" {row.get('error', '')}" if row.get("error") else ""
         note = f" ({row['note']})" if row.get("note") else ""
         compile_s = float(row.get("compile_s", 0.0))
@@ -152,4 +160,7 @@ def _settings(settings: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in settings.items()) or "as given"
 
 
-__all__ = ["Row", "SearchFailed", "Tuned", "knobs", "resolve", "render"]
+said = _settings  # a pick in words: "channels_last=true", or "as given"
+
+
+__all__ = ["Row", "SearchFailed", "Tuned", "knobs", "resolve", "render", "said"]

@@ -61,6 +61,9 @@ class Row:
     error: str = ""
     chosen: bool = False
     note: str = ""
+    # contention=wait's gate gave up on the probe: its windows were timed under load that did
+    # not let go (bench.monitors.contention), so its rates are the shared machine's
+    loaded: str = ""
 
     @property
     def median(self) -> float:
@@ -137,6 +140,8 @@ def _row(settings: dict[str, Any], outcome: TrialResult | str, wall_s: float) ->
         return row
     row.status = outcome.status
     row.rates = [e.samples_per_s for e in outcome.epochs] if outcome.status == OK else []
+    gate = outcome.environment.get("contention_gate", "")
+    row.loaded = gate if gate.startswith("bound hit") else ""
     row.compile_s = outcome.phases.get(metrics.COMPILE_TIME_S, 0.0)
     if outcome.status != OK:
         row.error = outcome.error.strip().splitlines()[-1][:300] if outcome.error else ""
@@ -167,6 +172,7 @@ def search(
         if progress is not None:
             shown = ", ".join(f"{k}={v}" for k, v in settings.items()) or "as given"
             figure = f"{row.median:.1f} samples/s" if row.rates else f"{row.status}: {row.error}"
+            figure += " (under load that did not let go)" if row.loaded else ""
             progress(f"tuning {cfg.framework.name}/{cfg.model.name}: {shown}: {figure}")
         return row
 

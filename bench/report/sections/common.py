@@ -43,6 +43,29 @@ class Context:
         return [t for t in self.trials if t.ok]
 
 
+# Tags of a run timed while other processes held its CPUs: the host monitor's, and the
+# contention gate's where it kept shared windows (bench.monitors.contention).
+SHARED_TAGS = ("bench.contention", "bench.contention_gate")
+
+
+def shared(trial: Trial) -> bool:
+    """Whether other processes held the run's CPUs in its timed windows."""
+    return any(trial.record.tags.get(tag) for tag in SHARED_TAGS)
+
+
+def load_remedy(trials: Sequence[Trial]) -> str:
+    """What a side's spread comes from where its runs shared the machine ('' : they did
+    not): the load, not the windows' length, which is the lever otherwise."""
+    loaded = sum(shared(t) for t in trials)
+    if not loaded:
+        return ""
+    return (
+        f"{loaded} of its {len(trials)} runs were timed while other processes held its CPUs "
+        "(tag bench.contention): the load spread them, not the windows' length; rerun on a "
+        "quiet machine (contention=wait waits for one, within bounds)"
+    )
+
+
 def sample(name: str, trials: Sequence[Trial], value: Callable[[Trial], float]) -> stats.Sample:
     looks, margin = sequential_plan(trials)
     return stats.Sample(
@@ -56,6 +79,7 @@ def sample(name: str, trials: Sequence[Trial], value: Callable[[Trial], float]) 
         # the rounds of repeats=auto look at time per sample: a verdict on it is the one at
         # the look that stopped the pair; another metric's, at the look its runs reach
         rounds=[round_of(t) for t in trials] if looks and _per_sample(trials, value) else [],
+        remedy=load_remedy(trials),
     )
 
 

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 from bench.analysis import drift, stats
 from bench.report.document import Cell, Section, Table
+from bench.report.sections import common
 from bench.report.sections.common import Context
 from bench.report.trials import Trial
 
@@ -85,10 +86,30 @@ def holding(
     return [said, Table(columns, rows, f"Verdicts with and without the {caption}")]
 
 
+def _stopped_by_load(ok: list[Trial]) -> str:
+    """A repeats=auto sweep's rounds that ended because the machine stayed loaded
+    (bench.analysis.drift.loaded_rounds, the sweep's own rule), in a sentence ('' : not)."""
+    if not ok or common.sequential_plan(ok)[0] == 0:
+        return ""
+    by_round: dict[int, list[bool]] = {}
+    for t in ok:
+        gave_up = t.record.tags.get("bench.contention_gate", "").startswith("bound hit")
+        by_round.setdefault(_round(t), []).append(gave_up)
+    rounds = [by_round.get(r, []) for r in range(max(by_round) + 1)]
+    if drift.loaded_rounds(rounds) < drift.LOADED_ROUNDS:
+        return ""
+    return (
+        f"  repeats=auto stopped after {len(rounds)} rounds: every ok run of the last "
+        f"{drift.LOADED_ROUNDS} was timed under load that contention=wait could not wait out "
+        "(tag bench.contention_gate: bound hit), and more rounds would have measured the load, "
+        "not the frameworks."
+    )
+
+
 def shared_section(ctx: Context, verdicts_of: Callable[[Context], Verdicts]) -> Section | None:
     """The runs whose host monitor saw other processes hold their CPUs (tag
     ``bench.contention``), and the verdicts without them; None when there are none."""
-    shared = [t for t in ctx.ok if t.record.tags.get("bench.contention")]
+    shared = [t for t in ctx.ok if common.shared(t)]
     if not shared:
         return None
     section = Section("Shared machine", "shared")
@@ -99,6 +120,7 @@ def shared_section(ctx: Context, verdicts_of: Callable[[Context], Verdicts]) -> 
         f"trial_other_cpu_pct): {names}{'...' if len(shared) > 10 else ''}.  Their rates are the "
         "shared machine's, lower and noisier than the framework's own.  Below, every verdict "
         "again without them; rerun them on a quiet machine to settle any that change."
+        + _stopped_by_load(ctx.ok)
     )
     left_out = {id(t) for t in shared}
     kept = [t for t in ctx.trials if id(t) not in left_out]
