@@ -49,6 +49,8 @@ class Telemetry:
         self.totals: dict[str, float] = {}
         self._host_factory = host
         self.one_process = cfg.distributed.runner == "local"
+        # contention=off: other processes' share is still measured, never judged
+        self.judged = self.one_process and cfg.contention != "off"
         self._stopped = False
         self.enabled = cfg.telemetry.enabled
         if not self.enabled:
@@ -92,7 +94,7 @@ class Telemetry:
                 self.tags["gpu_telemetry"] = f"unavailable: {exc}"
         host = self._host_factory(self.interval_s, self.origin)
         if isinstance(host, HostMonitor):  # ranks of one trial are each other's "others"
-            host.judge_contention = self.one_process
+            host.judge_contention = self.judged
         self.monitors.append(host)
         for monitor in self.monitors:
             monitor.start()

@@ -180,4 +180,6 @@ def gate(cfg: BenchConfig) -> Gate | None:
     if cfg.contention == "off" or cfg.distributed.runner != "local":
         return None
     share = Share.of_this_process()
-    return Gate(cfg.contention, share) if share is not None else None
+    if share is None:
+        return None
+    return Gate(cfg.contention, share, max_remeasured=MAX_REMEASURED, max_wait_s=MAX_WAIT_S)

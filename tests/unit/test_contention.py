@@ -118,8 +118,13 @@ def test_telemetry_judges_only_one_process_trials() -> None:
         made.append(HostMonitor(interval_s, origin, rapl="not here"))
         return made[-1]
 
-    for distributed, judged in [(DistributedConfig(), True), (DDPConfig(), False)]:
-        telemetry = Telemetry(BenchConfig(device="cpu", distributed=distributed), host=host)
+    for distributed, contention, judged in [
+        (DistributedConfig(), "tag", True),
+        (DDPConfig(), "tag", False),
+        (DistributedConfig(), "off", False),  # contention=off: measured, never judged
+    ]:
+        cfg = BenchConfig(device="cpu", distributed=distributed, contention=contention)
+        telemetry = Telemetry(cfg, host=host)
         telemetry.start("cpu")
         telemetry.stop(None)
         assert made[-1].judge_contention is judged
