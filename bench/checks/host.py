@@ -11,6 +11,8 @@ Each problem names its field, by the same topics as the config stage's
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tempfile
 import urllib.parse
 from collections.abc import Sequence
@@ -51,6 +53,8 @@ def probes(cfg: BenchConfig, ruled: Found) -> Found:
             found["framework"].append(f"framework: {problem}")
     if named_release(cfg):
         found["framework.version"] += _version_problems(cfg)
+        if cfg.mode == "serve" and not found["framework.version"]:
+            found["framework.version"] += _version_loadgen(cfg)
     if not ruled["tracking"]:
         _check_tracking(found["tracking"], cfg.tracking.uri)
     if cfg.launcher.name == "docker":
@@ -82,6 +86,27 @@ def _loadgen() -> list[str]:
     return [
         "mode: serve needs MLPerf's LoadGen in this interpreter (pip install "
         "mlcommons-loadgen; bench's locks pin it)"
+    ]
+
+
+def _version_loadgen(cfg: BenchConfig) -> list[str]:
+    """mode=serve in a version's environment made before LoadGen was a trial's package
+    (bench.envs.environments.TRIAL_SIDE): its cached lock lacks it, and a cached environment
+    is reused as it is; one not made yet is made with it."""
+    from bench.envs import environments
+    from bench.images import image_variant
+
+    if image_variant(cfg) or cfg.launcher.name != "process":
+        return []  # an image's lock is the image's; inline runs in this interpreter
+    env = environments.env_for(
+        cfg.framework.name, cfg.framework.version, environments.extra_of(cfg)
+    )
+    if not env.lock.exists() or "mlcommons-loadgen" in environments.lock_pins(env.lock):
+        return []
+    return [
+        f"framework.version: mode=serve needs MLPerf's LoadGen, and the cached environment of "
+        f"{cfg.framework.name} {cfg.framework.version} ({env.root}) was made without it; "
+        "delete that folder and bench makes it again, with LoadGen, on first use"
     ]
 
 
@@ -191,8 +216,55 @@ def prepare(configs: Sequence[BenchConfig]) -> list[str]:
 
         problem = ensure_mxnet()
         problems += [problem] if problem else []
+        serving = [c for c in configs if c.mode == "serve" and c.launcher.name == "process"]
+        if not problem and any(interpreters.own_environment(c.framework.name) for c in serving):
+            problems += _own_environment_loadgen()
     own_models.warm(configs)
     return problems
+
+
+def _own_environment_loadgen() -> list[str]:
+    """mode=serve in MXNet's own environment: LoadGen there, installed on first use where bench
+    makes the environment (an environment made before LoadGen was in scripts/setup_mxnet.sh's
+    installs is brought up to date by the script, whose stamp changed); a problem where the
+    user named the interpreter (bench never installs into it) or the install did not take."""
+    from bench.core.frameworks import MXNET
+    from bench.envs import interpreters
+    from bench.envs.setup import SetupError, run
+
+    python = interpreters.python_for(MXNET)
+    if _has_module(python, LOADGEN):
+        return []
+    if not interpreters.overridden(MXNET):
+        print(
+            "bench: installing MLPerf's LoadGen into MXNet's own environment (mode=serve; "
+            f"first use, {interpreters.own_venv(MXNET)})",
+            file=sys.stderr,
+        )
+        try:
+            run(MXNET, quiet=True)
+        except SetupError as exc:
+            return [f"framework: mxnet: mode=serve needs MLPerf's LoadGen there: {exc}"]
+        if _has_module(python, LOADGEN):
+            return []
+    return [
+        f"framework: mxnet: mode=serve needs MLPerf's LoadGen in its interpreter {python} "
+        "(pip install mlcommons-loadgen there)"
+    ]
+
+
+def _has_module(python: str, module: str) -> bool:
+    """Whether the interpreter ``python`` finds ``module`` (nothing imported)."""
+    from bench.envs import interpreters
+
+    code = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
+    try:
+        done = subprocess.run(
+            [python, "-c", code], capture_output=True, timeout=60, env=interpreters.child_env()
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
 
 
 def placement(cfg: BenchConfig, slurm: bool, partition: tuple[str, int] | None) -> list[str]:
