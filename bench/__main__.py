@@ -7,6 +7,8 @@ try:
     from bench.cli import run
 except KeyboardInterrupt:  # Ctrl-C while the imports load: an interrupt, no traceback
     print("bench: interrupted", file=sys.stderr)
-    raise SystemExit(130) from None
+    from bench.runtime.processes import exit_with
+
+    exit_with(130)
 
 run()

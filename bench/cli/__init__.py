@@ -246,11 +246,15 @@ def _mapping_overrides(args: list[str]) -> list[str]:
 def run() -> None:
     """``bench``: the sweep, ``bench plan`` and the tools.  Ctrl-C before a handler of bench's
     own is in place (while the command line is checked) is an interrupt too: one line, 130."""
+    from bench.runtime.processes import exit_with
+
     try:
         _run()
     except KeyboardInterrupt:
         print("bench: interrupted", file=sys.stderr)
-        sys.exit(130)
+        exit_with(130)
+    except SystemExit as done:  # 130 stays 130 under python -m (exit_with says why)
+        exit_with(done.code)
 
 
 def _run() -> None:

@@ -100,4 +100,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from bench.runtime.processes import exit_with
+
+    exit_with(main())

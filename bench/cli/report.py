@@ -207,4 +207,6 @@ def _baseline_runs(
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from bench.runtime.processes import exit_with
+
+    exit_with(main())

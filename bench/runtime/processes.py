@@ -20,8 +20,10 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Iterable, Iterator
+from typing import NoReturn
 
 import psutil
 
@@ -90,6 +92,24 @@ def note_interrupt() -> None:
 def interrupts() -> int:
     """How many interrupts :func:`note_interrupt` has counted in this process."""
     return _INTERRUPTS[0]
+
+
+def exit_with(code: int | str | None) -> NoReturn:
+    """``sys.exit(code)``, where 130 (an interrupt bench has handled) stays 130 under
+    ``python -m`` too.
+
+    CPython notes a KeyboardInterrupt that ends a nested evaluation (``PyRun_*``, which C
+    extensions call while they load, e.g. pybind11's ``py::exec``) as unhandled, whatever
+    catches it afterwards; ``python -m`` then kills itself with SIGINT once the interpreter
+    has finished: status -2, not bench's 130 (about one Ctrl-C in five within the first
+    seconds of a sweep, while the frameworks load).  An interrupt bench has handled clears
+    that note (a no-op where this CPython has none)."""
+    if code == 130:
+        try:
+            ctypes.c_int.in_dll(ctypes.pythonapi, "_Py_UnhandledKeyboardInterrupt").value = 0
+        except (AttributeError, ValueError):
+            pass
+    sys.exit(code)
 
 
 @contextlib.contextmanager
