@@ -43,14 +43,17 @@ class Context:
         return [t for t in self.trials if t.ok]
 
 
-# Tags of a run timed while other processes held its CPUs: the host monitor's, and the
-# contention gate's where it kept shared windows (bench.monitors.contention).
-SHARED_TAGS = ("bench.contention", "bench.contention_gate")
-
-
 def shared(trial: Trial) -> bool:
-    """Whether other processes held the run's CPUs in its timed windows."""
-    return any(trial.record.tags.get(tag) for tag in SHARED_TAGS)
+    """Whether other processes held the run's CPUs in its timed windows: the host monitor's
+    tag bench.contention, or contention=wait's gate gave up on the load
+    (bench.monitors.contention)."""
+    tags = trial.record.tags
+    return bool(tags.get("bench.contention")) or gave_up(trial)
+
+
+def gave_up(trial: Trial) -> bool:
+    """Whether contention=wait's gate kept shared windows: the load did not let go."""
+    return trial.record.tags.get("bench.contention_gate", "").startswith("bound hit")
 
 
 def load_remedy(trials: Sequence[Trial]) -> str:

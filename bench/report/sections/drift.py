@@ -93,8 +93,7 @@ def _stopped_by_load(ok: list[Trial]) -> str:
         return ""
     by_round: dict[int, list[bool]] = {}
     for t in ok:
-        gave_up = t.record.tags.get("bench.contention_gate", "").startswith("bound hit")
-        by_round.setdefault(_round(t), []).append(gave_up)
+        by_round.setdefault(_round(t), []).append(common.gave_up(t))
     rounds = [by_round.get(r, []) for r in range(max(by_round) + 1)]
     if drift.loaded_rounds(rounds) < drift.LOADED_ROUNDS:
         return ""
