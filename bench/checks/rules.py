@@ -7,11 +7,13 @@ checks; the machine's are :mod:`bench.checks.host`); the schema they check is
 from __future__ import annotations
 
 import math
+import os
 import re
 
 from bench.core.config import (
     AUTO,
     AUTO_MIN_STEPS,
+    CONTENTION_ENV,
     CONTENTIONS,
     DATASETS,
     DEVICES,
@@ -180,6 +182,8 @@ def check(cfg: BenchConfig) -> list[str]:
     choice(problems, "precision", cfg.precision, PRECISIONS)
     choice(problems, "timing", cfg.timing, TIMINGS)
     choice(problems, "contention", cfg.contention, CONTENTIONS)
+    if cfg.contention not in CONTENTIONS and os.environ.get(CONTENTION_ENV):
+        problems[-1] += f" (${CONTENTION_ENV} sets its default)"
     for name in ("batch_size", "epochs", "num_classes", "prompt_len"):
         at_least(problems, name, getattr(cfg, name), 1)
     if cfg.new_tokens < 2:
