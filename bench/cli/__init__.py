@@ -304,9 +304,20 @@ def _run() -> None:
     except BenchExit as done:  # an interrupt Python swallowed (a finaliser) still ends 130
         sys.exit(130 if interrupts() > heard else done.code)
     except SystemExit as refused:
+        if interrupts() > heard:  # an interrupt that code below turned into an error
+            print("bench: interrupted", file=sys.stderr)
+            sys.exit(130)
         # Hydra refuses bad input (a wrong type, an unknown key or option) with exit 1, the
         # status of a failed trial; bad input is 2 here, whoever found it.
         sys.exit(2 if refused.code == 1 else refused.code)
     except KeyboardInterrupt:  # before any trial started
+        print("bench: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except Exception:
+        # The handler's KeyboardInterrupt raised inside a library that wraps what it catches
+        # (OmegaConf turned one into an AttributeError while a config was being merged):
+        # still an interrupt, exit 130; any other error goes on as it is.
+        if interrupts() <= heard:
+            raise
         print("bench: interrupted", file=sys.stderr)
         sys.exit(130)

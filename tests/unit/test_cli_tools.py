@@ -59,6 +59,33 @@ def test_ctrl_c_while_the_command_line_is_checked_is_one_line_and_130(
     assert capsys.readouterr().err.strip().splitlines() == ["bench: interrupted"]
 
 
+@pytest.mark.parametrize("then", ["raise", "exit 1"])
+def test_an_interrupt_a_library_turned_into_an_error_is_still_an_interrupt(
+    then: str, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """Issue 51: a Ctrl-C landing while OmegaConf merged a config came out as an
+    AttributeError with a traceback (OmegaConf wraps what it catches); raised outside
+    Hydra's task, or reported by Hydra as a failure (exit 1, read as bad input: 2), it is
+    still the interrupt bench counted: one line, 130."""
+
+    def composed_while_interrupted() -> None:
+        try:
+            cli._interrupt(signal.SIGINT, None)
+        except KeyboardInterrupt:  # what the library does with it
+            if then == "exit 1":
+                raise SystemExit(1) from None
+            raise AttributeError("'NoneType' has no attribute '_invalidate_flags_cache'") from None
+
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    monkeypatch.setattr(cli, "main", composed_while_interrupted)
+    try:
+        assert bench(monkeypatch, "-m", "model=lenet5") == 130
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "bench: interrupted"
+
+
 # Run with python -m: an interrupt that ended a nested evaluation (PyRun_*, as a C extension
 # runs while it loads) and was then caught, and the exit status that follows.
 NESTED_INTERRUPT = """
