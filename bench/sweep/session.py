@@ -55,6 +55,8 @@ class Row:
     # contention=wait's gate gave up: the load did not let go within its bounds
     # (bench.monitors.contention; repeats=auto stops on rounds of such trials)
     gave_up: bool = False
+    # mode=serve: LoadGen's figures and verdict (serving_detail; '' for the other modes)
+    serving: str = ""
 
 
 class TrialStopped(KeyboardInterrupt):
@@ -152,6 +154,7 @@ class Progress:
         unit = "tokens/s" if row.detail else "samples/s"  # mode=generate: generated tokens
         rate = f"{row.samples_per_s:,.1f} {unit}" if row.samples_per_s else "-"
         rate += f"  [{row.detail}]" if row.detail else ""
+        rate += f"  [{row.serving}]" if row.serving else ""
         line = f"{self.prefix}  {row.status}  {rate}  ({row.seconds:.1f} s)"
         self._write(
             f"\r{line}\x1b[K" if self.tty else f"  -> {row.status}  {rate}  ({row.seconds:.1f} s)"
@@ -226,8 +229,31 @@ def generation_detail(summary: dict[str, float]) -> str:
     )
 
 
+def serving_detail(summary: dict[str, float], environment: dict[str, str]) -> str:
+    """A mode=serve trial's figures for the summary table ('' for the other modes): LoadGen's
+    throughput (QPS where a query is one sample), its p99 latency and verdict; find_peak's
+    highest VALID load; a causal LM's p99 time to first token and median time per output
+    token."""
+    if metrics.TRIAL_SERVE_LATENCY_P99_MS not in summary:
+        return ""
+    scenario = environment.get("serve.scenario", "")
+    unit = "QPS" if scenario in ("Server", "SingleStream") else "samples/s"
+    parts = []
+    if metrics.SERVE_PEAK_QPS in summary:
+        parts.append(f"peak {summary[metrics.SERVE_PEAK_QPS]:,.1f} QPS")
+    parts.append(f"{summary.get(metrics.TRIAL_SERVE_SAMPLES_PER_S, 0.0):,.1f} {unit}")
+    parts.append(f"p99 {summary[metrics.TRIAL_SERVE_LATENCY_P99_MS]:,.1f} ms")
+    if metrics.TRIAL_SERVE_TTFT_P99_MS in summary:
+        parts.append(f"TTFT p99 {summary[metrics.TRIAL_SERVE_TTFT_P99_MS]:,.1f} ms")
+    if metrics.TRIAL_SERVE_TPOT_P50_MS in summary:
+        parts.append(f"TPOT p50 {summary[metrics.TRIAL_SERVE_TPOT_P50_MS]:,.2f} ms")
+    verdict = environment.get("serve.result", "")
+    return ", ".join(parts) + (f", {verdict}" if verdict else "")
+
+
 def format_table(rows: list[Row]) -> str:
     detail = any(row.detail for row in rows)  # mode=generate: a column of its own
+    serving = any(row.serving for row in rows)  # mode=serve: one too
     # A generation's rate is generated tokens/s: the column says so.
     rate = "tokens/s" if rows and all(r.detail for r in rows) else "samples/s"
     rate = "samples or tokens/s" if detail and rate == "samples/s" else rate
@@ -241,10 +267,12 @@ def format_table(rows: list[Row]) -> str:
             f"{row.seconds:.1f}",
             row.run_id[:8],
             *([row.detail or "-"] if detail else []),
+            *([row.serving or "-"] if serving else []),
         )
         for i, row in enumerate(rows, 1)
     ]
-    return text_table((*header, "generation") if detail else header, body)
+    header = (*header, "generation") if detail else header
+    return text_table((*header, "serving") if serving else header, body)
 
 
 @dataclass
@@ -479,6 +507,7 @@ class Sweep:
             generation_detail(result.summary),
             result.environment.get("contention", "")[:300],
             result.environment.get("contention_gate", "").startswith("bound hit"),
+            serving_detail(result.summary, result.environment),
         )
         last = result.error.strip().splitlines()[-1] if result.error.strip() else ""
         progress.end(row, last[:300] if result.status != OK else ok_notes(result, row))

@@ -1,8 +1,12 @@
 """mode=serve (MLPerf's LoadGen, bench.trial.serve): each configuration's serving figures with
-LoadGen's verdicts and MLPerf's rules beside them, a latency-versus-load figure (Server's p99
-against its offered QPS, one line per framework), and the framework pairs' verdicts by the
-rules of the training-time verdicts: SingleStream's p90 and MultiStream's p99 latency, Offline's
-throughput and Server's highest VALID QPS (find_peak)."""
+LoadGen's verdicts and MLPerf's rules beside them (a causal LM's time to first token and per
+output token too), a latency-versus-load figure (p99 against offered QPS, one line per
+framework: every LoadGen run of a Server trial, each find_peak probe, from the run's metric
+history), and the framework pairs' verdicts by the rules of the training-time verdicts:
+SingleStream's p90 and MultiStream's p99 latency, Offline's throughput and Server's highest
+VALID QPS (find_peak).  A configuration is labelled with ``serve.max_batch`` (serving never
+reads ``batch_size``), and a higher-is-better figure's ratio is shown as itself (b's samples/s
+over a's), not as the inverse it is compared on."""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from dataclasses import replace
 import bench.report.figures as figures
 from bench.analysis import stats
 from bench.core import metrics
+from bench.core.config import ServeConfig
 from bench.report.document import Cell, Figure, Section, Table, num
 from bench.report.sections.common import (
     Context,
@@ -23,7 +28,9 @@ from bench.report.sections.common import (
     sorted_configs,
     verdict_cell,
 )
-from bench.report.trials import Labeller, Trial, fmt_mean_sd, framework_pairs, group
+from bench.report.trials import Config, Labeller, Trial, fmt_mean_sd, framework_pairs, group
+
+_DEFAULT_MAX_BATCH = ServeConfig().max_batch
 
 # What each scenario is compared on: (figure, metric, lower is better).  A higher-is-better
 # figure is compared as its inverse (time per sample, or per query of the peak load), so that
@@ -42,6 +49,18 @@ SHOWN = (
     ("batch", metrics.TRIAL_SERVE_MEAN_BATCH),
     ("peak QPS", metrics.SERVE_PEAK_QPS),
 )
+# A causal LM's token latencies (LoadGen's use_token_latencies): columns shown only where a
+# row has them.
+TOKEN_SHOWN = (
+    ("first token p50 ms", metrics.TRIAL_SERVE_TTFT_P50_MS),
+    ("first token p99 ms", metrics.TRIAL_SERVE_TTFT_P99_MS),
+    ("per token p50 ms", metrics.TRIAL_SERVE_TPOT_P50_MS),
+    ("per token p99 ms", metrics.TRIAL_SERVE_TPOT_P99_MS),
+    ("tokens/s", metrics.TRIAL_SERVE_TOKENS_PER_S),
+)
+# Each LoadGen run's (a window's) offered load and p99, read from the run's history: the
+# latency-versus-load figure draws every run of a Server trial, each find_peak probe.
+HISTORY_KEYS = (metrics.SERVE_TARGET_QPS, metrics.SERVE_LATENCY_P99_MS)
 REMEDY = "LoadGen's runs are seconds long here: more repeats, or a longer serve.min_duration_s"
 
 
@@ -81,6 +100,23 @@ def _verdicts(t: list[Trial]) -> str:
     return ", ".join(f"{v} x{n}" for v, n in sorted(counts.items()))
 
 
+def _label(lab: Labeller, config: Config) -> str:
+    """A serving configuration's label: its ``serve.max_batch`` where a training one shows
+    its batch size, which serving does not read."""
+    pairs = dict(config)
+    max_batch = pairs.get("serve.max_batch", str(_DEFAULT_MAX_BATCH))
+    return f"{lab.label(config, 'batch_size', 'serve.max_batch')} · max_batch {max_batch}"
+
+
+def _as_figure(verdict: stats.Verdict) -> stats.Verdict:
+    """A verdict compared on a figure's inverse (time per sample) with its ratio and interval
+    turned back into the figure's own (b's samples/s over a's)."""
+    flip = [
+        1.0 / v if v > 0 else math.nan for v in (verdict.ratio, verdict.ci_high, verdict.ci_low)
+    ]
+    return replace(verdict, ratio=flip[0], ci_low=flip[1], ci_high=flip[2])
+
+
 def _figure_cell(members: list[Trial], key: str) -> Cell:
     """The mean ± sd of a figure over the runs that have it ('-' where none has)."""
     values = [v for v in (t.metric(key) for t in members) if not math.isnan(v)]
@@ -106,18 +142,23 @@ def serving(ctx: Context) -> Section | None:
     )
     by_config = group(trials, lambda t: t.config)
     rows: list[list[Cell]] = []
+    shown = SHOWN + tuple(
+        (name, key)
+        for name, key in TOKEN_SHOWN
+        if any(not math.isnan(t.metric(key)) for t in trials)
+    )
     for config in sorted_configs(lab, list(by_config)):
         for framework, members in sorted(group(by_config[config], lambda t: t.framework).items()):
             rows.append(
-                [Cell(framework), Cell(lab.label(config)), Cell(_scenario(members[0]))]
-                + [_figure_cell(members, key) for _, key in SHOWN]
+                [Cell(framework), Cell(_label(lab, config)), Cell(_scenario(members[0]))]
+                + [_figure_cell(members, key) for _, key in shown]
                 + [
                     Cell(_verdicts(members)),
                     Cell(_tag(members[0], "rules")),
                     Cell(_tag(members[0], "policy")),
                 ]
             )
-    columns = ["Framework", "Configuration", "Scenario", *(n for n, _ in SHOWN), "LoadGen",
+    columns = ["Framework", "Configuration", "Scenario", *(n for n, _ in shown), "LoadGen",
                "MLPerf's rules", "Batching"]  # fmt: skip
     section.blocks.append(Table(columns, rows, "Serving figures"))
     figure = _latency_vs_load(trials)
@@ -130,7 +171,7 @@ def serving(ctx: Context) -> Section | None:
             value = _value(key, lower)
             if not key or any(math.isnan(value(t)) for t in side_a + side_b):
                 continue
-            label = lab.label(config)
+            label = _label(lab, config)
             verdict = stats.compare(
                 replace(sample(a, side_a, value), remedy=REMEDY),
                 replace(sample(b, side_b, value), remedy=REMEDY),
@@ -142,7 +183,7 @@ def serving(ctx: Context) -> Section | None:
                     Cell(what),
                     num(fmt_mean_sd([t.metric(key) for t in side_a])),
                     num(fmt_mean_sd([t.metric(key) for t in side_b])),
-                    num(ratio_text(verdict)),
+                    num(ratio_text(verdict if lower else _as_figure(verdict))),
                     verdict_cell(verdict),
                 ]
             )
@@ -152,13 +193,24 @@ def serving(ctx: Context) -> Section | None:
     return section
 
 
+def probes(t: Trial) -> list[tuple[float, float]]:
+    """A Server trial's LoadGen runs as (offered QPS, p99 ms): each window of its history
+    (find_peak's probes, in order), or the trial's own figures where the store holds no
+    history of them."""
+    loads = dict(t.record.history.get(metrics.SERVE_TARGET_QPS, []))
+    p99s = dict(t.record.history.get(metrics.SERVE_LATENCY_P99_MS, []))
+    points = [(loads[step], p99s[step]) for step in sorted(loads) if step in p99s]
+    if not points:
+        points = [
+            (t.metric(metrics.TRIAL_SERVE_TARGET_QPS), t.metric(metrics.TRIAL_SERVE_LATENCY_P99_MS))
+        ]
+    return [(x, y) for x, y in points if x > 0 and y > 0]
+
+
 def _latency_vs_load(trials: list[Trial]) -> Figure | None:
-    """Server's p99 against the offered load, one line per framework (and model): every
-    Server run's point (its target QPS, its p99), the mean p99 at each load."""
-    server = [t for t in trials if _scenario(t) == "Server"]
-    target = metrics.TRIAL_SERVE_TARGET_QPS
-    p99 = metrics.TRIAL_SERVE_LATENCY_P99_MS
-    server = [t for t in server if t.metric(target) > 0 and t.metric(p99) > 0]
+    """p99 against the offered load, one line per framework (and model): every LoadGen run
+    of every Server trial (:func:`probes`), the mean p99 at each load."""
+    server = [t for t in trials if _scenario(t) == "Server" and probes(t)]
     if not server:
         return None
     panel = figures.Panel("Server: p99 latency against offered load", "target QPS", "p99 ms")
@@ -168,7 +220,8 @@ def _latency_vs_load(trials: list[Trial]) -> Figure | None:
     ):
         by_load: dict[float, list[float]] = {}
         for t in members:
-            by_load.setdefault(t.metric(target), []).append(t.metric(p99))
+            for load, p99 in probes(t):
+                by_load.setdefault(load, []).append(p99)
         xs = sorted(by_load)
         series = figures.Series(
             f"{framework} · {model}",
@@ -178,7 +231,10 @@ def _latency_vs_load(trials: list[Trial]) -> Figure | None:
         )
         panel.series.append(figures.styled(series, i))
     bounds = sorted({float(t.param("serve.latency_bound_ms", "nan")) for t in server})
-    caption = "Server's p99 latency against its offered load (each run's point; mean per load)"
+    caption = (
+        "Server's p99 latency against its offered load: every LoadGen run of each trial "
+        "(each find_peak probe), the mean p99 at each load"
+    )
     if bounds and not math.isnan(bounds[0]):
         caption += f"; the latency bound: {', '.join(f'{b:g} ms' for b in bounds)}"
     return Figure("serving_latency_vs_load", figures.panels([panel], columns=1), caption)
