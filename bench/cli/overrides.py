@@ -26,18 +26,44 @@ _MAPPINGS = ("model.config",)
 _SPECIAL = "$([{'\"*"  # interpolations, sweep functions, lists: not plain option names
 
 
-def groups(conf: Path | None = None) -> dict[str, list[str]]:
+def groups(conf: Path | None = None, extra: Iterable[Path] = ()) -> dict[str, list[str]]:
     """Each config group a command line can pick an option of, with its options: the
-    folders of bench's ``conf/`` (their YAML files) and the typed strategies
-    (``distributed``, registered in Hydra's ConfigStore by :mod:`bench.cli`)."""
-    root = conf or paths.data("conf")
-    out = {
-        d.name: sorted(p.stem for p in d.glob("*.yaml"))
-        for d in sorted(root.iterdir())
-        if d.is_dir() and any(d.glob("*.yaml"))
-    }
-    out["distributed"] = sorted(set(out.get("distributed", [])) | set(STRATEGY_CONFIGS))
-    return out
+    folders of bench's ``conf/`` and of the user's own config folders ``extra`` (their YAML
+    files) and the typed strategies (``distributed``, registered in Hydra's ConfigStore by
+    :mod:`bench.cli`)."""
+    out: dict[str, set[str]] = {}
+    for root in [conf or paths.data("conf"), *extra]:
+        if not root.is_dir():
+            continue
+        for d in sorted(root.iterdir()):
+            if d.is_dir() and any(d.glob("*.yaml")):
+                out.setdefault(d.name, set()).update(p.stem for p in d.glob("*.yaml"))
+    out.setdefault("distributed", set()).update(STRATEGY_CONFIGS)
+    return {name: sorted(options) for name, options in sorted(out.items())}
+
+
+def user_config_dirs(args: list[str]) -> list[Path] | None:
+    """The user's own config folders a command line adds to Hydra's search path
+    (``--config-dir``/``-cd DIR``, ``hydra.searchpath=[file://DIR,...]``), whose groups'
+    options are the user's to pick; None where it names one whose options cannot be listed
+    here (a ``pkg://`` entry, or ``--config-path``/``-cp``, which replaces bench's conf)."""
+    dirs: list[Path] = []
+    for i, arg in enumerate(args):
+        flag, eq, value = arg.partition("=")
+        if flag in ("-cp", "--config-path"):
+            return None
+        if flag in ("-cd", "--config-dir"):
+            given = value if eq else (args[i + 1] if i + 1 < len(args) else "")
+            dirs.append(Path(given).expanduser())
+        elif flag.lstrip("+") == "hydra.searchpath":
+            for entry in value.strip("[]").split(","):
+                entry = entry.strip().strip("'\"")
+                if not entry:
+                    continue
+                if not entry.startswith("file://"):
+                    return None
+                dirs.append(Path(entry.removeprefix("file://")).expanduser())
+    return dirs
 
 
 def _fields(schema: type, prefix: str = "") -> dict[str, Any]:
@@ -109,9 +135,10 @@ def check(args: list[str], conf: Path | None = None) -> list[str]:
     group does not have, each naming the nearest key or option.  Hydra's own keys
     (``hydra.*``, ``hydra/...``), flags (``-m``, ``--cfg job``) and a key below a mapping
     (``model.config.*``) are left alone."""
-    if any(a in _FLAGS_WITH_VALUE for a in args):
+    extra = user_config_dirs(args)
+    if extra is None or any(a in _FLAGS_WITH_VALUE for a in args):
         return []
-    grp = groups(conf)
+    grp = groups(conf, extra)
     keys = known_keys()
     problems = []
     for arg in args:

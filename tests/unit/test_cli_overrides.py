@@ -54,3 +54,20 @@ def test_unknown_names_are_named_with_the_nearest(args: list[str], said: str) ->
 )
 def test_known_names_and_hydras_own_pass(args: list[str]) -> None:
     assert check(args) == []
+
+
+def test_a_users_own_config_folder_adds_its_group_options(tmp_path) -> None:  # noqa: ANN001
+    """A model of the user's own in a folder Hydra searches (``-cd DIR`` or
+    ``hydra.searchpath``) is an option like bench's; a typo of it is still named."""
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "mynet.yaml").write_text("defaults:\n  - lenet5\n")
+    for added in (["-cd", str(tmp_path)], [f"--config-dir={tmp_path}"],
+                  [f"hydra.searchpath=[file://{tmp_path}]"],
+                  [f"+hydra.searchpath=['file://{tmp_path}']"]):  # fmt: skip
+        assert check([*added, "model=mynet"]) == [], added
+        (problem,) = check([*added, "model=mynett"])
+        assert "did you mean model=mynet?" in problem
+    assert "no option 'mynet'" in check(["model=mynet"])[0]  # not without the folder
+    # Folders whose options are not listed here leave group options to Hydra.
+    assert check(["hydra.searchpath=[pkg://mypkg.conf]", "model=mynet"]) == []
+    assert check(["-cp", str(tmp_path), "model=mynet"]) == []
