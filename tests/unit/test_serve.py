@@ -451,3 +451,28 @@ def test_ctrl_c_stops_a_causal_lm_s_run_and_leaves_no_thread(tmp_path: Path) -> 
     with pytest.raises(KeyboardInterrupt):
         serve.run_loadgen(ts, serve.whole(generate), PROMPTS, cfg, tmp_path, generate=generate)
     assert not [t for t in threading.enumerate() if t.name.startswith("bench-serve")]
+
+
+def test_loadgen_is_told_a_latency_below_and_a_throughput_above_the_warm_up_s() -> None:
+    # LoadGen ends SingleStream/MultiStream at the minimum duration whatever it was told, but
+    # ends them too soon where told too long a latency, and sizes Offline's query too small
+    # where told too low a throughput: a machine faster in the run than in the warm-up
+    expected = serve.Expected(0.004, 0.008, 4)
+    ts = serve.settings(short("single_stream"), expected, 1.0, 30)
+    assert ts.single_stream_expected_latency_ns == 1_000_000  # 4 ms / 4
+    assert ts.multi_stream_expected_latency_ns == 4_000_000  # 2 batches of 8 ms, / 4
+    assert ts.offline_expected_qps == 1000.0  # 4 samples / 8 ms x 2
+    assert (
+        serve.settings(short("offline", expected_qps=50.0), expected, 1, 30).offline_expected_qps
+        == 50
+    )
+
+
+def test_a_single_stream_run_told_too_long_a_latency_still_lasts_its_minimum(
+    tmp_path: Path,
+) -> None:
+    cfg = short("single_stream")  # 0.3 s at least; each query ~0.5 ms, LoadGen told 2 ms
+    run = serve.run_loadgen(
+        serve.settings(cfg, serve.Expected(0.002, 0.004, 4), 1.0, 30), forward, LIB, cfg, tmp_path
+    )
+    assert run.summary is not None and run.summary.checks["min_duration"]
