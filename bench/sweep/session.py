@@ -192,9 +192,9 @@ def ok_notes(result: TrialResult, row: Row) -> str:
             f"contention=wait: {discarded} shared window{'s' if discarded != 1 else ''} "
             f"measured again, {waited:.0f} s waited for other processes to let go"
         )
-    if row.gave_up:
+    if row.gave_up:  # the gate's tag says what the host monitor's would, and why
         notes.append(result.environment.get("contention_gate", "")[:300])
-    if row.contention:
+    elif row.contention:
         notes.append(row.contention)
     return "\n    ".join(notes)
 

@@ -63,7 +63,7 @@ def test_an_unstable_side_that_shared_the_machine_blames_the_load_not_the_window
     (row,) = [r for r in table.rows if r[0].text == "training time, tf vs torch"]  # type: ignore[union-attr]
     text = row[2].text
     assert text.startswith("not comparable: torch is unstable")
-    assert "4 of its 4 runs were timed while other processes held its CPUs" in text
+    assert "4 of its 4 runs shared their CPUs with other processes" in text
     assert "the load spread them, not the windows' length" in text
     assert "longer ones (min_window_s" not in text
 

@@ -63,9 +63,9 @@ def load_remedy(trials: Sequence[Trial]) -> str:
     if not loaded:
         return ""
     return (
-        f"{loaded} of its {len(trials)} runs were timed while other processes held its CPUs "
-        "(tag bench.contention): the load spread them, not the windows' length; rerun on a "
-        "quiet machine (contention=wait waits for one, within bounds)"
+        f"{loaded} of its {len(trials)} runs shared their CPUs with other processes (tag "
+        "bench.contention): the load spread them, not the windows' length; rerun on a quiet "
+        "machine"
     )
 
 
