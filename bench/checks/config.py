@@ -268,6 +268,8 @@ def _check_serve(problems: list[str], cfg: BenchConfig) -> None:
                 f"new_tokens: prompt_len + new_tokens = {cfg.prompt_len + cfg.new_tokens} "
                 f"exceeds the model's positions (model.max_positions={cfg.model.max_positions})"
             )
+        if cfg.compile:  # the generation loop's, as mode=generate's
+            problems.append("compile: not wired for a causal LM's generation; leave it false")
     else:
         if cfg.framework.name not in SERVING_FRAMEWORKS:
             problems.append(

@@ -109,6 +109,7 @@ def cases() -> list[tuple[list[str], str]]:
             ["mode=serve", "model=hf", "model.name=llama", "serve.mode=accuracy"],
             "serve.mode: accuracy checks a classifier's served answers",
         ),
+        (["mode=serve", "model=hf", "model.name=llama", "compile=true"], "compile: not wired"),
         (["mode=serve", "tuning=best"], "tuning: best searches training"),
         (["mode=serve", "breakdown=true"], "breakdown: not wired for mode=serve"),
         # Rules across fields.
