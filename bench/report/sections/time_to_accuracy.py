@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import bench.report.figures as figures
 from bench.analysis import stats
 from bench.core import metrics
+from bench.core.config import GoalConfig
 from bench.report.document import Cell, Figure, Section, Table, num
 from bench.report.sections.common import Context
 from bench.report.trials import Trial, group
@@ -20,6 +21,8 @@ from bench.report.trials import Trial, group
 # Keys that vary between the runs one line of the section pools: the seed (its spread is
 # what the interval measures) and the framework (each its own row).
 POOLED = ("seed",)
+# A run's params leave out keys at their default: goal.target at 0.95 is not among them.
+_DEFAULT_TARGET = GoalConfig().target
 
 
 def _key(t: Trial) -> tuple[tuple[str, str], ...]:
@@ -124,7 +127,7 @@ def time_to_accuracy(ctx: Context) -> Section | None:
     for key, members in sorted(group(trials, _key).items()):
         label = ", ".join(f"{k}={v}" for k, v in key if k in ("model.name", "data.name")) or "-"
         by_framework = group(members, lambda t: t.framework)
-        target = float(members[0].param("goal.target", "nan"))
+        target = float(members[0].param("goal.target", str(_DEFAULT_TARGET)))
         for framework, runs in sorted(by_framework.items()):
             reached = [t for t in runs if t.metric(metrics.TARGET_REACHED) == 1.0]
             missed = len(runs) - len(reached)
