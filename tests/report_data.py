@@ -148,3 +148,9 @@ def every_section(seed: int = 0) -> RunSet:
         runs.append(record(framework, "vgg16", batch=256, device="cuda:0", rate=300.0))
         runs.append(record(framework, "vgg16", batch=512, device="cuda:0", status="oom"))
     return runset(runs)
+
+
+def said(cell: Any) -> str:
+    """A report table's verdict cell as the reader gets it: its short text, then the note
+    said once below the table (``not comparable: <reasons>``)."""
+    return f"{cell.text}: {cell.note}" if cell.note else str(cell.text)

@@ -21,6 +21,7 @@ from bench.report import render, sections
 from bench.report.document import Cell, Report, Section, Table, num
 from bench.report.sections import HISTORY_KEYS, Context
 from bench.report.sections.claims import claims as claims_section
+from bench.report.sections.common import ratio_text, verdict_cell
 from bench.report.sections.drift import section as drift_section
 from bench.report.sections.drift import shared_section
 from bench.report.trials import REPORT_TAGS, Trial, framework_version, group, to_trial
@@ -114,10 +115,11 @@ def _verdicts(ctx: Context) -> Section | None:
         + METHOD
     )
     rows = [
-        [Cell(what), Cell(label), Cell(v.text, v.kind.replace(" ", "-"))]
+        [Cell(what), Cell(label), num(ratio_text(v)), verdict_cell(v)]
         for what, label, v in ctx.verdicts
     ]
-    section.blocks.append(Table(["Compared", "Configuration", "Verdict"], rows, "Every verdict"))
+    columns = ["Compared", "Configuration", "Ratio [95% CI]", "Verdict"]
+    section.blocks.append(Table(columns, rows, "Every verdict"))
     return section
 
 

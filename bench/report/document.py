@@ -15,6 +15,20 @@ class Cell:
     text: str
     # How the HTML shows it: "num" (right-aligned), or a verdict kind for its colour.
     style: str = ""
+    # A longer explanation, said once below the table however many cells share it (a
+    # verdict's reasons): the cell shows its number.
+    note: str = ""
+
+
+def table_notes(rows: list[list[Cell]]) -> list[str]:
+    """The distinct notes of ``rows``' cells, in the order they first appear: note ``i``
+    (1-based) is the cell's ``[i]``."""
+    notes: list[str] = []
+    for row in rows:
+        for cell in row:
+            if cell.note and cell.note not in notes:
+                notes.append(cell.note)
+    return notes
 
 
 @dataclass

@@ -6,7 +6,7 @@ import base64
 import html
 import re
 
-from bench.report.document import Figure, Report, Table
+from bench.report.document import Cell, Figure, Report, Table, table_notes
 
 CSS = """
 body { font-family: "DejaVu Sans", system-ui, sans-serif; color: #1d1d1d; margin: 0 auto;
@@ -26,25 +26,37 @@ td.num { text-align: right; overflow-wrap: normal; }
 td.faster { background: #e3f4e1; }
 td.no-significant-difference { background: #f4f4f4; }
 td.not-comparable { background: #fdf0dc; }
+ol.notes { font-size: .82rem; color: #333; margin-top: -.6rem; }
 figure { margin: 1rem 0 1.6rem; }
 figure img { max-width: 100%; height: auto; display: block; }
 figcaption { font-size: .85rem; color: #444; }
 """
 
 
+def _with_note(cell: Cell, notes: list[str]) -> str:
+    """A cell's text with the number of its note, if it has one."""
+    return f"{cell.text} [{notes.index(cell.note) + 1}]" if cell.note else cell.text
+
+
 def _table_html(table: Table) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in table.columns)
+    notes = table_notes(table.rows)
     body = []
     for row in table.rows:
         cells = "".join(
-            f'<td class="{html.escape(c.style)}">{html.escape(c.text)}</td>'
+            f'<td class="{html.escape(c.style)}">{html.escape(_with_note(c, notes))}</td>'
             if c.style
-            else f"<td>{html.escape(c.text)}</td>"
+            else f"<td>{html.escape(_with_note(c, notes))}</td>"
             for c in row
         )
         body.append(f"<tr>{cells}</tr>")
     caption = f"<caption>{html.escape(table.caption)}</caption>" if table.caption else ""
-    return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    said = "".join(f"<li>{html.escape(n)}</li>" for n in notes)
+    below = f'<ol class="notes">{said}</ol>' if notes else ""
+    return (
+        f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        + below
+    )
 
 
 def _figure_html(figure: Figure) -> str:
@@ -111,8 +123,12 @@ def _table_md(table: Table) -> str:
         + "|".join("---:" if _numeric(table, i) else "---" for i in range(len(table.columns)))
         + "|"
     )
+    notes = table_notes(table.rows)
     for row in table.rows:
-        lines.append("| " + " | ".join(md(c.text) for c in row) + " |")
+        lines.append("| " + " | ".join(md(_with_note(c, notes)) for c in row) + " |")
+    if notes:
+        lines.append("")
+        lines += [f"\\[{i}\\] {md(n)}  " for i, n in enumerate(notes, 1)]
     return "\n".join(lines)
 
 

@@ -17,7 +17,7 @@ from bench.analysis import stats
 from bench.report import build
 from bench.report.document import Report, Table
 from bench.sweep import rounds
-from tests.report_data import record, runset
+from tests.report_data import record, runset, said
 
 AUTO = {"repeats": "auto", "max_repeats": "10", "equivalence_margin": "0.02"}
 
@@ -58,7 +58,7 @@ def test_the_report_gives_the_threads_pair_of_an_aa_sweep_a_verdict() -> None:
     compared = [r[0].text for r in every.rows]
     assert compared == ["training time, tf vs torch"] * 2 + ["training time, threads 2 vs 0"] * 2
     training = _table(report, "relative-training")
-    assert [r[2].text for r in every.rows[:2]] == [r[4].text for r in training.rows]
+    assert [said(r[3]) for r in every.rows[:2]] == [said(r[4]) for r in training.rows]
     others = _table(report, "other-pairs")
     by_framework = {r[1].text.split(" · ")[0]: r for r in others.rows}
     assert by_framework["tf"][1].text == "tf · resnet50 · batch 32 · 32 px · cpu"
@@ -154,8 +154,8 @@ def test_the_report_of_an_auto_sweep_says_where_each_pair_settled() -> None:
     report = build(runset(_runs(rates, AUTO)))
     (row,) = _table(report, "relative-training").rows
     assert row[4].text.startswith("torch is faster than tf by 99")  # not the later rounds' 4%
-    assert "(2 vs 2 runs;" in row[4].text and "settled at round 2" in row[4].text
-    assert "(8 later runs of its sides not counted)" in row[4].text
+    assert "2 vs 2 runs;" in said(row[4]) and "settled at round 2" in said(row[4])
+    assert "(8 later runs of its sides not counted)" in said(row[4])
 
 
 # --- bugs 6 and 11: the estimate of more runs, and unbounded intervals ---
@@ -230,9 +230,9 @@ def test_an_unbounded_interval_is_said_to_be_one() -> None:
     report = build(runset(_runs({("torch", "0"): [1000 / x for x in a],
                                  ("tf", "0"): [1000 / x for x in b]}, AUTO)))  # fmt: skip
     (row,) = _table(report, "relative-training").rows
-    assert "not settled at round 2" in row[4].text
+    assert "not settled at round 2" in said(row[4])
     assert row[3].text.endswith("(too few runs for a bounded interval)")
-    assert "too few runs for a bounded interval" in row[4].text
+    assert "too few runs for a bounded interval" in said(row[4])
 
 
 # --- bug 7: load that starts during a round ---

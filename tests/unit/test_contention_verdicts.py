@@ -20,7 +20,7 @@ from bench.sweep import driver, session
 from bench.sweep.jobs import expand
 from bench.sweep.session import Row
 from bench.tracking import RunRecord
-from tests.report_data import record, runset
+from tests.report_data import record, runset, said
 from tests.unit.test_rounds import parsed
 from tests.unit.test_tuning import FakeProbe, cfg_of, result_of
 
@@ -61,7 +61,7 @@ def test_an_unstable_side_that_shared_the_machine_blames_the_load_not_the_window
     report = build(runset(_loaded_runs(4, auto=False)))
     table = next(s for s in report.sections if s.anchor == "shared").blocks[-1]
     (row,) = [r for r in table.rows if r[0].text == "training time, tf vs torch"]  # type: ignore[union-attr]
-    text = row[2].text
+    text = said(row[2])
     assert text.startswith("not comparable: torch is unstable")
     assert "4 of its 4 runs shared their CPUs with other processes" in text
     assert "the load spread them, not the windows' length" in text

@@ -80,7 +80,7 @@ def test_the_report_names_the_zoos_resnet50_and_torchvisions_apart() -> None:
     labels = sorted(row[0].text.split(" · ")[0] for row in training.rows)
     assert labels == ["hf:llama", "resnet50"]  # torchvision's has no tf side to compare
     assert not any("model.source" in cell.text for row in training.rows for cell in row)
-    epochs = _tables(report, "Time per epoch and GPU utilization")[0]
+    epochs = _tables(report, "Time per epoch and samples/s")[0]
     assert sorted({(row[0].text, row[1].text) for row in epochs.rows}) == [
         ("tf", "hf:llama"),
         ("tf", "resnet50"),

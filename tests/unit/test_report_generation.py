@@ -9,7 +9,7 @@ import random
 
 from bench.report import build
 from bench.report.trials import Labeller, to_trial
-from tests.report_data import record, runset
+from tests.report_data import record, runset, said
 
 LLAMA = {"model.source": "hf", "model.seq_len": "128"}
 
@@ -46,7 +46,7 @@ def test_generation_figures_and_verdicts() -> None:
     assert figures.rows[1][1].text == "hf:llama · batch 32 · prompt 128 + 32 new · cpu"
     assert figures.columns[-2:] == ["prefill GFLOP/s", "decode GFLOP/s"]
     assert [c.text for c in figures.rows[1][-2:]] == ["150 ± 0 (n=8)", "12.0 ± 0 (n=8)"]
-    by_figure = {r[1].text: r[5].text for r in compared.rows}
+    by_figure = {r[1].text: said(r[5]) for r in compared.rows}
     assert by_figure["time to first token"].startswith("torch is faster")
     assert not by_figure["time per output token"].startswith(("torch is faster", "tf is"))
     verdicts = next(s for s in report.sections if s.title == "Verdicts")
@@ -71,7 +71,7 @@ def test_an_unstable_generation_is_told_what_steadies_it_not_min_window_s() -> N
     report = build(runset(runs))
     section = next(s for s in report.sections if s.title == "Generation")
     _, compared = [b for b in section.blocks if hasattr(b, "rows")]
-    by_figure = {r[1].text: r[5].text for r in compared.rows}
+    by_figure = {r[1].text: said(r[5]) for r in compared.rows}
     for figure, lever in [
         ("time to first token", "more windows (epochs) or more repeats"),
         ("time per output token", "(new_tokens, epochs) or more repeats"),

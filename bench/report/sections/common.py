@@ -128,7 +128,28 @@ def operator_of(category: str) -> Callable[[Trial], float]:
 
 
 def verdict_cell(verdict: stats.Verdict) -> Cell:
-    return Cell(verdict.text, verdict.kind.replace(" ", "-"))
+    """The verdict in a table: its short form in the cell, its reasons once below the table
+    (a note every cell with the same reasons shares)."""
+    short, note = verdict_parts(verdict.text)
+    return Cell(short, verdict.kind.replace(" ", "-"), note)
+
+
+def verdict_parts(text: str) -> tuple[str, str]:
+    """A verdict's text as (what it says, why): ``not comparable: R`` -> (not comparable,
+    R); ``K (D)E`` -> (K, D + E), the parenthesis' match found by depth; a text without
+    either is all short."""
+    head, colon, rest = text.partition(": ")
+    if colon and head == stats.NOT_COMPARABLE:
+        return head, rest
+    head, paren, rest = text.partition(" (")
+    if not paren:
+        return text, ""
+    depth = 1
+    for i, ch in enumerate(rest):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0:
+            return head, rest[:i] + rest[i + 1 :]
+    return head, "(" + rest  # unbalanced: said as it is
 
 
 def ratio_text(verdict: stats.Verdict) -> str:

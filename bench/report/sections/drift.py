@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from bench.analysis import drift, stats
 from bench.report.document import Cell, Section, Table
 from bench.report.sections import common
-from bench.report.sections.common import Context
+from bench.report.sections.common import Context, verdict_cell
 from bench.report.trials import Trial
 
 Verdicts = list[tuple[str, str, stats.Verdict]]
@@ -74,8 +74,8 @@ def holding(
             [
                 Cell(what),
                 Cell(label),
-                Cell(verdict.text, verdict.kind.replace(" ", "-")),
-                Cell(other.text if other else "not compared (no runs left a side)"),
+                verdict_cell(verdict),
+                verdict_cell(other) if other else Cell("not compared (no runs left a side)"),
                 Cell("holds" if same else "changes"),
             ]
         )

@@ -125,28 +125,39 @@ def epochs_and_utilization(ctx: Context) -> Section | None:
     lab = Labeller(trials)
     if not trials:
         return None
-    section = Section("Time per epoch and GPU utilization", "epochs")
-    section.blocks.append(
-        "Mean timed time per epoch (s) and mean GPU utilization over the epochs (%), per "
-        "framework and model; whether the frameworks differ is in the relative training time."
-    )
     by_key = group(trials, lambda t: (t.model, t.framework, t.config))
+    utilization = {
+        key: finite(t.mean_over_epochs(metrics.GPU_UTIL_PCT) for t in members)
+        for key, members in by_key.items()
+    }
+    gpu = any(utilization.values())  # a column of "not measured" says nothing: left out
+    title = "Time per epoch and GPU utilization" if gpu else "Time per epoch and samples/s"
+    section = Section(title, "epochs")
+    section.blocks.append(
+        "Mean timed time per epoch (s)"
+        + (", mean GPU utilization over the epochs (%)" if gpu else "")
+        + " and samples per second over the trial's timed windows, per framework and model; "
+        "whether the frameworks differ is in the relative training time."
+    )
     rows = []
     for key in sorted(by_key, key=lambda k: (k[0], lab.label(k[2]), k[1])):
         model, framework, config = key
         members = by_key[key]
-        util = finite(t.mean_over_epochs(metrics.GPU_UTIL_PCT) for t in members)
-        rows.append(
-            [
-                Cell(framework),
-                Cell(model),
-                Cell(lab.label(config, "model.name")),
-                num(fmt_mean_sd([t.epoch_time_s for t in members])),
-                num(fmt_mean_sd(util) if util else "not measured"),
-            ]
-        )
-    columns = ["Framework", "Model", "Configuration", "Time per epoch (s)", "GPU utilization (%)"]
-    section.blocks.append(Table(columns, rows, "Time per epoch and GPU utilization"))
+        util = utilization[key]
+        row = [
+            Cell(framework),
+            Cell(model),
+            Cell(lab.label(config, "model.name")),
+            num(fmt_mean_sd([t.epoch_time_s for t in members])),
+        ]
+        if gpu:
+            row.append(num(fmt_mean_sd(util) if util else "not measured"))
+        rate = finite(t.metric(metrics.TRIAL_SAMPLES_PER_S) for t in members)
+        row.append(num(fmt_mean_sd(rate) if rate else "-"))
+        rows.append(row)
+    columns = ["Framework", "Model", "Configuration", "Time per epoch (s)"]
+    columns += ["GPU utilization (%)"] * gpu + ["Samples/s"]
+    section.blocks.append(Table(columns, rows, title))
     return section
 
 
