@@ -88,7 +88,7 @@ LM = [
     "mode=serve", "model=hf", "model.name=llama", "model.seq_len=16", "model.vocab_size=128",
     "model.hidden=32", "model.layers=2", "model.heads=2", "model.intermediate=64",
     "model.config.num_key_value_heads=1", "prompt_len=8", "new_tokens=5", "warmup_steps=1",
-    "threads=1", "serve.max_batch=4", "serve.min_duration_s=0.5", "serve.min_queries=16",
+    "threads=1", "serve.max_batch=2", "serve.min_duration_s=0.3", "serve.min_queries=16",
     "serve.target_qps=20", "serve.latency_bound_ms=2000", "telemetry.enabled=false",
 ]  # fmt: skip
 TOKEN_FIGURES = [
