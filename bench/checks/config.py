@@ -247,8 +247,8 @@ def _check_serve(problems: list[str], cfg: BenchConfig) -> None:
     """mode=serve (bench.trial.serve): what is not wired for serving yet; the keys' own
     ranges and choices are :func:`bench.checks.rules.check`'s, LoadGen's presence the host
     stage's.  A causal LM is served as mode=generate generates (torch and tf, with LoadGen's
-    token latencies), its prompt and new tokens within its positions; a token-latency bound
-    is refused for any other model."""
+    token latencies, uncompiled), its prompt and new tokens within its positions; a
+    token-latency bound is refused for any other model."""
     from bench.models import own_causal_lm
 
     if own_causal_lm(cfg.model):
@@ -257,11 +257,6 @@ def _check_serve(problems: list[str], cfg: BenchConfig) -> None:
             problems.append(
                 f"mode: serve generates a causal LM's answers under framework=torch and tf; "
                 f"framework={cfg.framework.name} has no generation loop for {cfg.model.name}"
-            )
-        if cfg.serve.mode == "accuracy":
-            problems.append(
-                "serve.mode: accuracy checks a classifier's served answers; a causal LM's "
-                "generated tokens are not checked yet (use serve.mode=performance or find_peak)"
             )
         if cfg.prompt_len + cfg.new_tokens > cfg.model.max_positions:
             problems.append(

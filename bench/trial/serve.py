@@ -595,6 +595,8 @@ class Run:
     batch_sizes: list[int]
     outdir: Path
     answers: dict[int, int] = field(default_factory=dict)  # accuracy: library index -> class
+    # accuracy, a causal LM: library index -> its generated tokens
+    tokens: dict[int, np.ndarray] = field(default_factory=dict)
 
 
 def _token_responses(lg: Any, call: Callable[[list[Any]], None]) -> Complete:
@@ -633,9 +635,27 @@ def _responses(lg: Any, accuracy: bool) -> Complete:
     return complete
 
 
+def read_token_log(path: Path, size: int, tokens: int) -> dict[int, np.ndarray]:
+    """A causal LM's ``mlperf_log_accuracy.json``: each library index's generated tokens
+    (untrusted, as :func:`read_accuracy_log`: ``tokens`` int64 values each)."""
+    return {
+        index: np.frombuffer(raw, dtype=np.int64).copy()
+        for index, raw in _accuracy_entries(path, size, 8 * tokens).items()
+    }
+
+
 def read_accuracy_log(path: Path, size: int) -> dict[int, int]:
     """``mlperf_log_accuracy.json``: each library index's answer (untrusted: each entry an
     index within the library and an 8-byte hex answer, else :class:`SummaryError`)."""
+    return {
+        index: int(np.frombuffer(raw, dtype=np.int64)[0])
+        for index, raw in _accuracy_entries(path, size, 8).items()
+    }
+
+
+def _accuracy_entries(path: Path, size: int, nbytes: int) -> dict[int, bytes]:
+    """Each response's bytes by library index: an index within the library and ``nbytes``
+    bytes of hex, else :class:`SummaryError`."""
     import json
 
     try:
@@ -644,7 +664,7 @@ def read_accuracy_log(path: Path, size: int) -> dict[int, int]:
         raise SummaryError(f"{path.name}: cannot be read: {exc}") from exc
     if not isinstance(entries, list):
         raise SummaryError(f"{path.name}: not a list of responses")
-    answers: dict[int, int] = {}
+    answers: dict[int, bytes] = {}
     for entry in entries:
         index = entry.get("qsl_idx") if isinstance(entry, dict) else None
         data = entry.get("data") if isinstance(entry, dict) else None
@@ -654,9 +674,9 @@ def read_accuracy_log(path: Path, size: int) -> dict[int, int]:
             raw = bytes.fromhex(data)
         except ValueError:
             raise SummaryError(f"{path.name}: response {index}: data is not hex") from None
-        if len(raw) != 8:
-            raise SummaryError(f"{path.name}: response {index}: {len(raw)} bytes, not 8")
-        answers[index] = int(np.frombuffer(raw, dtype=np.int64)[0])
+        if len(raw) != nbytes:
+            raise SummaryError(f"{path.name}: response {index}: {len(raw)} bytes, not {nbytes}")
+        answers[index] = raw
     return answers
 
 
@@ -761,7 +781,11 @@ def run_loadgen(
         outdir,
     )
     if accuracy:
-        run.answers = read_accuracy_log(outdir / "mlperf_log_accuracy.json", len(lib))
+        log = outdir / "mlperf_log_accuracy.json"
+        if generate is None:
+            run.answers = read_accuracy_log(log, len(lib))
+        else:
+            run.tokens = read_token_log(log, len(lib), cfg.new_tokens)
     return run
 
 
@@ -983,7 +1007,10 @@ def serve(
         else:
             last, rec = one(s.target_qps)
             if s.mode == "accuracy":
-                _check_accuracy(result, session, lib, cfg, last)
+                if generate is None:
+                    _check_accuracy(result, session, lib, cfg, last)
+                else:
+                    _check_tokens(result, predict, lib, cfg, last)
         env["serve.result"] = (
             last.summary.verdict() if last.summary is not None else "accuracy run (no verdict)"
         )
@@ -998,6 +1025,27 @@ def serve(
     if workdir is not None:
         result.files.append("loadgen")
     return records
+
+
+def _check_tokens(
+    result: TrialResult, generate: Predict, lib: Library, cfg: BenchConfig, run: Run
+) -> None:
+    """A causal LM's accuracy mode: the tokens LoadGen logged against the framework's own
+    generation of the same prompts (batches of max_batch, outside LoadGen): the share of
+    prompts whose every generated token is the same."""
+    if not run.tokens:
+        raise SummaryError("mlperf_log_accuracy.json: no responses in accuracy mode")
+    indices = np.asarray(sorted(run.tokens))
+    step = cfg.serve.max_batch
+    own = np.concatenate(
+        [
+            np.asarray(generate(lib.samples[indices[i : i + step]]))
+            for i in range(0, len(indices), step)
+        ]
+    )
+    served = np.stack([run.tokens[i] for i in indices])
+    same = (served == own.reshape(served.shape)).all(axis=1)
+    result.summary[metrics.TRIAL_SERVE_ACCURACY_AGREEMENT] = float(np.mean(same))
 
 
 def _check_accuracy(

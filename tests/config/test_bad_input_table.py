@@ -105,10 +105,6 @@ def cases() -> list[tuple[list[str], str]]:
         (["mode=serve", "serve.scenario=offline", "serve.mode=find_peak"], "serve.mode: find_peak"),
         (["mode=serve", "distributed=ddp", "workers=2"], "distributed: mode=serve"),
         (["mode=serve", "serve.tpot_bound_ms=5"], "serve.tpot_bound_ms: a time-per-output-token"),
-        (
-            ["mode=serve", "model=hf", "model.name=llama", "serve.mode=accuracy"],
-            "serve.mode: accuracy checks a classifier's served answers",
-        ),
         (["mode=serve", "model=hf", "model.name=llama", "compile=true"], "compile: not wired"),
         (["mode=serve", "tuning=best"], "tuning: best searches training"),
         (["mode=serve", "breakdown=true"], "breakdown: not wired for mode=serve"),

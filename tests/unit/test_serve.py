@@ -476,3 +476,27 @@ def test_a_single_stream_run_told_too_long_a_latency_still_lasts_its_minimum(
         serve.settings(cfg, serve.Expected(0.002, 0.004, 4), 1.0, 30), forward, LIB, cfg, tmp_path
     )
     assert run.summary is not None and run.summary.checks["min_duration"]
+
+
+def test_a_causal_lm_s_accuracy_run_checks_its_tokens_against_its_own_generation(
+    tmp_path: Path,
+) -> None:
+    from bench.core import metrics
+    from bench.core.result import TrialResult
+
+    cfg = lm_cfg("offline", mode="accuracy")
+    generate = serve.generator(FakeLM(), NEW_TOKENS)
+    ts = serve.settings(cfg, serve.Expected(0.005, 0.01, 4), 100.0, 30)
+    run = serve.run_loadgen(ts, serve.whole(generate), PROMPTS, cfg, tmp_path, generate=generate)
+    assert sorted(run.tokens) == list(range(16))
+    assert run.tokens[5].tolist() == [16, 17, 18, 19]  # prompt 5 starts at 15
+    result = TrialResult(status="ok", framework="torch", model="llama", mode="serve")
+    serve._check_tokens(result, serve.whole(generate), PROMPTS, cfg, run)
+    assert result.summary[metrics.TRIAL_SERVE_ACCURACY_AGREEMENT] == 1.0
+
+    def off_by_one_on_prompt_5(prompts: np.ndarray) -> np.ndarray:
+        out = serve.whole(generate)(prompts)
+        return np.where(prompts[:, :1] == 15, out + 1, out)
+
+    serve._check_tokens(result, off_by_one_on_prompt_5, PROMPTS, cfg, run)
+    assert result.summary[metrics.TRIAL_SERVE_ACCURACY_AGREEMENT] == 15 / 16
