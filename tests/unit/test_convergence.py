@@ -1,10 +1,10 @@
 """The convergence check's verdict (bench.parity.convergence.compare) on REAL runs replayed
 from tests/data/convergence_runs.json (its "about" says how they were recorded: lenet5 on
-digits to 0.95, 5 seeds per side, each injected fault in torch): clean frameworks converge
-alike with room left under every rule, each fault fails by a stated figure over its limit,
-and the check refuses to judge when most runs of both sides miss the target.  Then the
-verdict's words on constructed curves, and the command's exit codes (its trials replaced
-by the recorded runs).  No trial runs here."""
+digits to 0.95, 5 seeds per side, each injected fault in torch, a halved learning rate in
+tf too): clean frameworks converge alike with room left under every rule, each fault fails
+by a stated figure over its limit, and the check refuses to judge when most runs of both
+sides miss the target.  Then the verdict's words on constructed curves, and the command's
+exit codes (its trials replaced by the recorded runs).  No trial runs here."""
 
 from __future__ import annotations
 
@@ -47,10 +47,12 @@ def test_clean_real_runs_converge_alike_with_room(a: str, b: str) -> None:
             assert verdict.over[rule] <= -least, (rule, verdict.over)
 
 
-# Each fault (injected in torch) against every clean side, listed first or second: it fails,
-# and the rules named lie at least this far over their limits (the least seen on these runs).
+# Each fault (injected in torch; half_lr in tf too) against every clean side, listed first or
+# second: it fails, and the rules named lie at least this far over their limits (the least
+# seen on these runs).
 FAULTS = {
     "torch_half_lr": {LOSS: 0.1, ACCURACY: 0.095},
+    "tf_half_lr": {LOSS: 0.45},
     "torch_label_smoothing": {LOSS: 0.8},
     "torch_broken_augmentation": {EPOCHS: 7.5, ACCURACY: 0.6},
 }
