@@ -144,3 +144,12 @@ def test_a_served_causal_lm_s_token_latencies_have_columns_of_their_own() -> Non
     assert "first token p99 ms" not in columns(plain)
     with_lm = columns(plain + serving("tf", "server", 2, 10, **lm))
     assert {"first token p99 ms", "per token p50 ms"} <= set(with_lm)
+    # two frameworks' LMs: compared on their token latencies
+    slow = {**lm, metrics.TRIAL_SERVE_TTFT_P99_MS: 7.6, metrics.TRIAL_SERVE_TPOT_P50_MS: 1.52}
+    runs = serving("torch", "server", 6, 11, **lm) + serving("tf", "server", 6, 12, **slow)
+    section = next(s for s in build(runset(runs)).sections if s.title == "Serving")
+    compared = [b for b in section.blocks if hasattr(b, "rows")][1]
+    by_figure = {r[1].text: (r[4].text, r[5].text) for r in compared.rows}
+    ratio, verdict = by_figure["p99 time to first token"]
+    assert 1.9 < float(ratio.split()[0]) < 2.1 and verdict.startswith("torch is faster")
+    assert by_figure["median time per output token"][1].startswith("torch is faster")

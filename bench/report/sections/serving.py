@@ -41,6 +41,11 @@ COMPARED = {
     "Offline": ("samples/s", metrics.TRIAL_SERVE_SAMPLES_PER_S, False),
     "Server": ("highest VALID QPS", metrics.SERVE_PEAK_QPS, False),
 }
+# A causal LM is compared on its token latencies too, in every scenario that has them.
+TOKENS_COMPARED = (
+    ("p99 time to first token", metrics.TRIAL_SERVE_TTFT_P99_MS, True),
+    ("median time per output token", metrics.TRIAL_SERVE_TPOT_P50_MS, True),
+)
 SHOWN = (
     ("samples/s", metrics.TRIAL_SERVE_SAMPLES_PER_S),
     ("p50 ms", metrics.TRIAL_SERVE_LATENCY_P50_MS),
@@ -167,26 +172,27 @@ def serving(ctx: Context) -> Section | None:
     for a, b in framework_pairs(t.framework for t in trials):
         compared: list[list[Cell]] = []
         for config, side_a, side_b in both_sides(lab, by_config, a, b):
-            what, key, lower = COMPARED.get(_scenario(side_a[0]), ("", "", True))
-            value = _value(key, lower)
-            if not key or any(math.isnan(value(t)) for t in side_a + side_b):
-                continue
-            label = _label(lab, config)
-            verdict = stats.compare(
-                replace(sample(a, side_a, value), remedy=REMEDY),
-                replace(sample(b, side_b, value), remedy=REMEDY),
-            )
-            ctx.verdicts.append((f"serving {what}, {b} vs {a}", label, verdict))
-            compared.append(
-                [
-                    Cell(label),
-                    Cell(what),
-                    num(fmt_mean_sd([t.metric(key) for t in side_a])),
-                    num(fmt_mean_sd([t.metric(key) for t in side_b])),
-                    num(ratio_text(verdict if lower else _as_figure(verdict))),
-                    verdict_cell(verdict),
-                ]
-            )
+            scenario = _scenario(side_a[0])
+            for what, key, lower in (COMPARED.get(scenario, ("", "", True)), *TOKENS_COMPARED):
+                value = _value(key, lower)
+                if not key or any(math.isnan(value(t)) for t in side_a + side_b):
+                    continue  # a causal LM's token figures: where both sides have them
+                label = _label(lab, config)
+                verdict = stats.compare(
+                    replace(sample(a, side_a, value), remedy=REMEDY),
+                    replace(sample(b, side_b, value), remedy=REMEDY),
+                )
+                ctx.verdicts.append((f"serving {what}, {b} vs {a}", label, verdict))
+                compared.append(
+                    [
+                        Cell(label),
+                        Cell(what),
+                        num(fmt_mean_sd([t.metric(key) for t in side_a])),
+                        num(fmt_mean_sd([t.metric(key) for t in side_b])),
+                        num(ratio_text(verdict if lower else _as_figure(verdict))),
+                        verdict_cell(verdict),
+                    ]
+                )
         if compared:
             columns = ["Configuration", "Figure", a, b, f"{b} / {a} [95% CI]", "Verdict"]
             section.blocks.append(Table(columns, compared, f"Serving, {b} vs {a}"))
