@@ -142,9 +142,10 @@ class Gate:
         waited = 0.0
         last = self.share.read()
         while waited < left:
-            self.sleep(min(QUIET_S, left - waited))
+            asked = min(QUIET_S, left - waited)
+            self.sleep(asked)
             now = self.share.read()
-            step = now.at - last.at
+            step = now.at - last.at if now.at > last.at else asked  # a clock that stood still
             waited += step
             self.waited_s += step
             others, _ = self.share.between(last, now)
