@@ -226,15 +226,18 @@ def _to_target(
     and the trial's goal figures."""
     perf, goal = time.perf_counter, cfg.goal
     per_pass = session.steps_per_pass
-    every = max(1, round(goal.eval_every * per_pass))
     total = goal.max_epochs * per_pass
+    k = 0  # the evaluations fall at round(k * eval_every * per_pass) steps, k = 1, 2, ...:
+    # whole steps that do not drift off the passes (at 0.5 of 75 steps: 38, 75, 112, 150)
     events = timing_method(session, cfg) == "events"
     records: list[EpochRecord] = []
     all_steps: list[float] = []
     first, best, evaluations = 0.0, -math.inf, 0
     out: dict[str, float] = {metrics.TARGET_REACHED: 0.0}
     while trained < total:
-        steps = min((trained // every + 1) * every, total) - trained
+        while round(k * goal.eval_every * per_pass) <= trained:
+            k += 1
+        steps = min(round(k * goal.eval_every * per_pass), total) - trained
         session.sync()
         window = _window(session, steps, events)
         first = first or window[0]

@@ -120,6 +120,16 @@ def test_eval_every_a_fraction_of_a_pass_counting_the_warm_up_steps() -> None:
     assert out["epochs_to_target"] == 1.5
 
 
+def test_evaluations_do_not_drift_off_the_passes() -> None:
+    """Half of a 15-step pass is 7.5 steps: the evaluations fall at 8, 15, 22 and 30 steps
+    (every whole pass exactly), not every 8 (16, 24, 32: 2.13 passes at the fourth)."""
+    session = Learner([0.1, 0.2, 0.3, 0.97], per_pass=15)
+    records, _, out = _to_target(session, goal_cfg(eval_every=0.5), LABELS, 0, None)
+    assert session.evaluated_at == [8, 15, 22, 30]
+    assert [r.extra["eval_epoch"] for r in records][1::2] == [1.0, 2.0]
+    assert out["epochs_to_target"] == 2.0
+
+
 def test_a_diverged_run_stops() -> None:
     session = Learner([0.1, 0.2, 0.3], loss=math.nan)
     records, _, out = _to_target(session, goal_cfg(), LABELS, 0, None)
