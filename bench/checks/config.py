@@ -224,23 +224,28 @@ def _check_generate(problems: list[str], cfg: BenchConfig) -> None:
             f"of model=py model.task=causal_lm with a cached forward; {cfg.model.name} is {what}"
         )
         return
-    spec = SPECS.get(cfg.framework.name)
-    if spec is None or not spec.generates:
-        problems.append(
-            f"mode: generate is wired for framework=torch and tf; framework="
-            f"{cfg.framework.name} has no generation loop for {cfg.model.name}"
-        )
-    if cfg.prompt_len + cfg.new_tokens > cfg.model.max_positions:
-        problems.append(
-            f"new_tokens: prompt_len + new_tokens = {cfg.prompt_len + cfg.new_tokens} exceeds "
-            f"the model's positions (model.max_positions={cfg.model.max_positions})"
-        )
+    _generation(problems, cfg, "mode: generate is wired for framework=torch and tf")
     for name in ("compile", "breakdown", "profile"):
         if getattr(cfg, name):
             problems.append(f"{name}: not wired for mode=generate; leave it false")
     if cfg.tuning.name != "default":
         problems.append("tuning: best searches training and inference steps; mode=generate "
                         "takes tuning=default")  # fmt: skip
+
+
+def _generation(problems: list[str], cfg: BenchConfig, wired: str) -> None:
+    """A causal LM's generation (mode=generate, and mode=serve's): a framework with a
+    generation loop (``wired`` says which), the prompt and new tokens within its positions."""
+    spec = SPECS.get(cfg.framework.name)
+    if spec is None or not spec.generates:
+        problems.append(
+            f"{wired}; framework={cfg.framework.name} has no generation loop for {cfg.model.name}"
+        )
+    if cfg.prompt_len + cfg.new_tokens > cfg.model.max_positions:
+        problems.append(
+            f"new_tokens: prompt_len + new_tokens = {cfg.prompt_len + cfg.new_tokens} exceeds "
+            f"the model's positions (model.max_positions={cfg.model.max_positions})"
+        )
 
 
 def _check_serve(problems: list[str], cfg: BenchConfig) -> None:
@@ -252,17 +257,8 @@ def _check_serve(problems: list[str], cfg: BenchConfig) -> None:
     from bench.models import own_causal_lm
 
     if own_causal_lm(cfg.model):
-        spec = SPECS.get(cfg.framework.name)
-        if spec is None or not spec.generates:
-            problems.append(
-                f"mode: serve generates a causal LM's answers under framework=torch and tf; "
-                f"framework={cfg.framework.name} has no generation loop for {cfg.model.name}"
-            )
-        if cfg.prompt_len + cfg.new_tokens > cfg.model.max_positions:
-            problems.append(
-                f"new_tokens: prompt_len + new_tokens = {cfg.prompt_len + cfg.new_tokens} "
-                f"exceeds the model's positions (model.max_positions={cfg.model.max_positions})"
-            )
+        wired = "mode: serve generates a causal LM's answers under framework=torch and tf"
+        _generation(problems, cfg, wired)
         if cfg.compile:  # the generation loop's, as mode=generate's
             problems.append("compile: not wired for a causal LM's generation; leave it false")
     else:
