@@ -37,6 +37,7 @@ from bench.core.config import (
     ServeConfig,
     TelemetryConfig,
     auto_repeats,
+    early_stopping_queries,
 )
 from bench.core.frameworks import FRAMEWORKS as FRAMEWORK_SPECS
 from bench.core.strategy_configs import STRATEGY_CHOICES, DistributedConfig
@@ -154,6 +155,13 @@ def _check_serve(problems: list[str], cfg: BenchConfig) -> None:
         problems.append(
             f"serve.mode: find_peak searches Server's target QPS; serve.scenario={s.scenario} "
             "has none (use serve.scenario=server)"
+        )
+    floor = early_stopping_queries(s.latency_percentile) if 0 < s.latency_percentile < 1 else 0
+    if s.mode == "find_peak" and 0 < s.min_queries < floor:
+        problems.append(
+            f"serve.min_queries: find_peak looks for a load LoadGen calls VALID, and its early "
+            f"stopping calls every run of fewer than {floor} queries at "
+            f"p{s.latency_percentile * 100:g} INVALID; leave it 0 (that many) or set >= {floor}"
         )
     if _distributes(cfg):
         problems.append(

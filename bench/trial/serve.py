@@ -75,7 +75,7 @@ from typing import Any
 import numpy as np
 
 from bench.core import metrics
-from bench.core.config import BenchConfig
+from bench.core.config import BenchConfig, early_stopping_queries
 from bench.core.result import EpochRecord, TrialResult
 from bench.data import HostBatches, LabelledData, SequenceBatches
 
@@ -479,8 +479,8 @@ class Expected:
 # LoadGen's latency percentile of each scenario (Server's is serve.latency_percentile).
 PERCENTILES = {"single_stream": 0.9, "multi_stream": 0.99, "offline": 0.9}
 # LoadGen's early stopping passes a run at a percentile p only with at least
-# log(1 - 0.99) / log(p) queries (every one of them within the bound): 459 at p99, 44 at p90.
-EARLY_STOPPING_CONFIDENCE = 0.99
+# log(1 - 0.99) / log(p) queries (every one of them within the bound): 459 at p99, 44 at p90
+# (bench.core.config.early_stopping_queries).
 
 
 def min_queries(cfg: BenchConfig) -> int:
@@ -492,7 +492,7 @@ def min_queries(cfg: BenchConfig) -> int:
     if s.scenario == "offline":
         return 1
     p = s.latency_percentile if s.scenario == "server" else PERCENTILES[s.scenario]
-    return math.ceil(math.log(1 - EARLY_STOPPING_CONFIDENCE) / math.log(p))
+    return early_stopping_queries(p)
 
 
 def rules_note(cfg: BenchConfig, expected_samples: int = 0) -> str:

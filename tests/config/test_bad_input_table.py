@@ -106,6 +106,10 @@ def cases() -> list[tuple[list[str], str]]:
         (["mode=serve", "distributed=ddp", "workers=2"], "distributed: mode=serve"),
         (["mode=serve", "serve.tpot_bound_ms=5"], "serve.tpot_bound_ms: a time-per-output-token"),
         (["mode=serve", "model=hf", "model.name=llama", "compile=true"], "compile: not wired"),
+        (
+            ["mode=serve", "serve.mode=find_peak", "serve.min_queries=100"],
+            "serve.min_queries: find_peak looks for a load LoadGen calls VALID",
+        ),
         (["mode=serve", "tuning=best"], "tuning: best searches training"),
         (["mode=serve", "breakdown=true"], "breakdown: not wired for mode=serve"),
         # Rules across fields.
