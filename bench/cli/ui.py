@@ -26,11 +26,14 @@ TRAINING_VIEW = "machine_learning"  # MLflow's workflowType for the model-traini
 WAIT_S = 180.0  # MLflow's UI took about 50 s to answer on a shared 2-core machine
 
 
-def runs_link(base: str, experiment_id: str, sweep_id: str = "") -> str:
+def runs_link(base: str, experiment_id: str, sweep_id: str = "", view: str = "") -> str:
     """The runs table of an experiment in the training view; with ``sweep_id``, its
-    parent run's children only (MLflow's search filter on the parent's tag)."""
+    parent run's children only (MLflow's search filter on the parent's tag); with ``view``,
+    opened on that saved view (bench's columns: :mod:`bench.tracking.views`)."""
     query = {"workflowType": TRAINING_VIEW}
-    if sweep_id:
+    if view:  # the view holds the sweep's filter; one in the link too would override it
+        query["viewStateShareKey"] = view
+    elif sweep_id:
         query["searchFilter"] = f"tags.mlflow.parentRunId = '{sweep_id}'"
     return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs?" + urllib.parse.urlencode(
         query, quote_via=urllib.parse.quote
@@ -51,9 +54,12 @@ def wait_until_up(url: str, limit_s: float = WAIT_S, sleep: float = 1.0) -> bool
     return False
 
 
-def latest(uri: str, experiment: str | None) -> tuple[str, str]:
-    """The experiment's id and its latest sweep's parent run id ('' without one)."""
+def latest(uri: str, experiment: str | None) -> tuple[str, str, str]:
+    """The experiment's id, its latest sweep's parent run id ('' without one) and the id of
+    bench's saved view of that sweep's runs, written to the experiment ('' where the store
+    refused it: the link then shows MLflow's own columns)."""
     from bench.tracking.records import _read_client
+    from bench.tracking.views import save_runs_view
 
     client = _read_client(uri)
     found = client.get_experiment_by_name(experiment or TrackingConfig.experiment)
@@ -65,7 +71,13 @@ def latest(uri: str, experiment: str | None) -> tuple[str, str]:
         order_by=["attributes.start_time DESC"],
         max_results=1,
     )
-    return found.experiment_id, parents[0].info.run_id if parents else ""
+    sweep_id = parents[0].info.run_id if parents else ""
+    label = (parents[0].info.run_name or sweep_id) if parents else "every run"
+    try:
+        view = save_runs_view(client, found.experiment_id, sweep_id, label)
+    except Exception:  # noqa: BLE001 - a read-only store still gets its link
+        view = ""
+    return found.experiment_id, sweep_id, view
 
 
 def _stop(signum: int, frame: object) -> None:
@@ -88,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     uri, why = store_or_last(args.uri, TrackingConfig.uri)
     why = "--uri" if args.uri else why
     try:
-        experiment_id, sweep_id = latest(uri, args.experiment)
+        experiment_id, sweep_id, view = latest(uri, args.experiment)
     except LookupError as exc:
         print(f"bench ui: {exc}", file=sys.stderr)
         return 2
@@ -97,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     server = subprocess.Popen(
         [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
          "--host", "127.0.0.1", "--port", str(args.port)],
+        # Without MLflow's job runner (huey consumers for GenAI jobs bench never submits):
+        # they cost the UI's start seconds of CPU.
+        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
     )  # fmt: skip
     try:
         print(f"bench ui: starting MLflow's UI on {uri} ({why})", file=sys.stderr)
@@ -105,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"bench ui: MLflow's UI did not answer at {base} in {WAIT_S:.0f} s", file=sys.stderr
             )
             return 1
-        link = runs_link(base, experiment_id, sweep_id)
+        link = runs_link(base, experiment_id, sweep_id, view)
         print(link)
         if not args.no_open and (os.environ.get("DISPLAY") or sys.platform == "darwin"):
             import webbrowser
