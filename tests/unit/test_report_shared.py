@@ -54,3 +54,17 @@ def test_a_verdict_that_holds_without_them_and_no_section_without_any() -> None:
     _, tally, _ = _shared(build(runset(_runs((2,), slowdown=1.01))))
     assert tally == "1 of 1 verdicts hold without those runs."
     assert "shared" not in [s.anchor for s in build(runset(_runs((), 1.0))).sections]
+
+
+def test_a_verdict_that_claims_nothing_with_or_without_them_does_not_change() -> None:
+    """Issue 50: 'not tested' (1 run a side) that became 'not compared' without the shared
+    runs counted as a change ('0 of 1 hold, 1 changes'); neither says anything."""
+    runs = [
+        record("torch", rate=125.0, repeat=0, tags=SHARED),
+        record("tf", rate=100.0, repeat=0),
+    ]
+    _, tally, table = _shared(build(runset(runs)))
+    (row,) = table.rows
+    assert row[2].text.startswith("not tested") and row[3].text.startswith("not compared")
+    assert row[4].text == "no claim either way"
+    assert tally == "No verdict claims a difference or an equivalence, with or without those runs."

@@ -57,6 +57,17 @@ def section(
     return section
 
 
+HOLDS, CHANGES, SILENT = "holds", "changes", "no claim either way"
+
+
+def _claim(verdict: stats.Verdict | None) -> tuple[str, str] | None:
+    """What a verdict claims: a faster side or an equivalence; None for one that claims
+    nothing (not tested, not comparable, no significant difference) or no verdict at all."""
+    if verdict is None or verdict.kind not in (stats.FASTER, stats.EQUIVALENT):
+        return None
+    return verdict.kind, verdict.faster
+
+
 def holding(
     ctx: Context, kept: list[Trial], verdicts_of: Callable[[Context], Verdicts], left: str,
     caption: str,
@@ -65,23 +76,33 @@ def holding(
     out, in words), and a table of each verdict with and without them."""
     without = {(what, label): v for what, label, v in verdicts_of(Context(kept))}
     rows: list[list[Cell]] = []
-    changed = 0
+    tally = {HOLDS: 0, CHANGES: 0, SILENT: 0}
     for what, label, verdict in ctx.verdicts:
         other = without.get((what, label))
-        same = other is not None and (other.kind, other.faster) == (verdict.kind, verdict.faster)
-        changed += not same
+        claimed = _claim(verdict)
+        state = CHANGES if claimed != _claim(other) else HOLDS if claimed else SILENT
+        tally[state] += 1
         rows.append(
             [
                 Cell(what),
                 Cell(label),
                 verdict_cell(verdict),
                 verdict_cell(other) if other else Cell("not compared (no runs left a side)"),
-                Cell("holds" if same else "changes"),
+                Cell(state),
             ]
         )
-    said = f"{len(rows) - changed} of {len(rows)} verdicts hold without {left}" + (
-        f"; {changed} change." if changed else "."
-    )
+    held, changed, silent = tally[HOLDS], tally[CHANGES], tally[SILENT]
+    if held + changed:
+        said = f"{held} of {held + changed} verdicts hold without {left}" + (
+            f"; {changed} change." if changed else "."
+        )
+    else:
+        said = f"No verdict claims a difference or an equivalence, with or without {left}."
+    if silent and held + changed:
+        said += (
+            f"  {silent} claim nothing either way (not tested, not comparable or no "
+            "significant difference, with and without them)."
+        )
     columns = ["Compared", "Configuration", "Verdict", f"Without {left}", "Holds"]
     return [said, Table(columns, rows, f"Verdicts with and without the {caption}")]
 
