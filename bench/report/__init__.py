@@ -21,7 +21,7 @@ from bench.report import render, sections
 from bench.report.document import Cell, Report, Section, Table, num
 from bench.report.sections import HISTORY_KEYS, Context
 from bench.report.sections.claims import claims as claims_section
-from bench.report.sections.common import ratio_text, verdict_cell
+from bench.report.sections.common import ratio_text, sequential_plan, verdict_cell
 from bench.report.sections.drift import section as drift_section
 from bench.report.sections.drift import shared_section
 from bench.report.trials import REPORT_TAGS, Trial, framework_version, group, to_trial
@@ -44,6 +44,33 @@ METHOD = (
     "the number of runs: use repeats >= 4.  Otherwise 'no significant difference'.  Each row "
     "of the table below names the two sides it compares (B vs A)."
 )
+
+
+# The rule of a repeats=auto sweep's verdicts (bench.analysis.sequential; docs/report.md,
+# "Stopping when the answer is known"), in place of METHOD's fixed-level test.
+METHOD_AUTO = (
+    "Each verdict compares the runs of one configuration in two frameworks, using the timed "
+    "wall time per sample of every run.  It says 'not comparable' when the runs' environments "
+    "differ (device, CPU, GPU, Python version or container image between the frameworks; any "
+    "version or hardware between repeats of one framework), when their parameter counts "
+    "differ, or when a side is unstable (coefficient of variation of 10% or more).  This "
+    "sweep ran repeats=auto: after each round from the second on, a Welch t interval of the "
+    "ratio of geometric mean times was looked at, at a level that spends the 5% over the "
+    "{looks} planned looks (Pocock's spending function), so that looking after every round "
+    "does not raise the error rate.  'A is faster than B by x%' is said when that interval "
+    "excludes 1; 'equivalent within ±{margin:g}%' when its two one-sided tests put the ratio "
+    "inside the margin; 'no significant difference' otherwise, with why (max_repeats "
+    "reached, or no verdict likely in the rounds left).  A pair keeps the verdict of the "
+    "round that settled it, which the row names.  Each row of the table below names the two "
+    "sides it compares (B vs A)."
+)
+
+
+def _method(ctx: Context) -> str:
+    """How this report's verdicts were reached: the fixed-level rule, or the sequential one
+    where every run came from one repeats=auto plan."""
+    looks, margin = sequential_plan(ctx.ok)
+    return METHOD_AUTO.format(looks=looks, margin=100 * margin) if looks else METHOD
 
 
 def _overview(ctx: Context, runs: RunSet) -> Section:
@@ -112,7 +139,7 @@ def _verdicts(ctx: Context) -> Section | None:
         f"{len(ctx.verdicts)} compared pair{'s' if len(ctx.verdicts) != 1 else ''}: "
         + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
         + ".  "
-        + METHOD
+        + _method(ctx)
     )
     rows = [
         [Cell(what), Cell(label), num(ratio_text(v)), verdict_cell(v)]

@@ -331,3 +331,19 @@ def test_a_pair_the_cap_ended_says_so() -> None:
     assert capped.text.endswith(
         f"sequential look 3 of 3 at level {level:.3g}; not settled at round 4; max_repeats reached)"
     )
+
+
+def test_an_auto_sweeps_report_describes_the_sequential_rule_not_the_fixed_one() -> None:
+    """Issue 50: a repeats=auto report's Verdicts paragraph described the fixed-level test
+    (bootstrap, Mann-Whitney under 8 runs, 'use repeats >= 4')."""
+    rates = {("torch", "0"): _jitter(200.0, 4, 1), ("tf", "0"): _jitter(100.0, 4, 2)}
+
+    def method(params: dict[str, str] | None) -> str:
+        report = build(runset(_runs(rates, params)))
+        section = next(s for s in report.sections if s.anchor == "verdicts")
+        return str(section.blocks[0])
+
+    auto, fixed = method(AUTO), method(None)
+    assert "repeats=auto" in auto and "9 planned looks" in auto and "±2%" in auto
+    assert "Mann-Whitney" not in auto and "repeats >= 4" not in auto
+    assert "Mann-Whitney" in fixed and "repeats=auto" not in fixed
