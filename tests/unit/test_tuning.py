@@ -458,6 +458,13 @@ def test_the_report_compares_frameworks_at_best_and_lists_the_section() -> None:
     assert labels == ["resnet50 · batch 32 · 32 px · cpu",
                       "resnet50 · batch 32 · 32 px · cpu · tuning.name=best"]  # fmt: skip
     assert all("(n=4)" in row[2].text for row in table.rows)
+    # Each comparison once (issue 50): the at-best table shows the framework comparison's
+    # verdicts, which the Verdicts list holds under the relative time only.
+    from bench.report import verdicts
+
+    compared = [what for what, _, _ in verdicts(runset(runs))]
+    assert sorted(compared) == ["training time, tf vs torch"] * 2 + [
+        "tuning, tf best vs default", "tuning, torch best vs default"]  # fmt: skip
 
 
 def test_a_trial_that_searches_first_says_so_when_it_starts() -> None:
