@@ -107,6 +107,7 @@ def test_the_latency_vs_load_figure_draws_every_probe_from_the_run_s_history() -
     section = next(s for s in build(runset(runs)).sections if s.title == "Serving")
     (figure,) = [b for b in section.blocks if getattr(b, "name", "") == "serving_latency_vs_load"]
     assert "each find_peak probe" in figure.caption
+    assert figure.caption.endswith("the latency bound (dashed): 50 ms")
 
 
 def test_the_sweep_s_line_of_a_serving_trial_shows_qps_p99_and_loadgen_s_verdict() -> None:

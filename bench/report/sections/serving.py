@@ -236,11 +236,17 @@ def _latency_vs_load(trials: list[Trial]) -> Figure | None:
             colour=figures.colour(framework),
         )
         panel.series.append(figures.styled(series, i))
-    bounds = sorted({float(t.param("serve.latency_bound_ms", "nan")) for t in server})
+    default = str(ServeConfig().latency_bound_ms)  # a key at its default is not logged
+    bounds = sorted({float(t.param("serve.latency_bound_ms", default)) for t in server})
+    loads = [x for t in server for x, _ in probes(t)]
+    for bound in bounds:  # each bound as a grey dashed line across the loads drawn
+        line = figures.Series(f"bound {bound:g} ms", [min(loads), max(loads)], [bound] * 2,
+                              colour="#757575", style="--", marker="")  # fmt: skip
+        panel.series.append(line)
     caption = (
         "Server's p99 latency against its offered load: every LoadGen run of each trial "
         "(each find_peak probe), the mean p99 at each load"
     )
-    if bounds and not math.isnan(bounds[0]):
-        caption += f"; the latency bound: {', '.join(f'{b:g} ms' for b in bounds)}"
+    if bounds:
+        caption += f"; the latency bound (dashed): {', '.join(f'{b:g} ms' for b in bounds)}"
     return Figure("serving_latency_vs_load", figures.panels([panel], columns=1), caption)
