@@ -105,12 +105,13 @@ def _verdicts(t: list[Trial]) -> str:
     return ", ".join(f"{v} x{n}" for v, n in sorted(counts.items()))
 
 
-def _label(lab: Labeller, config: Config) -> str:
+def _label(lab: Labeller, config: Config, *skip: str) -> str:
     """A serving configuration's label: its ``serve.max_batch`` where a training one shows
-    its batch size, which serving does not read."""
+    its batch size, which serving does not read (``skip``: keys a column shows)."""
     pairs = dict(config)
     max_batch = pairs.get("serve.max_batch", str(_DEFAULT_MAX_BATCH))
-    return f"{lab.label(config, 'batch_size', 'serve.max_batch')} · max_batch {max_batch}"
+    label = lab.label(config, "batch_size", "serve.max_batch", *skip)
+    return f"{label} · max_batch {max_batch}"
 
 
 def _as_figure(verdict: stats.Verdict) -> stats.Verdict:
@@ -155,7 +156,11 @@ def serving(ctx: Context) -> Section | None:
     for config in sorted_configs(lab, list(by_config)):
         for framework, members in sorted(group(by_config[config], lambda t: t.framework).items()):
             rows.append(
-                [Cell(framework), Cell(_label(lab, config)), Cell(_scenario(members[0]))]
+                [
+                    Cell(framework),
+                    Cell(_label(lab, config, "serve.scenario")),
+                    Cell(_scenario(members[0])),
+                ]
                 + [_figure_cell(members, key) for _, key in shown]
                 + [
                     Cell(_verdicts(members)),
