@@ -231,6 +231,12 @@ def test_sections_hold_the_right_numbers(full: Report) -> None:
     epochs = tables(report, "Time per epoch and GPU utilization")[0]
     gpu = [r for r in epochs.rows if "cifar10" in r[2].text]
     assert gpu and all(r[4].text == "46.0 ± 0 (n=4)" for r in gpu)  # mean of 45 and 47
+    # Each cell's test accuracy after its last epoch, beside its epoch times (seed004's table)
+    assert epochs.columns[-1] == "Test accuracy (last epoch)"
+    final = {r[0].text: r[-1].text for r in gpu}
+    (after,) = tables(report, "Test accuracy per epoch")
+    last = {r[1].text: r[2].text for r in after.rows}
+    assert final == last and all(v[0].isdigit() for v in final.values())
 
 
 def test_power_is_energy_over_time_and_energy_per_sample_follows() -> None:

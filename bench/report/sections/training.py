@@ -120,6 +120,12 @@ def distributed(ctx: Context) -> Section | None:
 # --- time per epoch and GPU utilization (CIFAR-10 study's comparison table) ---
 
 
+def _last_accuracy(trial: Trial) -> float:
+    """The held-out accuracy after the trial's last epoch (its history's, else its metric)."""
+    history = trial.record.history.get(metrics.TEST_ACCURACY)
+    return history[-1][1] if history else trial.metric(metrics.TEST_ACCURACY)
+
+
 def epochs_and_utilization(ctx: Context) -> Section | None:
     trials = [t for t in ctx.ok if t.mode == "train" and not math.isnan(t.epoch_time_s)]
     lab = Labeller(trials)
@@ -131,12 +137,18 @@ def epochs_and_utilization(ctx: Context) -> Section | None:
         for key, members in by_key.items()
     }
     gpu = any(utilization.values())  # a column of "not measured" says nothing: left out
+    # The study's comparison table puts each cell's accuracy beside its epoch times (seed004);
+    # where the runs evaluated a held-out split, its accuracy after the last epoch.
+    accuracy = {key: finite(_last_accuracy(t) for t in members) for key, members in by_key.items()}
+    evaluated = any(accuracy.values())
     title = "Time per epoch and GPU utilization" if gpu else "Time per epoch and samples/s"
     section = Section(title, "epochs")
     section.blocks.append(
         "Mean timed time per epoch (s)"
         + (", mean GPU utilization over the epochs (%)" if gpu else "")
-        + " and samples per second over the trial's timed windows, per framework and model; "
+        + " and samples per second over the trial's timed windows"
+        + (", and the test accuracy after the last epoch" if evaluated else "")
+        + ", per framework and model; "
         "whether the frameworks differ is in the relative training time."
     )
     rows = []
@@ -154,9 +166,12 @@ def epochs_and_utilization(ctx: Context) -> Section | None:
             row.append(num(fmt_mean_sd(util) if util else "not measured"))
         rate = finite(t.metric(metrics.TRIAL_SAMPLES_PER_S) for t in members)
         row.append(num(fmt_mean_sd(rate) if rate else "-"))
+        if evaluated:
+            row.append(num(fmt_mean_sd(accuracy[key]) if accuracy[key] else "not evaluated"))
         rows.append(row)
     columns = ["Framework", "Model", "Configuration", "Time per epoch (s)"]
     columns += ["GPU utilization (%)"] * gpu + ["Samples/s"]
+    columns += ["Test accuracy (last epoch)"] * evaluated
     section.blocks.append(Table(columns, rows, title))
     return section
 
