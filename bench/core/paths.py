@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import stat
 from collections.abc import Iterator
@@ -109,6 +110,33 @@ def write_private(path: Path, data: str | bytes) -> None:
         raise
 
 
+def writable_by_others(st: os.stat_result) -> bool:
+    """Whether a file or folder of this user, by its ``st``, can be written by another
+    user: writable by all, or by a group that is not the user's own private group (the
+    user private groups of Debian and Ubuntu, where the default umask 002 makes every new
+    folder group-writable and the group holds the user alone)."""
+    if st.st_mode & 0o002:
+        return True
+    return bool(st.st_mode & 0o020) and not _private_group(st.st_gid)
+
+
+@functools.lru_cache(maxsize=8)
+def _private_group(gid: int) -> bool:
+    """Whether ``gid`` is this user's primary group and no other user is in it, by name or
+    as their own primary group."""
+    import grp
+    import pwd
+
+    try:
+        me = pwd.getpwuid(os.getuid())
+        members = set(grp.getgrgid(gid).gr_mem)
+    except KeyError:
+        return False
+    if gid != me.pw_gid or members - {me.pw_name}:
+        return False
+    return all(p.pw_gid != gid or p.pw_uid == me.pw_uid for p in pwd.getpwall())
+
+
 def owned_private(path: Path) -> bool:
     """Whether ``path`` is a regular file of this user that no one else can write: what a
     cached answer must be before bench believes it (a shared cache folder may hold another
@@ -117,7 +145,7 @@ def owned_private(path: Path) -> bool:
         st = path.lstat()
     except OSError:
         return False
-    return stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and not writable_by_others(st)
 
 
 @contextlib.contextmanager

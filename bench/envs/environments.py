@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from bench.core import versions
 from bench.core.frameworks import FRAMEWORKS, TF, TORCH, own_environment
-from bench.core.paths import PACKAGE, locked, source_root
+from bench.core.paths import PACKAGE, locked, source_root, writable_by_others
 
 if TYPE_CHECKING:
     from bench.core.config import BenchConfig
@@ -363,7 +363,8 @@ def image_lock(framework: str, version: str, variant: str) -> Path:
 
 def not_own(env: Env) -> str:
     """Why bench will not make or run ``env`` ('' if it may): the cache folders above it, its
-    folder, its venv and lock must each be this user's and writable by no one else, since
+    folder, its venv and lock must each be this user's and writable by no one else (a
+    group-writable one of the user's own private group is theirs), since
     whoever can write them chooses the code a trial runs (an environment planted in a shared
     cache was run)."""
     here = [cache_root().parent, cache_root()]
@@ -378,7 +379,7 @@ def not_own(env: Env) -> str:
             why = "is a symbolic link"
         elif st.st_uid != os.getuid():
             why = f"belongs to another user (uid {st.st_uid})"
-        elif st.st_mode & 0o022:
+        elif writable_by_others(st):
             why = f"can be written by others (mode {stat.S_IMODE(st.st_mode):o})"
         if why:
             return (

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from bench.cli import reproduce
+from bench.core import paths
 from bench.core.config import BenchConfig, to_dict
 from bench.envs import environments
 from bench.tracking import RunRecord
@@ -154,7 +155,27 @@ def test_env_for_takes_only_releases(version: str) -> None:
             environments.env_for("torch", version)
 
 
-@pytest.mark.parametrize("what", ["group-writable cache", "other user's env", "linked venv"])
+def test_a_cache_group_writable_by_the_users_own_private_group_is_theirs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Debian's and Ubuntu's user private groups with umask 002 make every new folder
+    group-writable by a group of the user alone: bench refused its own cache there."""
+    import os
+
+    monkeypatch.setenv("BENCH_CACHE", str(tmp_path / "bench" / "envs"))
+    env = environments.env_for("torch", "2.5.1")
+    (env.root / "venv" / "bin").mkdir(parents=True)
+    for folder in (env.root.parent, env.root, env.root / "venv"):
+        os.chmod(folder, 0o775)
+    monkeypatch.setattr(paths, "_private_group", lambda gid: gid == os.getgid())
+    assert environments.not_own(env) == ""
+    monkeypatch.setattr(paths, "_private_group", lambda gid: False)  # a group others are in
+    assert "can be written by others (mode 775)" in environments.not_own(env)
+
+
+@pytest.mark.parametrize(
+    "what", ["group-writable cache", "world-writable cache", "other user's env", "linked venv"]
+)
 def test_an_environment_others_can_write_is_neither_made_nor_run(
     what: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -165,8 +186,11 @@ def test_an_environment_others_can_write_is_neither_made_nor_run(
     monkeypatch.setenv("BENCH_CACHE", str(tmp_path / "bench" / "envs"))
     env = environments.env_for("torch", "2.5.1")
     (env.root / "venv" / "bin").mkdir(parents=True)
-    if what == "group-writable cache":
+    if what == "group-writable cache":  # by a group other users are in
         os.chmod(env.root.parent, 0o775)
+        monkeypatch.setattr(paths, "_private_group", lambda gid: False)
+    elif what == "world-writable cache":
+        os.chmod(env.root.parent, 0o777)
     elif what == "other user's env":
         if os.getuid() != 0:
             pytest.skip("needs root to give a folder away")
