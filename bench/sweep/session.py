@@ -531,12 +531,15 @@ class Sweep:
                 f"{counts[DIVERGED]} diverged: an epoch's training loss was not finite (NaN or "
                 "infinite); recorded, never reused by a rerun nor compared in the report"
             )
-        shared = [i for i, r in enumerate(rows, 1) if r.status == OK and r.contention]
+        shared = [
+            i for i, r in enumerate(rows, 1) if r.status == OK and (r.contention or r.gave_up)
+        ]
         if shared:
             which = f"trial{'s' if len(shared) > 1 else ''} {', '.join(map(str, shared))}"
             print(
-                f"Ran beside other processes' CPU load: {which} (tag bench.contention); such "
-                "rates are low and noisy: rerun on a quiet machine before comparing"
+                f"Ran beside other processes' CPU load: {which} (tag bench.contention, or "
+                "bench.contention_gate where contention=wait gave up); such rates are low and "
+                "noisy: rerun on a quiet machine before comparing"
             )
         if self.not_run:
             print(f"Not run on this machine ({len(self.not_run)} cells of the matrix):")
