@@ -23,17 +23,24 @@ starts and one after it ends, on the trial's thread.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
-from bench.core import metrics
+from bench.core import metrics, paths
 from bench.core.config import BenchConfig
 from bench.monitors.base import Findings
 from bench.monitors.host import CONTENDED_PCT, CpuBusy, ProcessTree, contended
 
 MAX_REMEASURED = 3  # windows measured again per trial
 MAX_WAIT_S = 30.0  # seconds of waiting per trial
+# Steady load (a daemon, another user's job) would cost every trial of a sweep its whole
+# MAX_WAIT_S: where a trial on this machine gave up this recently, a trial waits at most
+# SHORT_WAIT_S (enough to see load that has let go since).
+RECENT_S = 120.0
+SHORT_WAIT_S = 5.0
 QUIET_S = 1.0  # the load has let go when others held under CONTENDED_PCT over this long
 
 
@@ -93,8 +100,10 @@ class Gate:
         sleep: Callable[[float], None] = time.sleep,
         max_remeasured: int = MAX_REMEASURED,
         max_wait_s: float = MAX_WAIT_S,
+        on_give_up: Callable[[], None] | None = None,
     ) -> None:
         self.mode, self.share, self.sleep = mode, share, sleep
+        self.on_give_up = on_give_up
         self.max_remeasured, self.max_wait_s = max_remeasured, max_wait_s
         self.discarded = 0  # windows measured again
         self.waited_s = 0.0
@@ -122,19 +131,24 @@ class Gate:
             return False
         left = self.max_wait_s - self.waited_s
         if self.discarded >= self.max_remeasured or left <= 0:
-            self.gave_up = (
+            self._give_up(
                 f"{self.discarded} windows measured again"
                 if self.discarded >= self.max_remeasured
                 else f"{self.waited_s:.0f} s waited"
             )
-            self.kept_shared += 1
             return False
         if not self._wait(left):
-            self.gave_up = f"the load did not let go in {self.waited_s:.0f} s of waiting"
-            self.kept_shared += 1
+            self._give_up(f"the load did not let go in {self.waited_s:.0f} s of waiting")
             return False
         self.discarded += 1
         return True
+
+    def _give_up(self, why: str) -> None:
+        """Keep the shared window and gate this trial no more; tell the machine's next trials."""
+        self.gave_up = why
+        self.kept_shared += 1
+        if self.on_give_up is not None:
+            self.on_give_up()
 
     def _wait(self, left: float) -> bool:
         """Wait until others held under CONTENDED_PCT of a core over QUIET_S, at most
@@ -183,4 +197,36 @@ def gate(cfg: BenchConfig) -> Gate | None:
     share = Share.of_this_process()
     if share is None:
         return None
-    return Gate(cfg.contention, share, max_remeasured=MAX_REMEASURED, max_wait_s=MAX_WAIT_S)
+    wait_s = min(MAX_WAIT_S, SHORT_WAIT_S) if gave_up_recently() else MAX_WAIT_S
+    return Gate(
+        cfg.contention, share, max_remeasured=MAX_REMEASURED, max_wait_s=wait_s,
+        on_give_up=note_gave_up,
+    )  # fmt: skip
+
+
+def _memory() -> Path:
+    """Where a trial notes when its gate last gave up on this machine (bench's cache)."""
+    return paths.cache_dir() / "contention" / "gave_up"
+
+
+def gave_up_recently(now: float | None = None) -> bool:
+    """Whether a trial's gate on this machine gave up within RECENT_S: read only from the
+    user's own private file, as a time and nothing else."""
+    path = _memory()
+    if not paths.owned_private(path):
+        return False
+    try:
+        at = float(path.read_bytes()[:32].decode("ascii"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+    age = (time.time() if now is None else now) - at
+    return math.isfinite(age) and 0 <= age <= RECENT_S
+
+
+def note_gave_up() -> None:
+    """Note that this trial's gate gave up now (best effort: a read-only cache notes nothing)."""
+    try:
+        memory = _memory()
+        paths.write_private(paths.private_dir(memory.parent) / memory.name, f"{time.time():.3f}")
+    except OSError:
+        pass

@@ -109,6 +109,38 @@ def test_load_that_never_lets_go_is_waited_on_once_then_kept_and_tagged(tmp_path
     )
 
 
+def test_a_give_up_is_noted_and_shortens_the_machines_next_trials_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Steady load would cost every trial of a sweep its whole MAX_WAIT_S: a trial whose gate
+    gave up notes it, and a trial within RECENT_S waits at most SHORT_WAIT_S."""
+    import os
+    import time
+
+    monkeypatch.setenv("BENCH_CACHE", str(tmp_path / "cache"))
+    assert not contention.gave_up_recently()
+    machine = Machine(tmp_path / "stat", [(1e9, 1.0)])
+    noted: list[bool] = []
+    gate = Gate("wait", machine.gate().share, machine.sleep, max_wait_s=6.0,
+                on_give_up=lambda: noted.append(True))  # fmt: skip
+    assert not window(machine, gate) and noted == [True]  # gave up once, noted once
+    assert not window(machine, gate) and noted == [True]
+    contention.note_gave_up()  # what gate() hands a trial's Gate
+    memory = tmp_path / "cache" / "contention" / "gave_up"
+    assert oct(memory.stat().st_mode & 0o777) == "0o600"
+    assert contention.gave_up_recently()
+    assert not contention.gave_up_recently(now=time.time() + contention.RECENT_S + 1)
+    if Path("/proc/stat").exists():
+        assert contention.gate(BenchConfig(contention="wait")).max_wait_s == contention.SHORT_WAIT_S  # type: ignore[union-attr]
+    # What the file says is believed only as a time, and only from the user's own file.
+    for planted in (b"nan", b"not a time", b"1e400"):
+        memory.write_bytes(planted)
+        assert not contention.gave_up_recently()
+    memory.write_text(f"{time.time():.3f}")
+    os.chmod(memory, 0o666)
+    assert not contention.gave_up_recently()
+
+
 class Bursts(Machine):
     """Others load the machine whenever the trial runs, and leave whenever it waits: every
     window is shared, and every wait ends after a second."""
