@@ -64,10 +64,16 @@ def check_against_runs(markdown: str, runs: list, repeats: int) -> None:  # noqa
         mean, n = mean_in(row[column])
         assert n == repeats
         assert mean == pytest.approx(statistics.fmean(per_sample[framework]), rel=5e-3)
-    ratio, low, high = (float(x) for x in re.findall(r"[\d.]+", row[3]))
     expected = statistics.fmean(per_sample["tf"]) / statistics.fmean(per_sample["torch"])
-    assert ratio == pytest.approx(expected, rel=1e-3)
-    assert low <= ratio <= high
+    figures = [float(x) for x in re.findall(r"[\d.]+", row[3])]
+    assert figures[0] == pytest.approx(expected, rel=1e-3)
+    if "too few runs for a bounded interval" in row[3]:
+        # A run a loaded machine slowed tenfold spreads a side so that the interval spans
+        # more than a factor of 100 (CI: torch 0.167 ± 0.32 ms/sample over 4): said as such.
+        assert len(figures) == 1, row[3]
+    else:
+        ratio, low, high = figures
+        assert low <= ratio <= high
     if repeats == 3:
         # With 3 runs a side no rank test can reach 95% (the smallest two-sided Mann-Whitney
         # p is 0.1); an unstable side is not comparable.
