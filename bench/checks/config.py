@@ -253,7 +253,9 @@ def _check_serve(problems: list[str], cfg: BenchConfig) -> None:
     ranges and choices are :func:`bench.checks.rules.check`'s, LoadGen's presence the host
     stage's.  A causal LM is served as mode=generate generates (torch and tf, with LoadGen's
     token latencies, uncompiled), its prompt and new tokens within its positions; a
-    token-latency bound is refused for any other model."""
+    token-latency bound is refused for any other model.  tuning=best searches serving
+    (bench.tuning) except a causal LM's: its compilation is not wired and its LoadGen run
+    has two figures (first token, per token), not the one a search ranks by."""
     from bench.models import own_causal_lm
 
     if own_causal_lm(cfg.model):
@@ -261,6 +263,12 @@ def _check_serve(problems: list[str], cfg: BenchConfig) -> None:
         _generation(problems, cfg, wired)
         if cfg.compile:  # the generation loop's, as mode=generate's
             problems.append("compile: not wired for a causal LM's generation; leave it false")
+        if cfg.tuning.name != "default":
+            problems.append(
+                "tuning: best searches serving by one figure per scenario; a causal LM is "
+                "judged by two (time to first token and per output token): use tuning=default "
+                "(set threads= and serve.max_batch by hand)"
+            )
     else:
         if cfg.framework.name not in SERVING_FRAMEWORKS:
             problems.append(
@@ -275,11 +283,6 @@ def _check_serve(problems: list[str], cfg: BenchConfig) -> None:
     for name in ("breakdown", "profile"):
         if getattr(cfg, name):
             problems.append(f"{name}: not wired for mode=serve; leave it false")
-    if cfg.tuning.name != "default":
-        problems.append(
-            "tuning: best searches training and inference steps; mode=serve takes "
-            "tuning=default (set compile=, threads= and serve.max_batch by hand)"
-        )
 
 
 def _check_framework(problems: list[str], cfg: BenchConfig) -> None:

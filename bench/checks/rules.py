@@ -28,6 +28,7 @@ from bench.core.config import (
     PRECISIONS,
     SERVE_MODES,
     SERVE_SCENARIOS,
+    SERVE_TUNABLE,
     TIMINGS,
     TUNABLE,
     TUNINGS,
@@ -140,6 +141,7 @@ def _check_serve(problems: list[str], cfg: BenchConfig) -> None:
     at_least(problems, "serve.samples_per_query", s.samples_per_query, 1)
     at_least(problems, "serve.min_queries", s.min_queries, 0)
     at_least(problems, "serve.peak_probes", s.peak_probes, 1)
+    at_least(problems, "serve.runs", s.runs, 1)
     for name in ("batch_timeout_ms", "expected_qps", "tpot_bound_ms"):
         value = getattr(s, name)
         if not (value >= 0 and math.isfinite(value)):
@@ -155,6 +157,11 @@ def _check_serve(problems: list[str], cfg: BenchConfig) -> None:
         problems.append(
             f"serve.mode: find_peak searches Server's target QPS; serve.scenario={s.scenario} "
             "has none (use serve.scenario=server)"
+        )
+    if s.runs > 1 and s.mode != "performance":
+        problems.append(
+            f"serve.runs: several LoadGen runs a trial are for serve.mode=performance; "
+            f"serve.mode={s.mode} runs its own (leave serve.runs 1)"
         )
     floor = early_stopping_queries(s.latency_percentile) if 0 < s.latency_percentile < 1 else 0
     if s.mode == "find_peak" and 0 < s.min_queries < floor:
@@ -226,7 +233,7 @@ def check(cfg: BenchConfig) -> list[str]:
     if cfg.tuning.budget_s <= 0:
         problems.append(f"tuning.budget_s: must be > 0 seconds, got {cfg.tuning.budget_s:g}")
     for key in cfg.tuning.keys:
-        choice(problems, "tuning.keys", key, TUNABLE)
+        choice(problems, "tuning.keys", key, TUNABLE + SERVE_TUNABLE)
     if cfg.tuning.probe_s <= 0:
         problems.append(f"tuning.probe_s: must be > 0 seconds, got {cfg.tuning.probe_s:g}")
     if cfg.tuning.name == "best" and cfg.launcher.name == "inline":

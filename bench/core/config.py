@@ -243,8 +243,8 @@ class TuningConfig:
     budget_s: float = keyed(600.0, measured=False, used=_SEARCHING)
     # Each candidate's timed probe windows last at least this long (3 windows).
     probe_s: float = keyed(1.0, measured=False, used=_SEARCHING)
-    # Search only these settings (bench.frameworks.spaces.DEFAULTS' keys); empty: all of the
-    # framework's.
+    # Search only these settings (bench.frameworks.spaces.SEARCHABLE's keys); empty: all of
+    # the framework's.
     keys: list[str] = keyed(factory=list, measured=False, used=_SEARCHING)
 
 
@@ -288,6 +288,10 @@ class ServeConfig:
     tpot_bound_ms: float = keyed(0.0, new=True)
     # MultiStream: samples per query (MLPerf's 8).
     samples_per_query: int = 8
+    # performance mode: this many LoadGen runs back to back in the trial's one process, each
+    # a window of its history (the trial's figures: the last run's); tuning=best's probes
+    # run 3 (bench.tuning.search).
+    runs: int = keyed(1, new=True)
     # LoadGen's minimum duration and query count (MLPerf's: 600 s; see bench.trial.serve);
     # min_queries=0: the fewest queries LoadGen's early stopping can pass at the scenario's
     # percentile (459 at p99, 44 at SingleStream's p90; Offline: 1 query).
@@ -424,6 +428,8 @@ class BenchConfig:
 
 # What tuning.keys may name: the settings a search can set (bench.frameworks.spaces).
 TUNABLE = ("compile", "channels_last", "onednn", "threads", "inter_threads", "cudnn_benchmark")
+# What tuning=best also searches under mode=serve (bench.frameworks.spaces.SERVE_DEFAULTS).
+SERVE_TUNABLE = ("serve.max_batch",)
 
 
 class ConfigError(ValueError):

@@ -12,14 +12,29 @@ framework is imported, since thread counts and oneDNN are fixed when it loads.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from bench.core.config import TUNABLE, BenchConfig
+from bench.core.config import SERVE_TUNABLE, TUNABLE, BenchConfig
 
 # The keys a search may set (bench.core.config.TUNABLE), with bench's default for each: a key
 # away from its default was set by the user, and is fixed rather than searched.
 DEFAULTS: dict[str, Any] = {key: getattr(BenchConfig(), key) for key in TUNABLE}
+
+
+def value(cfg: BenchConfig, key: str) -> Any:
+    """``cfg``'s value of a searchable ``key`` (``serve.max_batch``: a nested one)."""
+    group, _, name = key.rpartition(".")
+    return getattr(getattr(cfg, group) if group else cfg, name)
+
+
+# mode=serve also searches the batching policy's batch bound (bench.core.config.SERVE_TUNABLE),
+# which every framework shares in a tuning=default run; a search tries it within
+# MAX_BATCH_BOUND, since the warm-up traces every batch size up to it.
+SERVE_DEFAULTS: dict[str, Any] = {key: value(BenchConfig(), key) for key in SERVE_TUNABLE}
+SEARCHABLE: dict[str, Any] = DEFAULTS | SERVE_DEFAULTS
+MAX_BATCH_BOUND = 32
 # Bumped whenever a space below changes, so that cached searches of an older space are not
 # reused (bench.tuning.cache).
 SPACE_VERSION = 1
@@ -54,13 +69,35 @@ def space(cfg: BenchConfig, cpus: int, cuda: bool, image: bool) -> list[Knob]:
             inter = (2,) if fw == "mxnet" else (1,)
             what = "MXNet CPU engine workers" if fw == "mxnet" else "inter-op threads"
             knobs.append(Knob("inter_threads", inter, what))
+    if cfg.mode == "serve" and cfg.serve.scenario != "single_stream":  # SingleStream: 1 a query
+        default = SERVE_DEFAULTS["serve.max_batch"]
+        most = MAX_BATCH_BOUND
+        if cfg.serve.scenario == "multi_stream":  # a batch never spans two queries' samples
+            most = min(most, max(cfg.serve.samples_per_query, default))
+        sizes = tuple(b for b in (16, 32, 4) if b <= most and b != default)
+        if sizes:
+            knobs.append(Knob("serve.max_batch", sizes, "the batching policy's largest batch"))
     return knobs
+
+
+def searchable(cfg: BenchConfig) -> dict[str, Any]:
+    """The keys a search of ``cfg`` may set, with their defaults."""
+    return SEARCHABLE if cfg.mode == "serve" else DEFAULTS
+
+
+def apply(cfg: BenchConfig, settings: dict[str, Any]) -> BenchConfig:
+    """``cfg`` with ``settings`` (searchable keys, ``serve.max_batch`` among them) set."""
+    top = {k: v for k, v in settings.items() if "." not in k}
+    serve = {k.partition(".")[2]: v for k, v in settings.items() if k.startswith("serve.")}
+    if serve:
+        top["serve"] = dataclasses.replace(cfg.serve, **serve)
+    return dataclasses.replace(cfg, **top)
 
 
 def fixed(cfg: BenchConfig) -> dict[str, Any]:
     """The searchable keys ``cfg`` sets away from their defaults: the user chose them, so
     the search keeps them."""
-    return {k: getattr(cfg, k) for k, v in DEFAULTS.items() if getattr(cfg, k) != v}
+    return {k: value(cfg, k) for k, v in searchable(cfg).items() if value(cfg, k) != v}
 
 
 # What a framework has no setting for, said in the search table and docs/tuning.md.

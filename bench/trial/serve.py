@@ -34,7 +34,8 @@ not done).  Under Server, LoadGen's bounds are then on the time to first token
 (``serve.latency_bound_ms``) and per output token (``serve.tpot_bound_ms``), at
 ``serve.latency_percentile``, as MLPerf's LLM benchmarks bound them.
 
-One trial is one LoadGen run (``serve.mode=performance|accuracy``) or, for Server,
+One trial is one LoadGen run (``serve.mode=performance|accuracy``; ``serve.runs`` performance
+runs back to back, each a window, the trial's figures the last one's) or, for Server,
 ``serve.mode=find_peak``: a bisection of performance runs for the highest target QPS that
 LoadGen reports VALID at the latency bound (:func:`find_peak`).  Why not LoadGen's own
 FindPeakPerformance mode, which the Python bindings do run: it refuses to start unless the
@@ -1005,7 +1006,8 @@ def serve(
                 else "no target QPS was VALID"
             )
         else:
-            last, rec = one(s.target_qps)
+            for _ in range(s.runs if s.mode == "performance" else 1):  # the last run's figures
+                last, rec = one(s.target_qps)
             if s.mode == "accuracy":
                 if generate is None:
                     _check_accuracy(result, session, lib, cfg, last)
@@ -1022,6 +1024,7 @@ def serve(
     finally:
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)
+    result.epochs = records  # in result.json too, as every mode's (tuning=best's probes read it)
     if workdir is not None:
         result.files.append("loadgen")
     return records

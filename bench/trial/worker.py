@@ -76,6 +76,8 @@ def _at_best(
     result.summary[metrics.TUNING_SEARCH_S] = tuned.search_s
     result.environment["tuning_source"] = tuned.source
     result.environment["tuning_pick"] = tuning.said(tuned.pick)
+    if cfg.mode == "serve":  # what the search ranked by (training's: samples/s)
+        result.environment["tuning_objective"] = tuning.objective(cfg).name
     result.files += tuned.files
     return result
 

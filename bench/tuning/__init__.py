@@ -11,7 +11,6 @@ the later ones read what it cached.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -23,7 +22,7 @@ from bench import models
 from bench.core.config import BenchConfig, resolved_threads, usable_cpus
 from bench.frameworks import spaces
 from bench.tuning import cache
-from bench.tuning.search import Probe, Row, SearchFailed, run_probe, search
+from bench.tuning.search import Probe, Row, SearchFailed, objective, run_probe, search
 
 TABLE_JSON = "tuning.json"
 TABLE_TEXT = "tuning.txt"
@@ -49,6 +48,8 @@ class Tuned:
             value = getattr(self.cfg, k)
             out[k] = str(value).lower() if isinstance(value, bool) else str(value)
         out["threads"] = str(resolved_threads(self.cfg))  # 0 means every usable core
+        if self.cfg.mode == "serve":  # a param name is one plain word (result.tuned)
+            out["max_batch"] = str(self.cfg.serve.max_batch)
         return out
 
 
@@ -60,14 +61,14 @@ def knobs(cfg: BenchConfig, host: dict[str, str] | None = None) -> list[spaces.K
     image = models.task(cfg.model) == "image"
     fixed = spaces.fixed(cfg)
     every = spaces.space(cfg, usable_cpus(), cuda, image)
-    only = set(cfg.tuning.keys) or set(spaces.DEFAULTS)
+    only = set(cfg.tuning.keys) or set(spaces.searchable(cfg))
     return [k for k in every if k.key not in fixed and k.key in only]
 
 
 def in_space(pick: dict[str, Any], space: list[spaces.Knob]) -> bool:
     """Whether ``pick`` is a point of ``space``: each key one the search tries, at one of the
     values it tries (or its default)."""
-    values = {k.key: (*k.values, spaces.DEFAULTS[k.key]) for k in space}
+    values = {k.key: (*k.values, spaces.SEARCHABLE[k.key]) for k in space}
     return all(key in values and value in values[key] for key, value in pick.items())
 
 
@@ -108,7 +109,7 @@ def resolve(
             made = time.strftime("%Y-%m-%dT%H:%M:%S%z")
             cache.store(name, {"made": made, "host": host, "pick": pick, "table": table})
     tuned = Tuned(
-        cfg=dataclasses.replace(cfg, **pick),
+        cfg=spaces.apply(cfg, pick),
         pick=pick,
         source=source,
         search_s=time.monotonic() - t0,
@@ -124,6 +125,7 @@ def write_table(tuned: Tuned, workdir: Path) -> list[str]:
     """The search table as ``tuning.json`` and a readable ``tuning.txt`` in ``workdir``."""
     data = {
         "source": tuned.source,
+        "objective": objective(tuned.cfg).name,
         "pick": tuned.pick,
         "fixed": tuned.fixed,
         "not_searched": spaces.NOT_SEARCHED.get(tuned.cfg.framework.name, ""),
@@ -138,9 +140,10 @@ def render(tuned: Tuned) -> str:
     lines = [f"tuning=best for {tuned.cfg.framework.name}/{tuned.cfg.model.name}: {tuned.source}"]
     if tuned.fixed:
         lines.append("fixed by the configuration: " + _settings(tuned.fixed))
-    lines.append(f"{'settings':<44} {'samples/s (3 windows)':<28} {'compile_s':>9}  result")
+    goal = objective(tuned.cfg)
+    lines.append(f"{'settings':<44} {goal.name + ' (3 windows)':<28} {'compile_s':>9}  result")
     for row in tuned.table:
-        rates = " ".join(f"{r:.1f}" for r in row.get("rates", []))
+        rates = " ".join(goal.shown(r) for r in row.get("rates", []))
         mark = "chosen" if row.get("chosen") else row.get("status", "")
         mark += " (under load)" if row.get("loaded") else ""
         error = f" {row.get('error', '')}" if row.get("error") else ""
@@ -163,4 +166,4 @@ def _settings(settings: dict[str, Any]) -> str:
 said = _settings  # a pick in words: "channels_last=true", or "as given"
 
 
-__all__ = ["Row", "SearchFailed", "Tuned", "knobs", "resolve", "render", "said"]
+__all__ = ["Row", "SearchFailed", "Tuned", "knobs", "objective", "resolve", "render", "said"]

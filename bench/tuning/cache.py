@@ -17,7 +17,7 @@ from typing import Any
 from bench.core import paths, sysinfo
 from bench.core.config import AUTO, BenchConfig, TelemetryConfig, TuningConfig, usable_cpus
 from bench.core.identity import config_hash
-from bench.frameworks.spaces import DEFAULTS, SPACE_VERSION
+from bench.frameworks.spaces import SEARCHABLE, SPACE_VERSION
 
 _MAX_BYTES = 1 << 20
 
@@ -90,7 +90,7 @@ def load(name: str) -> dict[str, Any] | None:
 def valid_pick(pick: dict[str, Any]) -> bool:
     """Whether ``pick`` sets only searchable keys, each to a value of its default's type."""
     for k, v in pick.items():
-        if k not in DEFAULTS or type(v) is not type(DEFAULTS[k]):
+        if k not in SEARCHABLE or type(v) is not type(SEARCHABLE[k]):
             return False
         if isinstance(v, int) and not isinstance(v, bool) and not 0 <= v <= 4096:
             return False

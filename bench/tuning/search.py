@@ -10,6 +10,13 @@ bench.trial.worker``, the same code that runs every trial): its own process, sin
 and oneDNN are fixed when a framework is imported; its own warm-up, so compilation stays
 out of its timing; three auto-sized probe windows.  A candidate that fails (compile error,
 out of memory, timeout) is a row of the table with its error.
+
+Under mode=serve a candidate is a short serving trial of the same scenario: three LoadGen
+performance runs of ``tuning.probe_s`` each in one process (``serve.runs``), each a window,
+ranked by the scenario's figure (:func:`objective`): Offline's samples/s, SingleStream's p90
+and MultiStream's p99 latency, Server's p99 at ``serve.target_qps`` (find_peak's probes too:
+a search of whole bisections would cost one per candidate).  The same rule picks, with a
+latency's windows compared the other way round.
 """
 
 from __future__ import annotations
@@ -35,7 +42,8 @@ from bench.core.config import (
     TuningConfig,
     to_dict,
 )
-from bench.core.result import OK, TrialResult
+from bench.core.result import OK, EpochRecord, TrialResult
+from bench.frameworks import spaces
 from bench.frameworks.spaces import Knob
 from bench.runtime import processes
 from bench.runtime.protocol import CONFIG, RESULT, read_result, write_config
@@ -43,6 +51,9 @@ from bench.tuning.cache import refusal_key
 from bench.tuning.cache import refused as refused_settings
 
 PROBE_WINDOWS = 3
+# A serving probe's LoadGen run asks at most this many queries besides its duration (p99's
+# early-stopping floor, 459, would take Server's default 50 QPS 9 s a run).
+PROBE_QUERIES = 100
 # A candidate's process may take this long beyond the search's remaining budget (one
 # compilation can take a minute); the search stops trying new ones once its budget is spent.
 GRACE_S = TUNING_GRACE_S
@@ -73,24 +84,73 @@ class Row:
         return {**dataclasses.asdict(self), "median": self.median}
 
 
-def beats(candidate: Row, incumbent: Row) -> bool:
+def beats(candidate: Row, incumbent: Row, lower: bool = False) -> bool:
     """The selection rule: a candidate replaces the incumbent only if its slowest probe
     window is faster than the incumbent's fastest, i.e. it wins by more than both probes'
     own spread; a tie or an overlap keeps the incumbent, which is the simpler setting (the
-    configuration as given, or fewer changes from it)."""
+    configuration as given, or fewer changes from it).  ``lower``: the windows' figures are
+    latencies (:class:`Objective`), the slowest window the highest."""
     if candidate.status != OK or not candidate.rates:
         return False
     if incumbent.status != OK or not incumbent.rates:
         return True
+    if lower:
+        return max(candidate.rates) < min(incumbent.rates)
     return min(candidate.rates) > max(incumbent.rates)
+
+
+@dataclass(frozen=True)
+class Objective:
+    """What a search ranks candidates by: one figure of each probe window."""
+
+    name: str  # as the search table heads its column
+    metric: str  # the window's figure: "" for its samples/s, else a name in its extras
+    lower: bool = False  # a latency: lower is better
+
+    def figure(self, window: EpochRecord) -> float:
+        return window.extra[self.metric] if self.metric else window.samples_per_s
+
+    def shown(self, figure: float) -> str:
+        return f"{figure:.2f}" if self.lower else f"{figure:.1f}"
+
+
+SAMPLES_PER_S = Objective("samples/s", "")
+# mode=serve: each scenario's figure, as the report's Serving section compares them.
+SERVING = {
+    "offline": Objective("Offline samples/s", metrics.SERVE_SAMPLES_PER_S),
+    "single_stream": Objective("SingleStream p90 ms", metrics.SERVE_LATENCY_P90_MS, True),
+    "multi_stream": Objective("MultiStream p99 ms", metrics.SERVE_LATENCY_P99_MS, True),
+    "server": Objective("Server p99 ms at target_qps", metrics.SERVE_LATENCY_P99_MS, True),
+}
+
+
+def objective(cfg: BenchConfig) -> Objective:
+    """What a search of ``cfg`` ranks by: training's and inference's samples/s, a serving
+    scenario's own figure."""
+    return SERVING[cfg.serve.scenario] if cfg.mode == "serve" else SAMPLES_PER_S
 
 
 def probe_config(cfg: BenchConfig, settings: dict[str, Any]) -> BenchConfig:
     """The short trial that probes ``settings`` on ``cfg``'s workload."""
     warmup = max(cfg.warmup_steps, 2 if settings.get("compile", cfg.compile) else 1)
+    cfg = spaces.apply(cfg, settings)
+    if cfg.mode == "serve":  # PROBE_WINDOWS LoadGen runs, each a window
+        s = cfg.serve
+        queries = (
+            0 if s.scenario == "offline" else min(s.min_queries or PROBE_QUERIES, PROBE_QUERIES)
+        )
+        cfg = dataclasses.replace(
+            cfg,
+            serve=dataclasses.replace(
+                s,
+                mode="performance",
+                runs=PROBE_WINDOWS,
+                min_duration_s=cfg.tuning.probe_s,
+                min_queries=queries,
+            ),
+        )
     return dataclasses.replace(
         cfg,
-        **settings,
         epochs=PROBE_WINDOWS,
         steps_per_epoch=AUTO,
         min_window_s=cfg.tuning.probe_s,
@@ -133,13 +193,20 @@ def run_probe(cfg: BenchConfig, timeout_s: float) -> TrialResult | str:
 Probe = Callable[[BenchConfig, float], "TrialResult | str"]
 
 
-def _row(settings: dict[str, Any], outcome: TrialResult | str, wall_s: float) -> Row:
+def _row(
+    settings: dict[str, Any], outcome: TrialResult | str, wall_s: float, goal: Objective
+) -> Row:
     row = Row(settings=dict(settings), wall_s=wall_s)
     if isinstance(outcome, str):
         row.status, row.error = "error", outcome
         return row
     row.status = outcome.status
-    row.rates = [e.samples_per_s for e in outcome.epochs] if outcome.status == OK else []
+    if outcome.status == OK and any(
+        goal.metric not in e.extra for e in outcome.epochs if goal.metric
+    ):
+        row.status, row.error = "error", f"a probe window without its {goal.name}"
+        return row
+    row.rates = [goal.figure(e) for e in outcome.epochs] if outcome.status == OK else []
     gate = outcome.environment.get("contention_gate", "")
     row.loaded = gate if gate.startswith("bound hit") else ""
     row.compile_s = outcome.phases.get(metrics.COMPILE_TIME_S, 0.0)
@@ -159,6 +226,7 @@ def search(
     and every candidate's row, in the order they ran.  ``refused``: settings the parity
     check refused (:func:`bench.tuning.cache.refused`), skipped with their reason."""
     refused = refused_settings() if refused is None else refused
+    goal = objective(cfg)
     started = time.monotonic()
     budget = cfg.tuning.budget_s
     rows: list[Row] = []
@@ -167,11 +235,15 @@ def search(
         left = budget - (time.monotonic() - started)
         t0 = time.monotonic()
         outcome = probe(probe_config(cfg, settings), max(left, 0.0) + GRACE_S)
-        row = _row(settings, outcome, time.monotonic() - t0)
+        row = _row(settings, outcome, time.monotonic() - t0, goal)
         rows.append(row)
         if progress is not None:
             shown = ", ".join(f"{k}={v}" for k, v in settings.items()) or "as given"
-            figure = f"{row.median:.1f} samples/s" if row.rates else f"{row.status}: {row.error}"
+            figure = (
+                f"{goal.shown(row.median)} {goal.name}"
+                if row.rates
+                else f"{row.status}: {row.error}"
+            )
             figure += " (under load that did not let go)" if row.loaded else ""
             progress(f"tuning {cfg.framework.name}/{cfg.model.name}: {shown}: {figure}")
         return row
@@ -191,7 +263,7 @@ def search(
                 )
                 continue
             row = try_({**pick, knob.key: value})
-            if not beats(row, bar):
+            if not beats(row, bar, goal.lower):
                 continue
             if best.status == OK:
                 # A win is confirmed against the incumbent probed again right after it: a
@@ -201,7 +273,7 @@ def search(
                 again = try_(dict(pick))
                 again.note = "the incumbent again, to confirm a win"
                 bar = dataclasses.replace(bar, rates=bar.rates + again.rates)
-                if not beats(row, bar):
+                if not beats(row, bar, goal.lower):
                     row.note = "faster once, not against the incumbent probed again (drift)"
                     continue
             best, bar, pick = row, row, dict(row.settings)

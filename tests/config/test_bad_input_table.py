@@ -110,7 +110,12 @@ def cases() -> list[tuple[list[str], str]]:
             ["mode=serve", "serve.mode=find_peak", "serve.min_queries=100"],
             "serve.min_queries: find_peak looks for a load LoadGen calls VALID",
         ),
-        (["mode=serve", "tuning=best"], "tuning: best searches training"),
+        (
+            ["mode=serve", "model=hf", "model.name=llama", "tuning=best"],
+            "tuning: best searches serving by one figure",
+        ),
+        (["mode=serve", "serve.mode=find_peak", "serve.runs=3"], "serve.runs: several LoadGen"),
+        (["mode=serve", "serve.runs=0"], "serve.runs"),
         (["mode=serve", "breakdown=true"], "breakdown: not wired for mode=serve"),
         # Rules across fields.
         (["model=alexnet", "image_size=32"], "image_size"),
