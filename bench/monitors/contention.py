@@ -209,6 +209,9 @@ def _memory() -> Path:
     return paths.cache_dir() / "contention" / "gave_up"
 
 
+CLOCK_SLACK_S = 1.0
+
+
 def gave_up_recently(now: float | None = None) -> bool:
     """Whether a trial's gate on this machine gave up within RECENT_S: read only from the
     user's own private file, as a time and nothing else."""
@@ -220,13 +223,15 @@ def gave_up_recently(now: float | None = None) -> bool:
     except (OSError, ValueError, UnicodeDecodeError):
         return False
     age = (time.time() if now is None else now) - at
-    return math.isfinite(age) and 0 <= age <= RECENT_S
+    # A second of the clock stepping back (NTP, a VM's clock) still counts as recent.
+    return math.isfinite(age) and -CLOCK_SLACK_S <= age <= RECENT_S
 
 
 def note_gave_up() -> None:
     """Note that this trial's gate gave up now (best effort: a read-only cache notes nothing)."""
     try:
         memory = _memory()
-        paths.write_private(paths.private_dir(memory.parent) / memory.name, f"{time.time():.3f}")
+        at = math.floor(time.time() * 1000) / 1000  # never a moment ahead of the clock
+        paths.write_private(paths.private_dir(memory.parent) / memory.name, f"{at:.3f}")
     except OSError:
         pass
