@@ -130,3 +130,31 @@ def test_a_causal_lm_is_served_with_loadgen_s_token_latencies(bench: Bench, tmp_
             metrics["trial_serve_time_to_first_token_p50_ms"]
             < metrics["trial_serve_latency_p50_ms"]
         )
+
+
+def test_a_served_model_at_best_is_searched_by_its_scenario_s_figure(
+    bench: Bench, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tuning=best under mode=serve: the incumbent probed (three LoadGen runs in a child
+    trial), the rest skipped by the spent budget, the trial run at the pick, the objective
+    logged (docs/tuning.md, Serving)."""
+    import json
+
+    monkeypatch.setenv("BENCH_CACHE", str(tmp_path / "cache"))
+    done = bench.run(
+        "framework=torch", "serve.scenario=offline", "tuning=best", "tuning.budget_s=0.01",
+        "tuning.probe_s=0.2", *SERVE,
+    )  # fmt: skip
+    assert done.returncode == 0, done.output
+    (run,) = bench.children()
+    tags, params = run.data.tags, run.data.params
+    assert tags["bench.status"] == "ok", tags.get("bench.error")
+    assert tags["bench.tuning_objective"] == "Offline samples/s"
+    assert params["tuned.max_batch"] == "4"  # set by the test's overrides: fixed, not searched
+    path = bench.client().download_artifacts(run.info.run_id, "tuning.json")
+    table = json.loads(Path(path).read_text())
+    assert table["objective"] == "Offline samples/s" and table["fixed"]["serve.max_batch"] == 4
+    first = table["table"][0]
+    assert first["settings"] == {} and first["chosen"] and len(first["rates"]) == 3
+    assert min(first["rates"]) > 0
+    assert {r["note"] for r in table["table"][1:]} == {"budget"}
