@@ -520,7 +520,8 @@ TRIAL_SERVE_TPOT_P99_MS = SERVE_TPOT_P99_MS.trial("the trial's run's")
 TRIAL_SERVE_TOKENS_PER_S = SERVE_TOKENS_PER_S.trial("the trial's run's")
 SERVE_PEAK_QPS = trial("serve_peak_qps", "QPS", "the highest VALID target QPS (0: none)",
                        MEDIAN, True, SRV, PEAK)  # fmt: skip
-SERVE_PEAK_LATENCY_P99_MS = trial("serve_peak_latency_p99_ms", "ms", "the peak run's p99",
+SERVE_PEAK_LATENCY_P99_MS = trial("serve_peak_latency_p99_ms", "ms",
+                                  "the peak run's p99 (an LM's: first token's)",
                                   MEDIAN, False, SRV, PEAK)  # fmt: skip
 SERVE_PROBES = trial("serve_probes", "runs", "LoadGen runs find_peak made", MEDIAN, None, SRV,
                      PEAK)  # fmt: skip

@@ -891,11 +891,21 @@ def figures(s: Summary, bench_samples_per_s: float) -> dict[str, float]:
 
 @dataclass
 class Probe:
-    """find_peak's view of one run: the offered QPS, LoadGen's verdict and p99."""
+    """find_peak's view of one run: the offered QPS, LoadGen's verdict and the bounded
+    latency's p99 (:func:`probe_of`)."""
 
     target_qps: float
     valid: bool
     p99_ms: float
+
+
+def probe_of(s: Summary, target_qps: float) -> Probe:
+    """A Server run as find_peak judges it: by LoadGen's verdict, whose latency constraint is
+    the query's p99 or, for a causal LM (use_token_latencies), the first token's and the
+    time per output token's (LoadGen's PerfConstraintsMet), with the bounded latency's p99:
+    the query's, or the first token's."""
+    p99 = s.first_token_ms.get(99.0, s.latency_ms[99.0])
+    return Probe(target_qps, s.valid, p99)
 
 
 def find_peak(
@@ -991,7 +1001,7 @@ def serve(
                 runs[qps] = one(qps)
                 summary = runs[qps][0].summary
                 assert summary is not None  # a performance run's
-                return Probe(qps, summary.valid, summary.latency_ms[99.0])
+                return probe_of(summary, qps)
 
             peak, probes = find_peak(probe, s.target_qps, s.peak_probes, s.peak_tolerance)
             result.summary[SERVE_PEAK_QPS] = peak
@@ -999,11 +1009,14 @@ def serve(
             # the trial's figures: the peak's run (the last probe's where none was VALID)
             last, rec = runs[peak] if peak > 0 else runs[probes[-1].target_qps]
             if peak > 0 and last.summary is not None:
-                result.summary[SERVE_PEAK_LATENCY_P99_MS] = last.summary.latency_ms[99.0]
+                result.summary[SERVE_PEAK_LATENCY_P99_MS] = probe_of(last.summary, peak).p99_ms
+            bound = (
+                token_bounds(cfg).partition(";")[0]
+                if generate is not None
+                else f"p{s.latency_percentile * 100:g} <= {s.latency_bound_ms:g} ms"
+            )
             env["serve.peak"] = (
-                f"{peak:g} QPS at p{s.latency_percentile * 100:g} <= {s.latency_bound_ms:g} ms"
-                if peak > 0
-                else "no target QPS was VALID"
+                f"{peak:g} QPS at {bound}" if peak > 0 else "no target QPS was VALID"
             )
         else:
             for _ in range(s.runs if s.mode == "performance" else 1):  # the last run's figures

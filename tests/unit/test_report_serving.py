@@ -155,3 +155,26 @@ def test_a_served_causal_lm_s_token_latencies_have_columns_of_their_own() -> Non
     ratio, verdict = by_figure["p99 time to first token"]
     assert 1.9 < float(ratio.split()[0]) < 2.1 and verdict.startswith("torch is faster")
     assert by_figure["median time per output token"][1].startswith("torch is faster")
+
+
+def test_a_causal_lm_s_probes_are_drawn_by_the_latency_its_bound_is_on() -> None:
+    from bench.report.sections.serving import probes
+    from bench.report.trials import to_trial
+
+    lm = {metrics.TRIAL_SERVE_TARGET_QPS: 4.0, metrics.TRIAL_SERVE_LATENCY_P99_MS: 800.0,
+          metrics.TRIAL_SERVE_TTFT_P99_MS: 300.0}  # fmt: skip
+    (run,) = serving("torch", "server", 1, 13, **lm)
+    loads = [(1, 2.0), (2, 4.0), (3, 8.0)]
+    run.history = {
+        metrics.SERVE_TARGET_QPS: loads,
+        metrics.SERVE_LATENCY_P99_MS: [(1, 700.0), (2, 800.0), (3, 2500.0)],  # whole answers
+        metrics.SERVE_TTFT_P99_MS: [(1, 150.0), (2, 300.0), (3, 1900.0)],  # bounded: these
+    }
+    assert probes(to_trial(run)) == [(2.0, 150.0), (4.0, 300.0), (8.0, 1900.0)]
+    run.history.pop(metrics.SERVE_TTFT_P99_MS)  # an older store: the trial's own TTFT point
+    t = to_trial(run)
+    own = (t.metric(metrics.TRIAL_SERVE_TARGET_QPS), t.metric(metrics.TRIAL_SERVE_TTFT_P99_MS))
+    assert probes(t) == [own] and 290 < own[1] < 310
+    section = next(s for s in build(runset([run])).sections if s.title == "Serving")
+    (figure,) = [b for b in section.blocks if getattr(b, "name", "") == "serving_latency_vs_load"]
+    assert "a causal LM's line is its time to first token" in figure.caption

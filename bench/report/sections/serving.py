@@ -65,7 +65,7 @@ TOKEN_SHOWN = (
 )
 # Each LoadGen run's (a window's) offered load and p99, read from the run's history: the
 # latency-versus-load figure draws every run of a Server trial, each find_peak probe.
-HISTORY_KEYS = (metrics.SERVE_TARGET_QPS, metrics.SERVE_LATENCY_P99_MS)
+HISTORY_KEYS = (metrics.SERVE_TARGET_QPS, metrics.SERVE_LATENCY_P99_MS, metrics.SERVE_TTFT_P99_MS)
 REMEDY = "LoadGen's runs are seconds long here: more repeats, or a longer serve.min_duration_s"
 
 
@@ -205,16 +205,21 @@ def serving(ctx: Context) -> Section | None:
 
 
 def probes(t: Trial) -> list[tuple[float, float]]:
-    """A Server trial's LoadGen runs as (offered QPS, p99 ms): each window of its history
-    (find_peak's probes, in order), or the trial's own figures where the store holds no
-    history of them."""
+    """A Server trial's LoadGen runs as (offered QPS, p99 ms of the bounded latency): each
+    window of its history (find_peak's probes, in order), or the trial's own figures where
+    the store holds no history of them.  The bounded latency is the query's or, for a causal
+    LM, its first token's (``serve.latency_bound_ms`` bounds that, as LoadGen judges it)."""
+    lm = t.metric(metrics.TRIAL_SERVE_TTFT_P99_MS) > 0  # NaN where the trial has none
+    p99, trial_p99 = (
+        (metrics.SERVE_TTFT_P99_MS, metrics.TRIAL_SERVE_TTFT_P99_MS)
+        if lm
+        else (metrics.SERVE_LATENCY_P99_MS, metrics.TRIAL_SERVE_LATENCY_P99_MS)
+    )
     loads = dict(t.record.history.get(metrics.SERVE_TARGET_QPS, []))
-    p99s = dict(t.record.history.get(metrics.SERVE_LATENCY_P99_MS, []))
+    p99s = dict(t.record.history.get(p99, []))
     points = [(loads[step], p99s[step]) for step in sorted(loads) if step in p99s]
     if not points:
-        points = [
-            (t.metric(metrics.TRIAL_SERVE_TARGET_QPS), t.metric(metrics.TRIAL_SERVE_LATENCY_P99_MS))
-        ]
+        points = [(t.metric(metrics.TRIAL_SERVE_TARGET_QPS), t.metric(trial_p99))]
     return [(x, y) for x, y in points if x > 0 and y > 0]
 
 
@@ -252,6 +257,8 @@ def _latency_vs_load(trials: list[Trial]) -> Figure | None:
         "Server's p99 latency against its offered load: every LoadGen run of each trial "
         "(each find_peak probe), the mean p99 at each load"
     )
+    if any(t.metric(metrics.TRIAL_SERVE_TTFT_P99_MS) > 0 for t in server):
+        caption += "; a causal LM's line is its time to first token, which its bound is on"
     if bounds:
         caption += f"; the latency bound (dashed): {', '.join(f'{b:g} ms' for b in bounds)}"
     return Figure("serving_latency_vs_load", figures.panels([panel], columns=1), caption)
