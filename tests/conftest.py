@@ -46,6 +46,13 @@ if "BENCH_LAST_STORE" not in os.environ:
 # (tests/unit/test_contention_gate.py) and one e2e trial that asks for contention=wait.
 os.environ.setdefault("BENCH_CONTENTION", "tag")
 
+# The config tables run bench's CLI in this process hundreds of times: Hydra's composition
+# steps are remembered by what they depend on, the conf files' stamps included (issue 54;
+# tests/hydra_memo.py says what and why it changes no case's outcome).
+from tests import hydra_memo  # noqa: E402
+
+hydra_memo.install()
+
 # Small enough for 2 CPU cores; every e2e trial uses these unless a test overrides them.
 TINY = ["batch_size=4", "epochs=2", "steps_per_epoch=2", "warmup_steps=1"]
 
