@@ -1,16 +1,24 @@
 """What bench's serving costs on latency and throughput: a bare LoadGen harness around the same
-torch model against bench's SUT (``bench.trial.serve``), in one process, alternating.
+torch model against bench's SUT (``bench.trial.serve``), and bench's Offline trial against its
+mode=infer trial at the same batch, in one process, alternating.
 
-The bare harness: LoadGen's IssueQuery runs the model on each query's samples in LoadGen's own
-thread (no queue, no batching, no worker thread) and completes them.  bench's: the batching
-SUT of ``mode=serve`` (``serve.max_batch``, a worker thread, the session's ``predict``).  Both
-see the same LoadGen settings (Server at ``--qps``, the same seeds), the same model (the zoo's
-torch LeNet-5 or ResNet-50 at 32 px, eval mode, one thread) and the same samples.  Prints each
-run's p50/p99 and samples/s, and bench's p99 against the bare one's; also Offline's samples/s
-for both against the model's own back-to-back batches of ``max_batch`` (mode=infer's loop).
+Three comparisons, each round in turn (``--repeats`` rounds, medians printed at the end):
+
+- **Server p99, bare against bench's SUT.**  The bare harness: LoadGen's IssueQuery runs the
+  model on each query's samples in LoadGen's own thread (no queue, no worker thread) and
+  completes them.  bench's: the batching SUT of ``mode=serve`` (``serve.max_batch``, a worker
+  thread, the session's ``predict``).  Both see the same LoadGen settings (Server at
+  ``--qps``, the same seeds), the same model (the zoo's torch LeNet-5 or ResNet-50 at 32 px,
+  eval mode, one thread) and the same samples.  bench/bare is bench's cost on latency.
+- **Offline samples/s, bare against bench's SUT:** the bare harness runs Offline's one query
+  in chunks of ``max_batch``, back to back in LoadGen's thread.
+- **bench's Offline trial against its mode=infer trial** at batch ``max_batch``: whole
+  trials (``bench.trial.loop.run_trial``, as the inline launcher runs them: warm-up, LoadGen
+  or the timed windows), the serving trial's LoadGen samples/s over the infer trial's
+  samples/s.  1 - that ratio is what LoadGen and the SUT cost on throughput (target <= 5%).
 
     .venv/bin/python scripts/measure/bench_serve_overhead.py [--model lenet5] [--qps 100]
-        [--seconds 3] [--repeats 3]
+        [--seconds 3] [--repeats 3] [--max-batch 8]
 
 (A timed check, so a script and not a test: the tests check the SUT's policy with a fake
 forward, tests/unit/test_serve.py, and real sweeps, tests/e2e/test_serve_trials.py.)
@@ -22,7 +30,6 @@ import argparse
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -44,8 +51,16 @@ def main() -> None:
     import torch
 
     from bench import models
-    from bench.core.config import BenchConfig, ModelConfig, ServeConfig
+    from bench.core import metrics
+    from bench.core.config import (
+        BenchConfig,
+        FrameworkConfig,
+        ModelConfig,
+        ServeConfig,
+        TelemetryConfig,
+    )
     from bench.trial import serve
+    from bench.trial.loop import run_trial
 
     torch.set_num_threads(1)
     model = models.build_image("torch", ModelConfig(name=args.model), 10, 32).eval()
@@ -65,9 +80,10 @@ def main() -> None:
 
     def bare(c: BenchConfig, out: Path) -> serve.Summary:
         def issue(queries: list) -> None:  # type: ignore[type-arg]
-            x = lib.samples[[q.index for q in queries]]
-            predict(x)
-            lg.QuerySamplesComplete([lg.QuerySampleResponse(q.id, 0, 0) for q in queries])
+            for i in range(0, len(queries), args.max_batch):  # Offline's one query: chunks
+                chunk = queries[i : i + args.max_batch]
+                predict(lib.samples[[q.index for q in chunk]])
+                lg.QuerySamplesComplete([lg.QuerySampleResponse(q.id, 0, 0) for q in chunk])
 
         sut = lg.ConstructSUT(issue, lambda: None)
         qsl = lg.ConstructQSL(len(lib), len(lib), lambda i: None, lambda i: None)
@@ -86,36 +102,48 @@ def main() -> None:
         assert run.summary is not None
         return run.summary
 
-    def infer_rate() -> float:  # mode=infer's loop: back-to-back batches of max_batch
-        x = torch.from_numpy(lib.samples[: args.max_batch])
-        n, start = 0, time.perf_counter()
-        while time.perf_counter() - start < args.seconds:
-            with torch.inference_mode():
-                model(x)
-            n += args.max_batch
-        return n / (time.perf_counter() - start)
+    def trial(mode: str) -> float:  # bench's own trial, as the inline launcher runs it
+        c = BenchConfig(
+            framework=FrameworkConfig(name="torch"), model=ModelConfig(name=args.model),
+            mode=mode, batch_size=args.max_batch, threads=1, epochs=3, warmup_steps=2,
+            min_window_s=args.seconds / 3, telemetry=TelemetryConfig(enabled=False),
+            serve=ServeConfig(scenario="offline", max_batch=args.max_batch,
+                              min_duration_s=args.seconds),
+        )  # fmt: skip
+        result = run_trial(c)
+        assert result.status == "ok", result.error
+        name = metrics.TRIAL_SERVE_SAMPLES_PER_S if mode == "serve" else metrics.TRIAL_SAMPLES_PER_S
+        return result.summary[name]
 
     root = Path(tempfile.mkdtemp(prefix="serve-overhead-"))
     server: dict[str, list[float]] = {"bare": [], "bench": []}
-    offline: dict[str, list[float]] = {"bare": [], "bench": [], "infer": []}
+    offline: dict[str, list[float]] = {"bare": [], "bench": []}
+    trials: dict[str, list[float]] = {"serve": [], "infer": []}
     for r in range(args.repeats):
         for name, run in (("bare", bare), ("bench", benchs)):
             s = run(cfg("server"), root / f"{name}-server-{r}")
             server[name].append(s.latency_ms[99.0])
             p50, p99 = s.latency_ms[50.0], s.latency_ms[99.0]
             print(f"server {name:5s} p50 {p50:7.2f} ms  p99 {p99:7.2f} ms  "
-                  f"{s.samples_per_s or 0:8.1f}/s  {s.verdict()}")  # fmt: skip
+                  f"{s.samples_per_s or 0:8.1f}/s  {s.verdict()}", flush=True)  # fmt: skip
             o = run(cfg("offline"), root / f"{name}-offline-{r}")
             offline[name].append(o.samples_per_s or 0.0)
-            print(f"offline {name:5s} {o.samples_per_s:8.1f} samples/s")
-        offline["infer"].append(infer_rate())
-        print(f"infer loop   {offline['infer'][-1]:8.1f} samples/s (batch {args.max_batch})")
+            print(f"offline {name:5s} {o.samples_per_s:8.1f} samples/s", flush=True)
+        for mode in ("infer", "serve"):
+            trials[mode].append(trial(mode))
+            print(f"trial mode={mode:5s} {trials[mode][-1]:8.1f} samples/s (batch "
+                  f"{args.max_batch})", flush=True)  # fmt: skip
     med = {k: statistics.median(v) for k, v in server.items()}
     print(f"\nServer p99 median: bare {med['bare']:.2f} ms, bench {med['bench']:.2f} ms, "
           f"bench/bare {med['bench'] / med['bare']:.3f}")  # fmt: skip
     off = {k: statistics.median(v) for k, v in offline.items()}
-    print(f"Offline median: bench {off['bench']:.1f}/s, bare {off['bare']:.1f}/s, infer loop "
-          f"{off['infer']:.1f}/s; bench/infer {off['bench'] / off['infer']:.3f}")  # fmt: skip
+    print(f"Offline SUT median: bench {off['bench']:.1f}/s, bare {off['bare']:.1f}/s, "
+          f"bench/bare {off['bench'] / off['bare']:.3f}")  # fmt: skip
+    ratios = [s / i for s, i in zip(trials["serve"], trials["infer"], strict=True)]
+    each = ", ".join(f"{x:.3f}" for x in ratios)
+    print(f"Trials median: mode=serve Offline {statistics.median(trials['serve']):.1f}/s, "
+          f"mode=infer {statistics.median(trials['infer']):.1f}/s; per-round serve/infer "
+          f"{each}, median {statistics.median(ratios):.3f}")  # fmt: skip
 
 
 if __name__ == "__main__":
