@@ -177,3 +177,23 @@ def test_serving_at_best_is_checked_and_a_causal_lm_stays_refused() -> None:
     model = ModelConfig(name="llama", source="hf", task="causal_lm")
     lm = dataclasses.replace(served("server"), model=model, prompt_len=8, new_tokens=4)
     assert [p for p in said(rules(lm)) if p.startswith("tuning: best searches serving")]
+
+
+def test_served_runs_at_best_are_compared_in_the_serving_section_not_by_time_per_sample() -> None:
+    from bench.report import build
+    from bench.report.sections import Context, at_best
+    from bench.report.trials import to_trial
+    from tests.report_data import record, runset
+
+    runs = []
+    for repeat in range(3):
+        for tuning_name, p90 in (("default", 4.0), ("best", 2.0)):
+            params = {"serve.scenario": "single_stream", "tuning.name": tuning_name}
+            figures = {metrics.TRIAL_SERVE_LATENCY_P90_MS: p90 + 0.01 * repeat}
+            runs.append(record("torch", "lenet5", mode="serve", params=params, metrics=figures,
+                               rate=300.0, repeat=repeat, num_parameters=61_706))  # fmt: skip
+    assert at_best(Context([to_trial(r) for r in runs])) is None
+    section = next(s for s in build(runset(runs)).sections if s.title == "Serving")
+    table = next(b for b in section.blocks if hasattr(b, "rows"))
+    labels = [r[1].text for r in table.rows]
+    assert len(labels) == 2 and any("tuning.name=best" in label for label in labels)

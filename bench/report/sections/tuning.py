@@ -44,7 +44,9 @@ def _ms(trials: list[Trial]) -> list[float]:
 
 
 def at_best(ctx: Context) -> Section | None:
-    trials = [t for t in ctx.ok if not math.isnan(t.ms_per_sample)]
+    # A served model's search ranks by its scenario's own figure (a p90 latency, say), not
+    # by time per sample: its runs at best are rows of the Serving section, by tuning.name.
+    trials = [t for t in ctx.ok if not math.isnan(t.ms_per_sample) and t.mode != "serve"]
     if not any(tuning_of(t) == "best" for t in trials):
         return None
     lab = Labeller(trials)
