@@ -42,6 +42,9 @@ _MERGED: dict[tuple[Any, ...], Any] = {}  # key -> DictConfig
 _FILES: dict[tuple[Any, ...], tuple[dict[str, Any], Any]] = {}  # file stamp -> (header, data)
 _PINNED: dict[int, Any] = {}  # ConfigStore nodes whose id is in a key: kept, so ids stay unique
 _ORIGINAL: dict[str, Callable[..., Any]] = {}
+# FileConfigSource's load_config by class: Hydra's plugin scan executes its module afresh
+# (hydra.core.plugins), so the class Hydra composes with is not the one an import gives.
+_FILE_SOURCES: dict[type, Callable[..., Any]] = {}
 
 
 def _walk_store(tree: dict[str, Any], prefix: str = "") -> Iterable[tuple[str, int]]:
@@ -133,7 +136,7 @@ def _file_load_config(self: Any, config_path: str) -> Any:
     from omegaconf import OmegaConf
     from omegaconf._utils import get_yaml_loader
 
-    original = _ORIGINAL["FileConfigSource.load_config"]
+    original = _FILE_SOURCES[type(self)]
     full_path = os.path.realpath(os.path.join(self.path, self._normalize_file_name(config_path)))
     try:
         st = os.stat(full_path)
@@ -163,6 +166,15 @@ def _caching_repository_init(self: Any, delegate: Any) -> None:
     self.cache = {}
 
 
+def _file_source_classes(imported: type) -> list[type]:
+    """The file source class as imported and as Hydra's plugin scan made it."""
+    from hydra.core.plugins import Plugins
+    from hydra.plugins.config_source import ConfigSource
+
+    scanned = [c for c in Plugins.instance().discover(ConfigSource) if c.scheme() == "file"]
+    return list(dict.fromkeys([imported, *scanned]))
+
+
 def install() -> bool:
     """Remember Hydra's composition steps in this process (once; not where
     ``BENCH_TESTS_HYDRA_MEMO=0``); True where it is installed."""
@@ -175,8 +187,9 @@ def install() -> bool:
     if not _ORIGINAL:
         _ORIGINAL["CachingConfigRepository.__init__"] = CachingConfigRepository.__init__
         CachingConfigRepository.__init__ = _caching_repository_init  # type: ignore[method-assign]
-        _ORIGINAL["FileConfigSource.load_config"] = FileConfigSource.load_config
-        FileConfigSource.load_config = _file_load_config  # type: ignore[method-assign]
+        for cls in _file_source_classes(FileConfigSource):
+            _FILE_SOURCES[cls] = cls.load_config
+            cls.load_config = _file_load_config  # type: ignore[method-assign]
         _ORIGINAL["create_defaults_list"] = loader.create_defaults_list
         _ORIGINAL["_compose_config_from_defaults_list"] = (
             loader.ConfigLoaderImpl._compose_config_from_defaults_list
@@ -192,11 +205,12 @@ def uninstall() -> None:
     """Hydra's own steps again, and nothing remembered."""
     from hydra._internal import config_loader_impl as loader
     from hydra._internal.config_repository import CachingConfigRepository
-    from hydra._internal.core_plugins.file_config_source import FileConfigSource
 
     if _ORIGINAL:
         CachingConfigRepository.__init__ = _ORIGINAL.pop("CachingConfigRepository.__init__")  # type: ignore[method-assign]
-        FileConfigSource.load_config = _ORIGINAL.pop("FileConfigSource.load_config")  # type: ignore[method-assign]
+        for cls, original in _FILE_SOURCES.items():
+            cls.load_config = original  # type: ignore[method-assign]
+        _FILE_SOURCES.clear()
         loader.create_defaults_list = _ORIGINAL.pop("create_defaults_list")  # type: ignore[assignment]
         loader.ConfigLoaderImpl._compose_config_from_defaults_list = _ORIGINAL.pop(  # type: ignore[method-assign]
             "_compose_config_from_defaults_list"

@@ -73,6 +73,19 @@ def test_with_the_memory_hydra_composes_and_refuses_as_without_it(memo: None) ->
     assert hydra_memo._DEFAULTS and hydra_memo._MERGED and hydra_memo._FILES  # it was used
 
 
+def test_the_file_source_hydra_composes_with_is_the_one_remembered(memo: None) -> None:
+    """Hydra's plugin scan executes its config sources' module afresh: its FileConfigSource
+    is another class than the imported one, and the one the CLI's compositions use."""
+    from hydra._internal.core_plugins.file_config_source import FileConfigSource
+    from hydra.core.plugins import Plugins
+    from hydra.plugins.config_source import ConfigSource
+
+    scanned = [c for c in Plugins.instance().discover(ConfigSource) if c.scheme() == "file"]
+    assert scanned
+    for cls in [FileConfigSource, *scanned]:
+        assert cls.load_config is hydra_memo._file_load_config, cls
+
+
 def test_a_config_a_caller_changes_does_not_reach_the_next_call(memo: None) -> None:
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         for _ in range(2):
