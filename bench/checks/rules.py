@@ -234,6 +234,8 @@ def check(cfg: BenchConfig) -> list[str]:
         problems.append(f"tuning.budget_s: must be > 0 seconds, got {cfg.tuning.budget_s:g}")
     for key in cfg.tuning.keys:
         choice(problems, "tuning.keys", key, TUNABLE + SERVE_TUNABLE)
+        if key in SERVE_TUNABLE and cfg.mode != "serve":
+            problems.append(f"tuning.keys: {key} is searched under mode=serve only")
     if cfg.tuning.probe_s <= 0:
         problems.append(f"tuning.probe_s: must be > 0 seconds, got {cfg.tuning.probe_s:g}")
     if cfg.tuning.name == "best" and cfg.launcher.name == "inline":

@@ -82,6 +82,7 @@ def cases() -> list[tuple[list[str], str]]:
         ),
         # tuning=best (docs/tuning.md)
         (["tuning=best", "tuning.keys=[xla]"], "tuning.keys"),
+        (["tuning=best", "tuning.keys=[serve.max_batch]"], "tuning.keys: serve.max_batch"),
         (["tuning=best", "distributed=ddp", "workers=2"], "tuning"),
         (["tuning=best", "launcher=inline"], "tuning"),
         # goal=accuracy: time to accuracy (docs/accuracy.md)
