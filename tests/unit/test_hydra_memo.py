@@ -37,10 +37,12 @@ BAD = [["model=notamodel"], ["batchsize=4"], ["+model=lenet5"], ["batch_size=abc
 
 
 @pytest.fixture
-def memo() -> Iterator[None]:
-    """The memory on, empty, for the test; as the suite had it afterwards."""
+def memo(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The memory on, empty, for the test (also in a run with it turned off); as the suite
+    had it afterwards."""
     was = bool(hydra_memo._ORIGINAL)
     hydra_memo.uninstall()
+    monkeypatch.delenv("BENCH_TESTS_HYDRA_MEMO", raising=False)
     assert hydra_memo.install()
     yield
     hydra_memo.uninstall()
