@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -183,6 +184,18 @@ def _hydra(job: list[str]) -> Any:
         return compose("config", overrides=job)
 
 
+@pytest.fixture
+def plain_hydra() -> Iterator[None]:
+    """Hydra's own composition, without the suite's memory of it (tests/hydra_memo.py)."""
+    from tests import hydra_memo
+
+    hydra_memo.uninstall()
+    try:
+        yield
+    finally:
+        hydra_memo.install()
+
+
 @pytest.mark.parametrize(
     "preset",
     [
@@ -190,10 +203,12 @@ def _hydra(job: list[str]) -> Any:
         pytest.param("seed004_cifar10_strategies", marks=pytest.mark.slow),  # 8-10 s: CI's
     ],
 )
+@pytest.mark.usefixtures("plain_hydra")
 def test_the_fast_composer_equals_hydra_job_by_job(preset: str, tmp_path: Path) -> None:
     """Composer composes once per set of group choices and applies the plain overrides to
     copies; every job of a preset (whose scales use ${bench_cifar_if_present:}), with and
-    without CIFAR on disk, plus plain sweeps, comes out as Hydra's full composition."""
+    without CIFAR on disk, plus plain sweeps, comes out as Hydra's full composition (Hydra's
+    own, not the suite's memory of it)."""
     from bench.sweep.compose import Composer
     from tests.sweeper_fixture import sweeper_jobs as jobs_of
 
