@@ -17,6 +17,12 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+# pytest caches each test module as it rewrites its asserts (a .pyc in the module's
+# __pycache__, which git ignores) unless bytecode writing is off, as PYTHONDONTWRITEBYTECODE
+# turns it off on machines like CI's: then every worker of every run rewrites all ~280 test
+# modules again, about 5 s of CPU a worker.  On for this process only (children keep the
+# variable); bench's own sources are compiled by scripts/setup.sh.
+sys.dont_write_bytecode = False
 
 
 # JAX's persistent compilation cache, for this suite's processes and the trials they start
