@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from bench.checks.rules import check, choice
 from bench.core.config import DATASETS, FRAMEWORKS, BenchConfig
 from bench.core.frameworks import FRAMEWORKS as SPECS
-from bench.core.frameworks import JAX, MXNET, TF, TORCH
 from bench.core.zoo import NATIVE_SOURCES
 
 # The topics of a configuration's problems, in the order they are said.
@@ -33,8 +32,6 @@ Found = dict[str, list[str]]
 # Topics said only where others found nothing in either stage: how a model that is not the
 # zoo's may run matters once the model can be had (its library is here, its keys are right).
 UNLESS = {"model.run": ("model.source", "model.keys")}
-# The frameworks whose sessions serve (bench.frameworks.base.Predict).
-SERVING_FRAMEWORKS = (TORCH, TF, JAX, MXNET)
 
 
 def key(cfg: BenchConfig) -> str:
@@ -270,9 +267,10 @@ def _check_serve(problems: list[str], cfg: BenchConfig) -> None:
                 "(set threads= and serve.max_batch by hand)"
             )
     else:
-        if cfg.framework.name not in SERVING_FRAMEWORKS:
+        serving = [name for name, spec in SPECS.items() if spec.serves]
+        if cfg.framework.name not in serving:
             problems.append(
-                f"mode: serve is wired for framework={', '.join(SERVING_FRAMEWORKS)}; "
+                f"mode: serve is wired for framework={', '.join(serving)}; "
                 f"framework={cfg.framework.name} has no serving session"
             )
         if cfg.serve.tpot_bound_ms:

@@ -68,7 +68,8 @@ class FrameworkSpec:
     # settings only it has (cuDNN's autotuner, a channels-last memory format); tf32 on a
     # GPU's tensor cores; mixed precision (AMP) and fp16's loss scaling; compile=true (False:
     # it always compiles, so the key means nothing); data=folder's image files;
-    # mode=generate's loop (a causal LM's cached forward).
+    # mode=generate's loop (a causal LM's cached forward); mode=serve's session
+    # (bench.trial.frameworks.base.Predict: a forward on any number of samples).
     cudnn_benchmark: bool = False
     channels_last: bool = False
     tf32: bool = True
@@ -77,6 +78,7 @@ class FrameworkSpec:
     compile_setting: bool = True
     reads_folders: bool = True
     generates: bool = False
+    serves: bool = True
 
     @property
     def own_environment(self) -> bool:

@@ -199,3 +199,20 @@ def test_the_device_probe_refuses_a_framework_without_a_spec(
 
     assert device_probe.main(["caffe"]) == 2
     assert "torch,tf,mxnet,jax" in capsys.readouterr().err
+
+
+def test_serving_is_the_specs_fact(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Which frameworks serve (mode=serve) is read from the spec, not a list of names: a
+    framework whose spec says it does not is refused, naming those that do."""
+    import dataclasses
+
+    from bench.checks import config as checks
+    from bench.core.config import BenchConfig, FrameworkConfig
+
+    cfg = BenchConfig(mode="serve", framework=FrameworkConfig(name="mxnet"))
+    assert not any("no serving session" in p for p in checks.rules(cfg).get("serve", []))
+    specs = dict(FRAMEWORKS, mxnet=dataclasses.replace(FRAMEWORKS["mxnet"], serves=False))
+    monkeypatch.setattr(checks, "SPECS", specs)
+    assert checks.rules(cfg)["serve"] == [
+        "mode: serve is wired for framework=torch, tf, jax; framework=mxnet has no serving session"
+    ]
