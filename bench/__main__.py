@@ -7,7 +7,7 @@ try:
     from bench.cli import run
 except KeyboardInterrupt:  # Ctrl-C while the imports load: an interrupt, no traceback
     print("bench: interrupted", file=sys.stderr)
-    from bench.runtime.processes import exit_with
+    from bench.trial.runtime.processes import exit_with
 
     exit_with(130)
 

@@ -66,7 +66,7 @@ if [ ! -f "$stamp" ]; then
   site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   echo "$root" > "$site/bench-source.pth"
   # The worker side of bench must import here without torch, TensorFlow, Hydra or MLflow.
-  "$venv/bin/python" -c 'import mxnet, bench.trial.worker, bench.frameworks.mxnet_adapter; print("mxnet", mxnet.__version__)' >&2
+  "$venv/bin/python" -c 'import mxnet, bench.trial.worker, bench.trial.frameworks.mxnet_adapter; print("mxnet", mxnet.__version__)' >&2
   rm -f "$venv"/.bench-*
   touch "$stamp"
 fi

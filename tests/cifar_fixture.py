@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.data import CIFAR, ENV_EXTRA_MD5
+from bench.trial.data import CIFAR, ENV_EXTRA_MD5
 
 
 def write_cifar_archive(root: Path, name: str, per_member: int = 40, seed: int = 0) -> Path:

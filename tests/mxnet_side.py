@@ -14,7 +14,7 @@ import sys
 import mxnet as mx
 import numpy as np
 
-from bench.models import build, common, flops
+from bench.trial.models import build, common, flops
 
 
 def main(request_path: str) -> int:

@@ -1,6 +1,6 @@
 """Scaling efficiency: a multi-worker trial's global throughput over workers x the
 throughput of its single-worker baseline (the same strategy on one worker, else no
-distribution, otherwise the same config; :func:`bench.distributed.registry.scaling_baselines`),
+distribution, otherwise the same config; :func:`bench.trial.distributed.registry.scaling_baselines`),
 the newest ok run of it in the experiment."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 from bench.core import metrics
 from bench.core.config import BenchConfig
 from bench.core.result import OK, TrialResult
-from bench.distributed.registry import scaling_baselines, scaling_divisor
+from bench.trial.distributed.registry import scaling_baselines, scaling_divisor
 
 # The newest ok run of a config in the experiment: {"run_id", "metrics"}, or None.
 FindOkRun = Callable[[BenchConfig], dict[str, Any] | None]

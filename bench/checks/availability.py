@@ -17,12 +17,12 @@ def not_here(cfg: BenchConfig, slurm: bool = False) -> str:
     none, a multi-node trial outside an allocation), or "" where it can.  Only a sweep with
     ``skip_unavailable=true`` (a study preset) skips such cells; anywhere else they are
     refused as bad input, by :func:`check_all`."""
-    from bench.distributed.registry import MULTI_NODE, NONE
+    from bench.trial.distributed.registry import MULTI_NODE, NONE
 
     # A strategy that never runs across nodes is refused anywhere (bench.checks.config), not
     # skipped as if another machine could run it (MXNet's kvstore modes, one-process ones).
     if cfg.nodes > 1 and not slurm and cfg.distributed.name in (NONE, *MULTI_NODE):
-        from bench.distributed.nodes import allocation_problem
+        from bench.trial.distributed.nodes import allocation_problem
 
         problem = allocation_problem(cfg)
         if problem:
@@ -35,7 +35,7 @@ def not_here(cfg: BenchConfig, slurm: bool = False) -> str:
     if package and importlib.util.find_spec(package) is None:
         return f"needs {package}, not built here (`bench setup {package}` builds it, once)"
     from bench.checks import device as device_preflight
-    from bench.distributed.registry import STRATEGIES
+    from bench.trial.distributed.registry import STRATEGIES
 
     info = STRATEGIES.get(cfg.distributed.name)
     gpu_only = info is not None and cfg.framework.name in info.gpu_only

@@ -6,7 +6,7 @@ Each problem names its field.  The problems come by topic (:data:`TOPICS`, the o
 reads them in); :func:`said` interleaves the two stages' findings topic by topic.  Besides
 its own, this stage runs the typed configuration's field rules
 (:func:`bench.checks.rules.check`), a zoo model's size rules (its architecture's, through
-:func:`bench.models.check_sequence_model`) and the keys' rules of a model that is not the
+:func:`bench.trial.models.check_sequence_model`) and the keys' rules of a model that is not the
 zoo's (:func:`bench.checks.own_models.parts`).
 """
 
@@ -43,7 +43,7 @@ def key(cfg: BenchConfig) -> str:
 def rules(cfg: BenchConfig) -> Found:
     """Every problem of ``cfg`` that ``cfg`` alone decides, by topic."""
     from bench.core.zoo import OWN_SOURCES
-    from bench.models import MODELS  # light: the registry imports no framework
+    from bench.trial.models import MODELS  # light: the registry imports no framework
 
     found: Found = {topic: [] for topic in TOPICS}
     fields = found["fields"] = check(cfg)
@@ -57,7 +57,7 @@ def rules(cfg: BenchConfig) -> Found:
     if cfg.data.name in DATASETS:
         _check_data(found["data"], cfg)
     if zoo and cfg.model.name in MODELS and MODELS[cfg.model.name].task != "image":
-        from bench.models import check_sequence_model
+        from bench.trial.models import check_sequence_model
 
         found["model.sizes"] += check_sequence_model(cfg.model)
     elif zoo and cfg.model.name in MODELS:
@@ -79,7 +79,7 @@ def rules(cfg: BenchConfig) -> Found:
         _check_docker(found["launcher.docker"], cfg)
         _check_heartbeat(found["launcher.docker.heartbeat"], cfg)
     _check_strategy(found["distributed"], cfg)
-    from bench.distributed.registry import distributes  # light: imports no framework
+    from bench.trial.distributed.registry import distributes  # light: imports no framework
 
     if cfg.tuning.name == "best" and distributes(cfg.distributed.name):
         found["tuning"].append(
@@ -140,15 +140,15 @@ def on_the_cpu(precision: str) -> str:
 
 def data_fits_model(cfg: BenchConfig) -> bool:
     """Whether the data set gives what the model takes (an image set, an image model)."""
-    from bench.data import task_of
+    from bench.trial.data import task_of
 
     return task_of(cfg) == "image" or cfg.data.name == "synthetic"
 
 
 def _check_data(problems: list[str], cfg: BenchConfig) -> None:
     """The data set against the model's task and the config's class count; its files are
-    the host stage's (:func:`bench.data.check`)."""
-    from bench.data import CLASSES, task_of
+    the host stage's (:func:`bench.trial.data.check`)."""
+    from bench.trial.data import CLASSES, task_of
 
     name = cfg.data.name
     if not data_fits_model(cfg):
@@ -170,7 +170,7 @@ def _check_model_source(found: Found, cfg: BenchConfig) -> None:
     that is not the zoo's by its keys' own rules (its probe is the host stage's)."""
     from bench.checks import own_models
     from bench.core.zoo import ALL_SOURCES, OWN_SOURCES
-    from bench.models import MODELS, framework_problem, native_problem, stock_problem
+    from bench.trial.models import MODELS, framework_problem, native_problem, stock_problem
 
     problems = found["model.source"]
     choice(problems, "model.source", cfg.model.source, ALL_SOURCES)
@@ -206,7 +206,7 @@ def _check_generate(problems: list[str], cfg: BenchConfig) -> None:
     """mode=generate: a causal LM of model=hf, or of model=py with a cached forward (its
     probe says, bench.checks.own_models), under torch or tf, undistributed, prompt and new
     tokens within its positions (bench.trial.generate)."""
-    from bench.models import own_causal_lm, task
+    from bench.trial.models import own_causal_lm, task
 
     kind = task(cfg.model)
     if not own_causal_lm(cfg.model):
@@ -251,9 +251,9 @@ def _check_serve(problems: list[str], cfg: BenchConfig) -> None:
     stage's.  A causal LM is served as mode=generate generates (torch and tf, with LoadGen's
     token latencies, uncompiled), its prompt and new tokens within its positions; a
     token-latency bound is refused for any other model.  tuning=best searches serving
-    (bench.tuning) except a causal LM's: its compilation is not wired and its LoadGen run
+    (bench.trial.tuning) except a causal LM's: its compilation is not wired and its LoadGen run
     has two figures (first token, per token), not the one a search ranks by."""
-    from bench.models import own_causal_lm
+    from bench.trial.models import own_causal_lm
 
     if own_causal_lm(cfg.model):
         wired = "mode: serve generates a causal LM's answers under framework=torch and tf"
@@ -341,8 +341,8 @@ def _check_sequence_strategy(problems: list[str], cfg: BenchConfig) -> None:
     """A zoo sequence model under a strategy of the framework that does not train them
     (its typed config's ``sequence_frameworks``); model=hf and model=py are refused by their
     own checks (bench.checks.own_models)."""
-    from bench.distributed.registry import STRATEGIES, distributes
-    from bench.models import task
+    from bench.trial.distributed.registry import STRATEGIES, distributes
+    from bench.trial.models import task
 
     name, strategy = cfg.framework.name, cfg.distributed
     kind = task(cfg.model)
@@ -394,7 +394,7 @@ def _check_version(problems: list[str], cfg: BenchConfig) -> None:
             "own, under launcher=process, docker or Slurm; launcher=inline runs the trial in "
             "bench's own process, which has the pinned version"
         )
-    from bench.distributed import registry
+    from bench.trial.distributed import registry
 
     strategy = registry.info(cfg.distributed.name)
     if strategy is not None and strategy.pinned_version_only:
@@ -452,7 +452,7 @@ def _check_docker(problems: list[str], cfg: BenchConfig) -> None:
 
 def _check_heartbeat(problems: list[str], cfg: BenchConfig) -> None:
     """launcher=docker's heartbeat: a timeout of two of the container's beats at least."""
-    from bench.runtime import heartbeat
+    from bench.trial.runtime import heartbeat
 
     d = cfg.launcher.docker
     if d.heartbeat_timeout_s < 2 * heartbeat.INTERVAL_S:
@@ -465,7 +465,7 @@ def _check_heartbeat(problems: list[str], cfg: BenchConfig) -> None:
 def _check_strategy(problems: list[str], cfg: BenchConfig) -> None:
     """distributed, workers, nodes and ps against the strategy's facts (what it needs of
     this machine's GPUs is the host stage's: its own ``check``)."""
-    from bench.distributed.registry import (
+    from bench.trial.distributed.registry import (
         MULTI_NODE,
         PS_STRATEGIES,
         STRATEGIES,

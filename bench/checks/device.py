@@ -15,7 +15,7 @@ TensorFlow on the CPU, which the report would only call "not comparable" after t
   (then said on stderr; the setting is logged with every run).
 
 Each framework is asked in a short child process of its own interpreter
-(:mod:`bench.runtime.device_probe`), and the answer is cached per environment (its interpreter,
+(:mod:`bench.trial.runtime.device_probe`), and the answer is cached per environment (its interpreter,
 its set-up stamp, ``CUDA_VISIBLE_DEVICES`` and the driver version) under
 ``$BENCH_CACHE`` (default ``~/.cache/bench``)/devices.  Where NVML finds no NVIDIA GPU
 on the host, no framework can see one, and nobody is asked.  ``launcher=docker`` answers
@@ -102,7 +102,7 @@ def ask(framework: str, driver: str = "", version: str = "", extra: str = "") ->
     if problem:
         return Seen(0, problem)
     done = subprocess.run(
-        [python, "-m", "bench.runtime.device_probe", framework],
+        [python, "-m", "bench.trial.runtime.device_probe", framework],
         capture_output=True, text=True, env=interpreters.child_env(), timeout=300,
     )  # fmt: skip
     lines = done.stdout.strip().splitlines()

@@ -37,7 +37,7 @@ def probes(cfg: BenchConfig, ruled: Found) -> Found:
         if cfg.device == "auto" and not gpu_visible():
             found["precision"].append(on_the_cpu(cfg.precision))
     if cfg.data.name in DATASETS and data_fits_model(cfg):
-        from bench import data
+        from bench.trial import data
 
         found["data"] += data.check(cfg)
     from bench.checks import own_models
@@ -65,7 +65,7 @@ def probes(cfg: BenchConfig, ruled: Found) -> Found:
         if not any(ruled[t] or found[t] for t in settled):
             found["launcher.docker.engine"] += docker_host.engine(cfg)
     if not ruled["distributed"]:
-        from bench.distributed import registry
+        from bench.trial.distributed import registry
 
         if registry.STRATEGIES[cfg.distributed.name].module:
             found["distributed"] += registry.load(cfg.distributed.name).check(
@@ -272,7 +272,7 @@ def placement(cfg: BenchConfig, slurm: bool, partition: tuple[str, int] | None) 
     the Slurm partition's nodes (``partition``: its name and node count, where known)."""
     problems = []
     if cfg.nodes > 1 and not slurm:  # the jobs run here: this must be an allocation
-        from bench.distributed.nodes import allocation_problem
+        from bench.trial.distributed.nodes import allocation_problem
 
         problem = allocation_problem(cfg)
         problems += [problem] if problem else []

@@ -1,7 +1,7 @@
 """The refusals of a model that is not the zoo's (``model=py``, ``model=keras``,
 ``model=torchvision``, ``model=hf``; docs/your-model.md), before any trial: the keys' own
 rules, and a probe that imports and builds the model in a child process of the trial's
-interpreter (:mod:`bench.models.custom`; model=hf's: :mod:`bench.models.hf_lm`, on the
+interpreter (:mod:`bench.trial.models.custom`; model=hf's: :mod:`bench.trial.models.hf_lm`, on the
 meta device), once per model and size in a sweep, so that a module that cannot be imported,
 a builder that raises or returns no model of its framework, a name its library does not
 have, a config field its class lacks or a missing library is one line naming the key.
@@ -19,7 +19,7 @@ from pathlib import Path
 from bench.core.config import BenchConfig
 from bench.core.frameworks import FRAMEWORKS, FrameworkSpec
 from bench.core.zoo import LIBRARY_FRAMEWORK, MODELS, OWN_SOURCES, OWN_TASKS
-from bench.distributed.registry import distributes
+from bench.trial.distributed.registry import distributes
 
 _OWN_KEYS = ("builder", "torch", "tf", "task")
 PROBE_TIMEOUT_S = 300.0
@@ -37,7 +37,7 @@ def _spec(framework: str) -> FrameworkSpec:
 
 def _library_refusal(source: str, framework: str, name: str) -> str:
     """Why ``model=<source>`` cannot run under ``framework``, naming what can."""
-    from bench.models import stock
+    from bench.trial.models import stock
 
     library = _LIBRARIES[source]
     other = {"keras": "torchvision", "torchvision": "keras", "timm": "keras"}[source]
@@ -69,7 +69,7 @@ def _library_missing(cfg: BenchConfig) -> list[str]:
     pinned torch, or framework.version=installed); a version's own environment is the
     probe's to ask."""
     from bench.core import versions
-    from bench.models import stock
+    from bench.trial.models import stock
 
     source = cfg.model.source
     if LIBRARY_FRAMEWORK.get(source) != cfg.framework.name:
@@ -118,7 +118,7 @@ def parts(cfg: BenchConfig) -> tuple[list[str], list[str], list[str]]:
     library's model does not use (this machine's answer on the library, :func:`check`, is
     said between the two); how the model may run, found only where the first two found
     nothing (and said only where that answer is none)."""
-    from bench.models import custom
+    from bench.trial.models import custom
 
     model, framework = cfg.model, cfg.framework.name
     problems = _torchvision_in_docker(cfg)
@@ -222,7 +222,7 @@ def _hf_image(cfg: BenchConfig) -> list[str]:
 def _hf_rules(cfg: BenchConfig) -> list[str]:
     """model=hf's own keys: a family bench maps, built for torch (transformers) and tf
     (keras-hub)."""
-    from bench.models import hf_lm
+    from bench.trial.models import hf_lm
 
     model, framework = cfg.model, cfg.framework.name
     problems = [p for p in [hf_lm.family_problem(model.name)] if p]
@@ -230,8 +230,8 @@ def _hf_rules(cfg: BenchConfig) -> list[str]:
         if getattr(model, key):
             problems.append(f"model.{key}: only model=py uses it, not model=hf")
     built_by = _spec(framework).hf_module
-    if not problems and built_by == "bench.models.keras_hub_lm":  # keras-hub (tf)
-        from bench.models import keras_hub_lm
+    if not problems and built_by == "bench.trial.models.keras_hub_lm":  # keras-hub (tf)
+        from bench.trial.models import keras_hub_lm
 
         # at another version, its environment with the keras-hub extra has them
         # (bench.envs.environments, refused naming framework.version where it cannot)
@@ -246,7 +246,7 @@ def _hf_rules(cfg: BenchConfig) -> list[str]:
 
 @cache
 def _probe(
-    python: str, cwd: str, request: str, module: str = "bench.models.custom"
+    python: str, cwd: str, request: str, module: str = "bench.trial.models.custom"
 ) -> dict[str, object]:
     from bench.envs.interpreters import child_env
 
@@ -281,13 +281,13 @@ def _request(cfg: BenchConfig) -> tuple[str, str, str, str] | None:
     if not Path(python).exists():  # a version environment made before its first trial
         return None
     m = cfg.model
-    if m.source == "hf":  # the family's config class checks the fields (bench.models.hf_lm)
+    if m.source == "hf":  # the family's config class checks the fields (bench.trial.models.hf_lm)
         fields = ("name", "vocab_size", "hidden", "layers", "heads", "intermediate",
                   "max_positions", "config")  # fmt: skip
         hf = json.dumps({k: getattr(m, k) for k in fields}, sort_keys=True)
         # transformers' (torch) or keras-hub's (tf, which imports and maps the fields)
         return python, str(Path.cwd()), hf, _spec(cfg.framework.name).hf_module
-    from bench.models.custom import LM_SIZES
+    from bench.trial.models.custom import LM_SIZES
 
     keys: tuple[str, ...] = ("name", "source", "builder", "torch", "tf", "task")
     if m.task == "causal_lm":  # the sizes the builder receives
@@ -299,11 +299,11 @@ def _request(cfg: BenchConfig) -> tuple[str, str, str, str] | None:
         "model": {k: getattr(m, k) for k in keys},
         "digest": m.digest,  # an edited module is asked again
     }
-    return python, str(Path.cwd()), json.dumps(request, sort_keys=True), "bench.models.custom"
+    return python, str(Path.cwd()), json.dumps(request, sort_keys=True), "bench.trial.models.custom"
 
 
 def probe(cfg: BenchConfig) -> dict[str, object]:
-    """The probe's answer for ``cfg`` (:func:`bench.models.custom.probe`, ``probe_lm`` for a
+    """The probe's answer for ``cfg`` (:func:`bench.trial.models.custom.probe`, ``probe_lm`` for a
     causal LM of model=py, which also says whether mode=generate can run it): built with the
     trial's interpreter, in this working directory; the same request is asked once.  Under
     launcher=docker the host's interpreter of the pinned version stands in for the image's:
@@ -343,7 +343,7 @@ def check(cfg: BenchConfig) -> list[str]:
     if problems or rules(cfg):
         return problems
     if cfg.model.source == "py" and not cfg.model.digest:
-        from bench.models import custom
+        from bench.trial.models import custom
 
         try:
             custom.digest(cfg.model)

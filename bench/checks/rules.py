@@ -179,7 +179,7 @@ def _check_serve(problems: list[str], cfg: BenchConfig) -> None:
 
 def _distributes(cfg: BenchConfig) -> bool:
     """Whether the trial runs a distribution strategy: its name is not the plain config's
-    (``none``), as bench.distributed.registry.distributes says above this layer."""
+    (``none``), as bench.trial.distributed.registry.distributes says above this layer."""
     return cfg.distributed.name != DistributedConfig.name
 
 

@@ -99,7 +99,7 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     """The first Ctrl-C or SIGTERM stops the sweep; any further one is ignored until the
     running trial is stopped and recorded and the parent run is closed (a second Ctrl-C
     must not cut that short and leave a process or an open run behind)."""
-    from bench.runtime.processes import note_interrupt
+    from bench.trial.runtime.processes import note_interrupt
 
     note_interrupt()  # counted even where Python swallows the raise below (a finaliser)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -246,7 +246,7 @@ def _mapping_overrides(args: list[str]) -> list[str]:
 def run() -> None:
     """``bench``: the sweep, ``bench plan`` and the tools.  Ctrl-C before a handler of bench's
     own is in place (while the command line is checked) is an interrupt too: one line, 130."""
-    from bench.runtime.processes import exit_with
+    from bench.trial.runtime.processes import exit_with
 
     try:
         _run()
@@ -293,7 +293,7 @@ def _run() -> None:
         sys.exit(2)
     sys.argv = [sys.argv[0], *_mapping_overrides(given)]
     from bench.cli.hydra_mode import one_composition
-    from bench.runtime.processes import interrupts
+    from bench.trial.runtime.processes import interrupts
 
     heard = interrupts()
     signal.signal(signal.SIGINT, _interrupt)

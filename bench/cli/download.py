@@ -17,9 +17,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from bench.data import CIFAR
+from bench.trial.data import CIFAR
 
-# The archives and their published sums: bench.data's, which checks them before reading.
+# The archives and their published sums: bench.trial.data's, which checks them before reading.
 SOURCES = {name: (spec.archive, spec.md5) for name, spec in CIFAR.items()}
 BASE_URL = "https://www.cs.toronto.edu/~kriz/"
 
@@ -100,6 +100,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from bench.runtime.processes import exit_with
+    from bench.trial.runtime.processes import exit_with
 
     exit_with(main())

@@ -134,6 +134,6 @@ def _prune(keep: int, dry_run: bool) -> int:
 
 
 if __name__ == "__main__":
-    from bench.runtime.processes import exit_with
+    from bench.trial.runtime.processes import exit_with
 
     exit_with(main())

@@ -1,11 +1,11 @@
 """``python -m bench.models``: the image-model inventory, one line per model and framework
-(:mod:`bench.models.inventory` counts the lines).
+(:mod:`bench.trial.models.inventory` counts the lines).
 
 By default every model is listed at its reference input (224x224 with 1000 classes;
 Inception-v3 299x299; LeNet-5 32x32 with 10 classes) for every framework installed here;
 ``--image-size``, ``--num-classes``, ``--framework``, ``--model`` and ``--source`` choose
 others.  A framework that lives in its own environment (MXNet, ``.venv-mxnet``) has its
-lines counted there, by ``python -m bench.models.inventory`` run with that environment's
+lines counted there, by ``python -m bench.trial.models.inventory`` run with that environment's
 interpreter, and printed after the others.
 
 The default inventory builds 18 models (VGG-16 has 138M parameters) and counts their FLOPs:
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from bench.core.frameworks import own_environment
 from bench.envs import interpreters
-from bench.models import inventory
+from bench.trial.models import inventory
 
 
 def default_frameworks() -> list[str]:
@@ -42,7 +42,7 @@ def _elsewhere(framework: str, args: argparse.Namespace) -> None:
         print(f"{framework}: {problem}", flush=True)
         return
     python = interpreters.python_for(framework)
-    command = [python, "-m", "bench.models.inventory", *inventory.argv_for(framework, args)]
+    command = [python, "-m", "bench.trial.models.inventory", *inventory.argv_for(framework, args)]
     subprocess.run(command, check=False)
 
 
@@ -64,6 +64,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from bench.runtime.processes import exit_with
+    from bench.trial.runtime.processes import exit_with
 
     exit_with(main())

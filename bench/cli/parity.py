@@ -16,9 +16,9 @@ import subprocess
 import sys
 
 from bench.core.frameworks import FRAMEWORKS as SPECS
-from bench.distributed.registry import NONE, distributes
 from bench.parity.check import DEFAULT_TOLERANCE, FRAMEWORKS
 from bench.parity.strategy import ASYNC, ASYNC_TOLERANCE, CHECKED, whole_batch
+from bench.trial.distributed.registry import NONE, distributes
 
 STRATEGIES = CHECKED
 
@@ -122,7 +122,7 @@ def _lm_overrides(pairs: list[str]) -> tuple[dict[str, object], list[str]]:
 
 def lm_main(args: argparse.Namespace) -> int:
     """``--lm``: the logit parity of each family named; 0 when every one passes."""
-    from bench.models.keras_hub_lm import FAMILIES, spelt
+    from bench.trial.models.keras_hub_lm import FAMILIES, spelt
 
     names = sorted(FAMILIES) if args.lm == "all" else [n.strip() for n in args.lm.split(",")]
     overrides, found = _lm_overrides(args.lm_config)
@@ -161,8 +161,8 @@ def _frameworks(args: argparse.Namespace) -> list[str]:
 
 def problems(args: argparse.Namespace) -> list[str]:
     from bench.envs import interpreters
-    from bench.models import MODELS, native_problem
-    from bench.parity import side
+    from bench.trial import parity as side
+    from bench.trial.models import MODELS, native_problem
 
     found: list[str] = []
     frameworks = _frameworks(args)
@@ -274,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     if found:
         return _refuse(found)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    from bench.parity import check, side, strategy
+    from bench.parity import check, strategy
+    from bench.trial import parity as side
 
     asynchronous = args.distributed in ASYNC
     momentum = args.momentum if args.momentum is not None else (0.0 if asynchronous else 0.9)
@@ -316,6 +317,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from bench.runtime.processes import exit_with
+    from bench.trial.runtime.processes import exit_with
 
     exit_with(main())

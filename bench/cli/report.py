@@ -207,6 +207,6 @@ def _baseline_runs(
 
 
 if __name__ == "__main__":
-    from bench.runtime.processes import exit_with
+    from bench.trial.runtime.processes import exit_with
 
     exit_with(main())

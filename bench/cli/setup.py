@@ -28,6 +28,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from bench.runtime.processes import exit_with
+    from bench.trial.runtime.processes import exit_with
 
     exit_with(main())

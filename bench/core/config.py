@@ -40,7 +40,7 @@ OPTIMIZERS = ("sgd", "adam")
 # has them: torch on CUDA, else ``step``); ``auto``, bench's default for the device.
 TIMINGS = ("auto", "step", "events")
 # tuning=default runs the configuration as given; tuning=best first searches the framework's
-# own speed settings (bench.frameworks.spaces) and runs the fastest (bench.tuning).
+# own speed settings (bench.trial.frameworks.spaces) and runs the fastest (bench.trial.tuning).
 TUNINGS = ("default", "best")
 # oneDNN (MKL-DNN) kernels on the CPU: the framework's own default, or forced on or off.
 ONEDNN = ("auto", "on", "off")
@@ -48,7 +48,7 @@ ONEDNN = ("auto", "on", "off")
 # goal.target (time to accuracy, bench.trial.loop; docs/accuracy.md).
 GOALS = ("none", "accuracy")
 GOAL_METRICS = ("top1",)
-# What a trial does about other processes on its CPUs (bench.monitors.contention): ``wait``,
+# What a trial does about other processes on its CPUs (bench.trial.monitors.contention): ``wait``,
 # a timed window they shared is discarded and measured again once they let go (bounded);
 # ``tag``, the windows are kept and a shared trial is tagged ``bench.contention``; ``off``,
 # neither.  BENCH_CONTENTION sets the default (a test suite whose own workers load the
@@ -126,7 +126,7 @@ class ModelConfig:
     # Not set by hand: the SHA-256 of the builders' module sources as composition reads them
     # (model.source=py), so that an edited builder is a new configuration; "" otherwise.
     digest: str = keyed("", new=True, quiet_default=True)
-    # model=hf (bench.models.hf_lm): fields of the family's Hugging Face config class that
+    # model=hf (bench.trial.models.hf_lm): fields of the family's Hugging Face config class that
     # bench's own size keys above do not cover (model.config.rope_theta=...), validated
     # against the class before any trial; each is part of the identity
     # (model.config.<field>).  Empty for every other model.
@@ -149,7 +149,7 @@ class DataConfig:
     # Measure test_accuracy and test_loss after every epoch (labelled data only).
     evaluate: bool = True
     # data=folder: resize every image to image_size square (bilinear); off, images of any
-    # other size are refused before the trial (bench.data.folder).
+    # other size are refused before the trial (bench.trial.data.folder).
     resize: bool = keyed(False, new=True, used=Uses("data.name", ("folder",)))
 
 
@@ -232,7 +232,7 @@ def distributed_config(value: str | dict[str, Any]) -> DistributedConfig:
 @dataclass
 class TuningConfig:
     """``tuning=default|best`` (a config group, conf/tuning/): ``best`` searches the
-    framework's speed settings in short child processes before the trial (bench.tuning)."""
+    framework's speed settings in short child processes before the trial (bench.trial.tuning)."""
 
     name: str = keyed("default", new=True)
     # The search's own settings say how it runs, not what the trial measures (its pick is
@@ -243,7 +243,7 @@ class TuningConfig:
     budget_s: float = keyed(600.0, measured=False, used=_SEARCHING)
     # Each candidate's timed probe windows last at least this long (3 windows).
     probe_s: float = keyed(1.0, measured=False, used=_SEARCHING)
-    # Search only these settings (bench.frameworks.spaces.SEARCHABLE's keys); empty: all of
+    # Search only these settings (bench.trial.frameworks.spaces.SEARCHABLE's keys); empty: all of
     # the framework's.
     keys: list[str] = keyed(factory=list, measured=False, used=_SEARCHING)
 
@@ -290,7 +290,7 @@ class ServeConfig:
     samples_per_query: int = 8
     # performance mode: this many LoadGen runs back to back in the trial's one process, each
     # a window of its history (the trial's figures: the last run's); tuning=best's probes
-    # run 3 (bench.tuning.search).
+    # run 3 (bench.trial.tuning.search).
     runs: int = keyed(1, new=True)
     # LoadGen's minimum duration and query count (MLPerf's: 600 s; see bench.trial.serve);
     # min_queries=0: the fewest queries LoadGen's early stopping can pass at the scenario's
@@ -357,7 +357,7 @@ class BenchConfig:
     # several convolution algorithms in the first steps and keeps the fastest.
     cudnn_benchmark: bool = keyed(False, new=True)
     # tuning=default | best (the group conf/tuning/): best runs the fastest of the
-    # framework's speed settings (bench.tuning; docs/tuning.md).
+    # framework's speed settings (bench.trial.tuning; docs/tuning.md).
     tuning: TuningConfig = keyed(factory=TuningConfig, as_name=True)
     # How step times are taken in a timed window: auto | step | events (TIMINGS above).
     # Every window starts and ends with the device synchronized, whichever it is.  The
@@ -412,7 +412,7 @@ class BenchConfig:
     # The size of a study preset (conf/experiment/seed*.yaml): paper | machine | smoke; set
     # by the preset's ``scale`` group, "" elsewhere.  Its settings are the run's params.
     scale: str = keyed("", measured=False, logged=False)
-    # Distributed training (bench.distributed): the strategy (a config group, with its own
+    # Distributed training (bench.trial.distributed): the strategy (a config group, with its own
     # settings), worker processes (or devices) per node, nodes, and parameter servers
     # (ps_async, kvstore_sync/async).  batch_size is per worker, so a step of the whole job
     # trains workers x nodes x batch_size samples; ``threads`` is the CPU thread budget of a
@@ -426,9 +426,9 @@ class BenchConfig:
     goal: GoalConfig = keyed(factory=GoalConfig, new=True, quiet_default=True)
 
 
-# What tuning.keys may name: the settings a search can set (bench.frameworks.spaces).
+# What tuning.keys may name: the settings a search can set (bench.trial.frameworks.spaces).
 TUNABLE = ("compile", "channels_last", "onednn", "threads", "inter_threads", "cudnn_benchmark")
-# What tuning=best also searches under mode=serve (bench.frameworks.spaces.SERVE_DEFAULTS).
+# What tuning=best also searches under mode=serve (bench.trial.frameworks.spaces.SERVE_DEFAULTS).
 SERVE_TUNABLE = ("serve.max_batch",)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 @dataclass(frozen=True)
 class Uses:
     """A key is used only where the (flat) key ``key`` has one of ``values`` (``unless``:
-    none of them); ``model.task`` is the model's task (bench.models), a fact of model.name."""
+    none of them); ``model.task`` is the model's task (bench.trial.models), a fact of model.name."""
 
     key: str
     values: tuple[str, ...]

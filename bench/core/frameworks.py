@@ -2,7 +2,7 @@
 supported version range, its environment, where its adapter, profiler and model builders
 are, how its devices are probed and its weights read and written), read by every part of
 bench that needs a framework's name for something.  Imports no framework and nothing of
-bench: the adapters (:mod:`bench.frameworks`) and the model builders (:mod:`bench.models`)
+bench: the adapters (:mod:`bench.trial.frameworks`) and the model builders (:mod:`bench.trial.models`)
 are the only other places that name a framework."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ class FrameworkSpec:
     name: str  # framework.name
     title: str  # as its users write it
     module: str  # the module a trial imports (and checks the __version__ of)
-    adapter: str  # bench.frameworks' module, imported only when a trial asks for it
-    profiler: str  # bench.profiling's module
-    builder: str  # the function each of bench.models' modules has for it
+    adapter: str  # bench.trial.frameworks' module, imported only when a trial asks for it
+    profiler: str  # bench.trial.profiling's module
+    builder: str  # the function each of bench.trial.models' modules has for it
     # The minor series bench supports (a version outside is refused; bench.core.versions).
     supported: tuple[str, ...]
     # Its distributions on the package index: the first is the one a lock pins; then what
@@ -28,12 +28,12 @@ class FrameworkSpec:
     # The package a version's environment installs from, without and with a GPU.
     cpu_package: str
     gpu_package: str
-    # How it is asked which GPUs it sees: the function of bench.runtime.device_probe that a
-    # child process of its own interpreter runs (python -m bench.runtime.device_probe NAME).
+    # How it is asked which GPUs it sees: the function of bench.trial.runtime.device_probe that a
+    # child process of its own interpreter runs (python -m bench.trial.runtime.device_probe NAME).
     device_probe: str
     # How its sessions' weights are exported and loaded in the canonical form (and dropout
     # switched off, the last step settled): the name of the form in
-    # bench.frameworks.weights.FORMS, shared by the frameworks that hold a model alike.
+    # bench.trial.frameworks.weights.FORMS, shared by the frameworks that hold a model alike.
     weights: str
     # The one release bench runs, where it has one (''): no other version is accepted.
     only_release: str = ""
@@ -60,7 +60,7 @@ class FrameworkSpec:
     # model=<library> model.name=NAME: the library whose models it builds by name
     # (model.source; its stock twins are that library's too); '' where none is wired.
     library: str = ""
-    # model=hf: the module of bench.models that builds a Hugging Face causal LM for it (its
+    # model=hf: the module of bench.trial.models that builds a Hugging Face causal LM for it (its
     # probe too), and the libraries that needs; '' where it has no build.
     hf_module: str = ""
     hf_libraries: str = ""
@@ -93,8 +93,8 @@ FRAMEWORKS: dict[str, FrameworkSpec] = {
             TORCH,
             "PyTorch",
             module="torch",
-            adapter="bench.frameworks.torch_adapter",
-            profiler="bench.profiling.torch_profiler",
+            adapter="bench.trial.frameworks.torch_adapter",
+            profiler="bench.trial.profiling.torch_profiler",
             builder="build_torch",
             supported=("2.13", "2.14", "2.15"),
             distributions=("torch",),
@@ -109,7 +109,7 @@ FRAMEWORKS: dict[str, FrameworkSpec] = {
             gpu_fix="install torch's CUDA wheel",
             colour="#c0392b",
             library="torchvision",
-            hf_module="bench.models.hf_lm",
+            hf_module="bench.trial.models.hf_lm",
             hf_libraries="transformers",
             cudnn_benchmark=True,
             channels_last=True,
@@ -119,8 +119,8 @@ FRAMEWORKS: dict[str, FrameworkSpec] = {
             TF,
             "TensorFlow",
             module="tensorflow",
-            adapter="bench.frameworks.tf_adapter",
-            profiler="bench.profiling.tf_profiler",
+            adapter="bench.trial.frameworks.tf_adapter",
+            profiler="bench.trial.profiling.tf_profiler",
             builder="build_keras",
             supported=("2.19", "2.20", "2.21"),
             distributions=("tensorflow", "tensorflow-cpu", "tensorflow-gpu"),
@@ -136,7 +136,7 @@ FRAMEWORKS: dict[str, FrameworkSpec] = {
             gpu_fix="install TensorFlow's GPU build (tensorflow[and-cuda])",
             colour="#2471a3",
             library="keras",
-            hf_module="bench.models.keras_hub_lm",
+            hf_module="bench.trial.models.keras_hub_lm",
             hf_libraries="keras-hub and tensorflow-text",
             generates=True,
         ),
@@ -144,8 +144,8 @@ FRAMEWORKS: dict[str, FrameworkSpec] = {
             MXNET,
             "MXNet",
             module="mxnet",
-            adapter="bench.frameworks.mxnet_adapter",
-            profiler="bench.profiling.mxnet_profiler",
+            adapter="bench.trial.frameworks.mxnet_adapter",
+            profiler="bench.trial.profiling.mxnet_profiler",
             builder="build_mxnet",
             supported=("1.9",),
             distributions=("mxnet", "mxnet-cu117", "mxnet-cu112", "mxnet-cu110", "mxnet-cu102"),
@@ -170,8 +170,8 @@ FRAMEWORKS: dict[str, FrameworkSpec] = {
             JAX,
             "JAX",
             module="jax",
-            adapter="bench.frameworks.jax_adapter",
-            profiler="bench.profiling.jax_profiler",
+            adapter="bench.trial.frameworks.jax_adapter",
+            profiler="bench.trial.profiling.jax_profiler",
             builder="build_keras",  # the Keras models, on Keras' JAX backend
             supported=("0.10",),
             distributions=("jax", "jaxlib"),

@@ -330,7 +330,7 @@ DECODE_TOKENS_PER_S = window(
     "decode_tokens_per_s", "tokens/s", "new tokens / the decode steps' time", RATE, True, GEN
 )
 
-# Telemetry over the window (bench.monitors).
+# Telemetry over the window (bench.trial.monitors).
 GPU_UTIL_PCT = window("gpu_util_pct", "%", "mean SM utilization", MEAN, True, when=GPU)
 GPU_MEM_UTIL_PCT = window("gpu_mem_util_pct", "%", "mean memory utilization", MEAN, when=GPU)
 GPU_MEM_MB = window("gpu_mem_mb", "MB", "largest device memory used", MAX, False, when=GPU)
@@ -415,7 +415,7 @@ TRIAL_ENERGY_J = ENERGY_J.trial("the GPUs' energy in the timed windows", SUM)
 TRIAL_ENERGY_PER_SAMPLE_J = ENERGY_PER_SAMPLE_J.trial("trial_energy_j / samples")
 TRIAL_CPU_ENERGY_J = CPU_ENERGY_J.trial("CPU package energy in the timed windows", SUM)
 TRIAL_OTHER_CPU_PCT = OTHER_CPU_PCT.trial("mean of the windows' other_cpu_pct")
-# The contention gate (contention=wait, bench.monitors.contention).
+# The contention gate (contention=wait, bench.trial.monitors.contention).
 WAITED = "contention=wait"
 TRIAL_WINDOWS_DISCARDED = trial(
     "trial_windows_discarded", "windows", "shared timed windows measured again", modes=TIMED,

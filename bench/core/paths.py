@@ -25,19 +25,19 @@ PACKAGE = Path(__file__).resolve().parent.parent  # bench/, this file being benc
 TRIAL_SIDE = (
     "bench.core",
     "bench.trial",
-    "bench.runtime",
-    "bench.frameworks",
-    "bench.models",
-    "bench.monitors",
-    "bench.profiling",
-    "bench.data",
-    "bench.distributed",
-    "bench.tuning",
+    "bench.trial.runtime",
+    "bench.trial.frameworks",
+    "bench.trial.models",
+    "bench.trial.monitors",
+    "bench.trial.profiling",
+    "bench.trial.data",
+    "bench.trial.distributed",
+    "bench.trial.tuning",
 )
 # Modules of a host package that run in a trial's interpreter too, though no image carries
-# them: the parity check's side (python -m bench.parity.side, in MXNet's own environment or
+# them: the parity check's side (python -m bench.trial.parity, in MXNet's own environment or
 # a child process of bench's).  The import contracts hold them to the trial side's rules.
-TRIAL_MODULES = ("bench.parity.side",)
+TRIAL_MODULES = ("bench.trial.parity",)
 # A file each folder must hold, so that an unrelated conf/ beside site-packages is not taken.
 _MARKERS = {
     "conf": "config.yaml",

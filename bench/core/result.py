@@ -24,7 +24,7 @@ ERROR = "error"
 KILLED = "killed"
 # The kernel's out-of-memory killer ended the trial's container (at its memory limit).
 HOST_OOM = "host_oom"
-# A distributed trial's worker died, hung or lost its peers (bench.distributed).
+# A distributed trial's worker died, hung or lost its peers (bench.trial.distributed).
 DIST_FAILURE = "dist_failure"
 # Training diverged: an epoch's mean loss was not finite (NaN or infinite).  A result, not
 # an ok run: never reused by a rerun, never compared by the report.

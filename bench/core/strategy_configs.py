@@ -4,10 +4,10 @@ strategy's facts: its own settings (fields: composed, logged, hashed), and what 
 (class variables: which frameworks have it, how it runs, whether it needs GPUs, splits the
 model, updates asynchronously, which frameworks the parity check covers).  Rules only:
 :func:`bench.checks.rules.check` checks the settings' choices,
-:mod:`bench.distributed.registry` (assembled from this table) the rest; the
-implementations live in :mod:`bench.distributed`, named by module.  Part of the core
+:mod:`bench.trial.distributed.registry` (assembled from this table) the rest; the
+implementations live in :mod:`bench.trial.distributed`, named by module.  Part of the core
 config: the trial side reads its strategy's facts from ``cfg.distributed`` and never
-imports bench.distributed.  This module imports nothing of bench outside the core."""
+imports bench.trial.distributed.  This module imports nothing of bench outside the core."""
 
 from __future__ import annotations
 

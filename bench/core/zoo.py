@@ -1,4 +1,4 @@
-"""The zoo's registry: each model's name, the module of bench.models that builds it, its
+"""The zoo's registry: each model's name, the module of bench.trial.models that builds it, its
 reference parameter count, its task and its stock twins.  Facts only: nothing here imports a
 framework or a model module until a builder is asked for (:meth:`ModelSpec.builder`), so
 the configuration's identity and the checks can read it anywhere."""
@@ -42,14 +42,14 @@ class ModelSpec:
     task: str = "image"
 
     def builder(self, framework: str, source: str = "bench") -> Any:
-        module = importlib.import_module(f"bench.models.{self.module}")
+        module = importlib.import_module(f"bench.trial.models.{self.module}")
         fn = getattr(module, _builder_name(framework, source))
         return functools.partial(fn, **dict(self.options)) if self.options else fn
 
     def has_builder(self, framework: str, source: str = "bench") -> bool:
         """Whether bench builds this model for ``framework`` (from ``source``: bench's own
         builder, or a native source's) (imports no framework)."""
-        module = importlib.import_module(f"bench.models.{self.module}")
+        module = importlib.import_module(f"bench.trial.models.{self.module}")
         return hasattr(module, _builder_name(framework, source))
 
     def stock_name(self, framework: str) -> str:
@@ -80,7 +80,7 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec("inception_v3", "inception", reference_params=23_834_568,
                   reference_image_size=299, min_image_size=75,
                   stock_torch="inception_v3", stock_keras="InceptionV3"),
-        # Sequence models (bench/models/lstm.py, transformer.py, deepspeech2.py).
+        # Sequence models (bench/trial/models/lstm.py, transformer.py, deepspeech2.py).
         ModelSpec("lstm", "lstm", reference_params=19_780_400, task="causal_lm"),
         ModelSpec("transformer", "transformer", reference_params=11_201_594,
                   task="masked_lm"),
@@ -111,7 +111,7 @@ NATIVE_SOURCES = {"flax": (JAX, "build_flax")}
 # image model by its own name ("keras": keras.applications, framework=tf; "torchvision":
 # torchvision.models, framework=torch; "timm": timm.create_model, framework=torch), and a
 # Hugging Face causal LM by its family ("hf": built from its config class,
-# bench.models.hf_lm).  Their task is declared (model.task), not a fact, except hf's: a
+# bench.trial.models.hf_lm).  Their task is declared (model.task), not a fact, except hf's: a
 # causal LM.
 OWN_SOURCES = ("py", "keras", "torchvision", "timm", "hf")
 ALL_SOURCES = (*SOURCES, *NATIVE_SOURCES, *OWN_SOURCES)

@@ -4,7 +4,7 @@ interrupt means, and the partial result of a trial that did not finish.
 A launcher runs one trial in isolation and hands back its result; it never raises for a
 failing trial.  :class:`WatchedLauncher` owns the loop: it starts the trial (:meth:`Launcher.start`,
 the one thing each launcher does its own way), streams the epochs the child appends to
-``events.jsonl`` (:mod:`bench.runtime.protocol`), stops the child at ``timeout_s`` (status
+``events.jsonl`` (:mod:`bench.trial.runtime.protocol`), stops the child at ``timeout_s`` (status
 ``timeout``) or on an interrupt, and reads ``result.json``, or says why there is none.  The
 same statuses come from every launcher: Ctrl-C or SIGTERM is ``killed``, a scheduler's
 time-limit warning (Slurm's SIGUSR2, :class:`TimeLimitReached`) is ``timeout``.
@@ -19,9 +19,9 @@ from pathlib import Path
 
 from bench.core.config import BenchConfig, trial_timeout_s
 from bench.core.result import ERROR, KILLED, TIMEOUT, EpochCallback, EpochRecord, TrialResult
-from bench.runtime.hooks import TrialHooks
-from bench.runtime.processes import shielded
-from bench.runtime.protocol import EVENTS, LOG, RESULT, EventReader, clear, read_result
+from bench.trial.runtime.hooks import TrialHooks
+from bench.trial.runtime.processes import shielded
+from bench.trial.runtime.protocol import EVENTS, LOG, RESULT, EventReader, clear, read_result
 
 POLL_S = 0.2
 

@@ -10,7 +10,7 @@ limits NVIDIA recommends for deep learning, and gets GPUs as device requests.
 Nothing outlives a trial.  The container is created with auto-remove, so the engine deletes
 it as soon as it exits; a timeout or Ctrl-C stops it; and if the host process itself dies,
 the worker stops on its own once the heartbeat file that the host keeps touching goes stale
-(:mod:`bench.runtime.heartbeat`).  Containers of a host process that is gone are removed when the
+(:mod:`bench.trial.runtime.heartbeat`).  Containers of a host process that is gone are removed when the
 next trial starts.  The exit code comes from waiting on the container and an out-of-memory
 kill from the engine's event log, since the container is gone by the time it is looked at.
 """
@@ -32,12 +32,12 @@ from bench import images
 from bench.core import paths
 from bench.core.config import BenchConfig, to_dict
 from bench.core.result import ERROR, HOST_OOM
-from bench.data import ENV_EXTRA_MD5
 from bench.launchers.base import Child, LaunchError, WatchedLauncher
 from bench.launchers.docker_host import device_requests, ulimits
-from bench.runtime import heartbeat
-from bench.runtime.processes import owner_alive, owner_label
-from bench.runtime.protocol import CONFIG, LOG, tail, write_config
+from bench.trial.data import ENV_EXTRA_MD5
+from bench.trial.runtime import heartbeat
+from bench.trial.runtime.processes import owner_alive, owner_label
+from bench.trial.runtime.protocol import CONFIG, LOG, tail, write_config
 
 MOUNT = "/trial"
 DATA_MOUNT = "/data"

@@ -13,7 +13,7 @@ from types import FrameType
 from bench.core.config import BenchConfig
 from bench.core.result import ERROR, TIMEOUT, EpochCallback, EpochRecord, TrialResult
 from bench.launchers import base
-from bench.runtime.hooks import TrialHooks
+from bench.trial.runtime.hooks import TrialHooks
 from bench.trial.worker import execute
 
 
@@ -28,7 +28,7 @@ def _alarm(signum: int, frame: FrameType | None) -> None:
 class Launcher(base.Launcher):
     def launch(self, cfg: BenchConfig, workdir: Path, on_epoch: EpochCallback) -> TrialResult:
         done: list[EpochRecord] = []
-        try:  # the hooks a check harness asked for (bench.runtime.hooks)
+        try:  # the hooks a check harness asked for (bench.trial.runtime.hooks)
             hooks = TrialHooks.read(workdir)
         except ValueError as exc:
             return base.partial(cfg, [], ERROR, str(exc))

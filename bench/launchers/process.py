@@ -26,8 +26,8 @@ from bench.core.result import ERROR, KILLED, OOM
 from bench.envs.environments import extra_of
 from bench.envs.interpreters import python_for
 from bench.launchers.base import Child, WatchedLauncher
-from bench.runtime.processes import ENV_PARENT_PID, ENV_TRIAL_MARK, stop_group, stop_marked
-from bench.runtime.protocol import CONFIG, LOG, tail, write_config
+from bench.trial.runtime.processes import ENV_PARENT_PID, ENV_TRIAL_MARK, stop_group, stop_marked
+from bench.trial.runtime.protocol import CONFIG, LOG, tail, write_config
 
 
 def _limit_memory(limit_mb: int) -> Callable[[], None] | None:

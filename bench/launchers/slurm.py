@@ -95,7 +95,7 @@ class BenchSlurmConf(SlurmQueueConf):
     # (conf/slurm/) for the workers a sweep runs on each node.
     nodes: int = II("nodes")
     # The trial runs once, on the job's first node; with nodes > 1 it starts its own job
-    # step across all of them (bench.distributed.nodes).
+    # step across all of them (bench.trial.distributed.nodes).
     srun_args: list[str] = field(default_factory=lambda: ["--nodes=1", "--ntasks=1"])
     name: str = "bench"
     # No requeue at the time limit: a benchmark that ran out of time is a result.

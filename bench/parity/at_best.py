@@ -2,17 +2,17 @@
 own against the reference, so that the search cannot pick one that changes the training
 arithmetic (compiled graphs fuse operators; oneDNN and the memory format pick other
 kernels).  A side that fails refuses its setting for that framework and model
-(:func:`bench.tuning.cache.set_refusals`); the search then skips it and says why.
+(:func:`bench.trial.tuning.cache.set_refusals`); the search then skips it and says why.
 """
 
 from __future__ import annotations
 
-from bench import models
 from bench.core.config import usable_cpus
-from bench.frameworks import spaces
 from bench.parity import check
-from bench.parity import side as sides
-from bench.tuning import cache
+from bench.trial import models
+from bench.trial import parity as sides
+from bench.trial.frameworks import spaces
+from bench.trial.tuning import cache
 
 
 def tuned_sides(frameworks: list[str], spec: sides.Spec) -> list[str]:

@@ -37,12 +37,12 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import data
 from bench.core.frameworks import NAMES, TORCH
 from bench.core.tables import text_table
 from bench.envs import interpreters
-from bench.frameworks.weights import BUFFER, PARAM, Tensor
-from bench.parity import side as sides
+from bench.trial import data
+from bench.trial import parity as sides
+from bench.trial.frameworks.weights import BUFFER, PARAM, Tensor
 
 # float32 arithmetic done in another order (oneDNN, Eigen and MXNet's kernels reduce
 # differently) drifts by about 1e-6 relative per step in the loss and stays below 1e-4 in
@@ -95,20 +95,20 @@ def initial_weights(spec: sides.Spec) -> list[Tensor]:
     from it."""
     import torch
 
-    from bench import models
-    from bench.frameworks.weights import torch_model_weights
+    from bench.trial import models
+    from bench.trial.frameworks.weights import torch_model_weights
 
     torch.manual_seed(spec.seed)
     return torch_model_weights(models.build(TORCH, spec.model, spec.num_classes, spec.image_size))
 
 
-def batches(spec: sides.Spec) -> data.HostBatches:
+def batches(spec: sides.Spec) -> data.ArrayBatches:
     """``spec.steps`` distinct batches, one per step, the same for every side."""
     return data.synthetic(spec.config(TORCH))
 
 
 def run_side(
-    framework: str, spec: sides.Spec, init: list[Tensor], b: data.HostBatches
+    framework: str, spec: sides.Spec, init: list[Tensor], b: data.ArrayBatches
 ) -> sides.Side:
     """One framework's side: in this process, or in a child process (the framework's own
     environment, or a setting fixed when the framework is imported)."""
@@ -123,7 +123,7 @@ def _in_child(side_label: str) -> bool:
 
 
 def run_sides(
-    framework: str, spec: sides.Spec, starts: list[list[Tensor]], b: data.HostBatches
+    framework: str, spec: sides.Spec, starts: list[list[Tensor]], b: data.ArrayBatches
 ) -> list[sides.Side]:
     """``framework``'s side from each of ``starts``: one after another in this process, or
     in one child process of the framework's own environment, which pays its start-up
@@ -146,7 +146,7 @@ def run_sides(
             [
                 interpreters.python_for(base) if own else sys.executable,
                 "-m",
-                "bench.parity.side",
+                "bench.trial.parity",
                 *files,
             ],  # fmt: skip
             capture_output=True,
@@ -441,7 +441,7 @@ def _shakes(
     spec: sides.Spec,
     reference: sides.Side,
     init: list[Tensor],
-    b: data.HostBatches,
+    b: data.ArrayBatches,
     shakes: range,
     stop_above: float | None = None,
 ) -> list[tuple[Deviation, sides.Side]]:
@@ -470,7 +470,7 @@ def settle(
     spec: sides.Spec,
     reference: sides.Side,
     init: list[Tensor],
-    b: data.HostBatches,
+    b: data.ArrayBatches,
     floor: Deviation,
     shakes: int,
     deviations: list[Deviation],
@@ -487,7 +487,7 @@ def settle(
 
 def horizon(
     spec: sides.Spec, framework: str, tolerance: float
-) -> tuple[sides.Spec, sides.Side, Deviation, int, list[Tensor], data.HostBatches]:
+) -> tuple[sides.Spec, sides.Side, Deviation, int, list[Tensor], data.ArrayBatches]:
     """The reference side over the longest prefix of ``spec.steps`` that rounding does not
     decide (see :func:`check`), with its floor, the number of shakes the floor is the worst
     of, the initial weights and the batches."""
@@ -498,7 +498,7 @@ def horizon(
     steps = spec.steps
     while True:
         run_spec = dataclasses.replace(spec, steps=steps)
-        run_batches = data.HostBatches(b.images[:steps], b.labels[:steps])
+        run_batches = data.ArrayBatches(b.images[:steps], b.labels[:steps])
         reference = run_side(framework, run_spec, init, run_batches)
         runs = _shakes(framework, run_spec, reference, init, run_batches, range(SHAKES), limit)
         passed = _worst(runs).passed(limit)

@@ -235,8 +235,8 @@ def side(config_path: Path, seeds: list[int], fault: str, out: Path) -> None:
     one trial loop, its curve written to ``out``."""
     import dataclasses
 
-    from bench.runtime.hooks import TrialHooks
     from bench.trial.loop import run_trial
+    from bench.trial.runtime.hooks import TrialHooks
 
     cfg = from_dict(BenchConfig, json.loads(config_path.read_text()))
     hooks = TrialHooks(fault=fault)

@@ -7,7 +7,7 @@ model.safetensors in a temporary folder); keras-hub loads that folder with
 ``Backbone.from_preset(<folder>)`` (its transformers converter), and both compute the
 logits of one batch of random tokens.  Before any logit is compared, the backbone keras-hub
 made of the checkpoint must be the one bench's own mapping builds for framework=tf at those
-sizes (:mod:`bench.models.keras_hub_lm`): a field the converter drops (gpt2's ``n_inner``,
+sizes (:mod:`bench.trial.models.keras_hub_lm`): a field the converter drops (gpt2's ``n_inner``,
 which it takes as 4 x ``n_embd``) is a refusal naming it, not a silent difference.
 
 The reference's weights are rounded to values float16 holds (keras-hub's mistral converter
@@ -93,7 +93,7 @@ def torch_model(family: str, overrides: Mapping[str, Any], seed: int) -> Any:
 
 def _converter_difference(family: str, overrides: Mapping[str, Any], backbone: Any) -> str:
     """The field whose value keras-hub's converter did not carry into ``backbone`` ('')."""
-    from bench.models import keras_hub_lm
+    from bench.trial.models import keras_hub_lm
 
     wanted = keras_hub_lm.backbone_kwargs(family, overrides)
     got = backbone.get_config()
@@ -127,7 +127,7 @@ def check_lm(
     import numpy as np
     import torch
 
-    from bench.models import keras_hub_lm
+    from bench.trial.models import keras_hub_lm
 
     sizes = dict(default_sizes(family) if overrides is None else overrides)
     out = LMParity(family, sizes, tolerance=tolerance)

@@ -1,6 +1,6 @@
 """Strategy parity: a synchronous strategy, run as a real trial (``python -m bench``),
 against the framework's undistributed session, from the same initial weights and on the
-same samples (the trial's parity hook, :mod:`bench.frameworks.parity_hook`, named in the
+same samples (the trial's parity hook, :mod:`bench.trial.frameworks.parity_hook`, named in the
 trial folder's ``hooks.json``, hands each worker, or each device, its share; the run is
 tagged ``bench.hooks=parity``).  A data-parallel strategy runs at W workers x
 (batch / W) against the full batch; ``model_parallel`` runs the split model at the full
@@ -15,12 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import data
 from bench.core.strategy_configs import STRATEGY_CONFIGS, DistributedConfig
-from bench.distributed import registry
 from bench.envs import interpreters
-from bench.frameworks.weights import BUFFER, PARAM, Tensor
-from bench.parity import side as sides
 from bench.parity.check import (
     DEFAULT_TOLERANCE,
     Outcome,
@@ -29,6 +25,10 @@ from bench.parity.check import (
     layer_deviation,
     settle,
 )
+from bench.trial import data
+from bench.trial import parity as sides
+from bench.trial.distributed import registry
+from bench.trial.frameworks.weights import BUFFER, PARAM, Tensor
 
 # Synchronous strategies the check runs through a real trial on the CPU, by framework
 # (dp and torch's model_parallel need GPUs): the registry's ``parity`` frameworks.
@@ -74,16 +74,16 @@ def run_trial_side(
     framework: str,
     spec: sides.Spec,
     init: list[Tensor],
-    b: data.HostBatches,
+    b: data.ArrayBatches,
     overrides: list[str],
     label: str,
 ) -> tuple[sides.Side, float | None]:
     """A real trial (``python -m bench``, its own store) with the parity hook: the mean of
     its processes' losses per step, process 0's weights, and how far the other processes'
     weights are from process 0's (None for one process).  The hook is named in the trial
-    folder's ``hooks.json`` (:mod:`bench.runtime.hooks`), its files in ``parity/`` beside."""
-    from bench.frameworks import parity_hook
-    from bench.runtime.hooks import TrialHooks
+    folder's ``hooks.json`` (:mod:`bench.trial.runtime.hooks`), its files in ``parity/`` beside."""
+    from bench.trial.frameworks import parity_hook
+    from bench.trial.runtime.hooks import TrialHooks
 
     with tempfile.TemporaryDirectory(prefix="bench-parity-") as tmp:
         run = Path(tmp, "run")  # the trial's folder: hydra.run.dir
@@ -184,13 +184,13 @@ CHECKED = {**COVERED, **ASYNC}
 ASYNC_TOLERANCE = 0.25
 
 
-def sequential(b: data.HostBatches, workers: int) -> data.HostBatches:
+def sequential(b: data.ArrayBatches, workers: int) -> data.ArrayBatches:
     """Each global batch cut into ``workers`` consecutive shares, taken one after another:
     the order in which an asynchronous strategy's updates would arrive if every worker
     waited for the one before it (no staleness)."""
     per = len(b.images[0]) // workers
     cut = [slice(i * per, (i + 1) * per) for i in range(workers)]
-    return data.HostBatches(
+    return data.ArrayBatches(
         [x[s] for x in b.images for s in cut], [y[s] for y in b.labels for s in cut]
     )
 

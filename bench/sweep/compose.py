@@ -49,7 +49,7 @@ def _cifar_if_present(*, _root_: DictConfig) -> str:
     """``data.name: ${bench_cifar_if_present:}``: CIFAR-10 or -100 (by the job's
     num_classes) where its archive is under data.root, else synthetic batches of its shape;
     resolved per job, so the run logs what it trained on."""
-    from bench.data import cifar_present
+    from bench.trial.data import cifar_present
 
     return cifar_present(int(_root_.num_classes), str(_root_.data.root)) or "synthetic"
 
@@ -88,8 +88,8 @@ def to_bench_config(
         key = getattr(exc, "full_key", "") or "config"
         raise ConfigError([f"{key}: {str(exc).splitlines()[0]}"]) from exc
     assert isinstance(obj, BenchConfig)
-    from bench.distributed.registry import resolve
     from bench.tracking import take_credentials
+    from bench.trial.distributed.registry import resolve
 
     # A password in tracking.uri goes to MLflow's credential variables, never further.
     obj.tracking.uri = take_credentials(obj.tracking.uri)
@@ -102,7 +102,7 @@ def to_bench_config(
     if obj.model.source == "py":
         obj.model.digest = builder_digest(obj)
     if obj.model.source == "hf":  # a size in the config's spelling onto bench's key
-        from bench.models import hf_lm
+        from bench.trial.models import hf_lm
 
         problems = hf_lm.canonical(obj.model)
         if problems:
@@ -112,9 +112,9 @@ def to_bench_config(
 
 def builder_digest(cfg: BenchConfig) -> str:
     """``model.digest`` of a composed config of model=py: its builders' module sources,
-    hashed as they are now (bench.models.custom.digest); '' where a module cannot be found
+    hashed as they are now (bench.trial.models.custom.digest); '' where a module cannot be found
     (validation names it)."""
-    from bench.models import custom
+    from bench.trial.models import custom
 
     try:
         return custom.digest(cfg.model)

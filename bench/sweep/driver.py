@@ -38,11 +38,11 @@ from bench.core.config import BenchConfig, ConfigError, auto_repeats
 from bench.core.result import ERROR, OK
 from bench.core.tables import text_table
 from bench.launchers.base import on_time_limit_warning
-from bench.runtime.processes import interrupts, shielded
 from bench.sweep import parity, rounds
 from bench.sweep.compose import compose_all, to_bench_config
 from bench.sweep.jobs import BenchExit, SweepRef, check_all, expand, fail, trial_label, varying
 from bench.sweep.session import Counting, Row, Sweep, SweepContext, TrialStopped
+from bench.trial.runtime.processes import interrupts, shielded
 
 P = ParamSpec("P")
 

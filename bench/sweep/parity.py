@@ -29,9 +29,10 @@ from bench import tracking
 from bench.core.config import BenchConfig
 from bench.core.frameworks import FRAMEWORKS, TF
 from bench.core.zoo import NATIVE_SOURCES
-from bench.distributed.registry import distributes
 from bench.parity import at_best as tuned
-from bench.parity import check, side, strategy
+from bench.parity import check, strategy
+from bench.trial import parity as side
+from bench.trial.distributed.registry import distributes
 
 ENV_PARITY = "BENCH_PARITY"
 PASSED, FAILED, NOT_COVERED = "passed", "failed", "not-covered"
@@ -82,7 +83,7 @@ class Group:
 
 def group_of(cfg: BenchConfig) -> Group:
     if cfg.model.source == "hf":  # the logits, whatever the batch, optimizer or mode
-        from bench.models import hf_lm
+        from bench.trial.models import hf_lm
 
         fields = tuple(sorted((k, repr(v)) for k, v in hf_lm.config_fields(cfg.model).items()))
         return Group(cfg.model.name, "", 0.0, 0.0, 0.0, 0, 0, 0, cfg.seed, "none", 1, 1, fields)
@@ -107,7 +108,7 @@ def side_of(cfg: BenchConfig) -> str:
 
 def _covered(group: Group, frameworks: list[str]) -> str:
     """Why the checks cannot cover ``group`` ('' if they can)."""
-    from bench.models import MODELS
+    from bench.trial.models import MODELS
 
     if group.lm:  # the LM logit check compares transformers (torch) with keras-hub (tf)
         others = [f for f in frameworks if f not in FRAMEWORKS or not FRAMEWORKS[f].hf_module]

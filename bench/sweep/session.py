@@ -34,9 +34,9 @@ from bench.envs import environments
 from bench.launchers import Launcher, TrialInterrupted
 from bench.launchers import get as get_launcher
 from bench.launchers.collect import Caps, collect
-from bench.runtime.processes import shielded
 from bench.sweep.jobs import BenchExit
 from bench.tracking import mllog, recent
+from bench.trial.runtime.processes import shielded
 
 SKIPPED = "skipped"
 
@@ -53,7 +53,7 @@ class Row:
     # the host monitor's tag: other processes shared the trial's CPUs ('' : they did not)
     contention: str = ""
     # contention=wait's gate gave up: the load did not let go within its bounds
-    # (bench.monitors.contention; repeats=auto stops on rounds of such trials)
+    # (bench.trial.monitors.contention; repeats=auto stops on rounds of such trials)
     gave_up: bool = False
     # mode=serve: LoadGen's figures and verdict (serving_detail; '' for the other modes)
     serving: str = ""
@@ -200,7 +200,7 @@ def ok_notes(result: TrialResult, row: Row) -> str:
 
 
 def tuning_said(source: str) -> str:
-    """A tuning source (bench.tuning.Tuned.source) in the console's words: "searched", or
+    """A tuning source (bench.trial.tuning.Tuned.source) in the console's words: "searched", or
     "from the cache (<date>)"."""
     if source.startswith("cache "):
         return "from the cache (" + source.rpartition("(")[2].rstrip(")") + ")"

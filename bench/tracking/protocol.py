@@ -13,16 +13,16 @@ from bench.core import metrics
 from bench.core.config import BenchConfig
 from bench.core.identity import config_hash
 from bench.core.result import EpochRecord, TrialResult
-from bench.runtime import hooks
+from bench.trial.runtime import hooks
 
-# host/pid/start time of the bench process that opened a run (bench.runtime.processes).
+# host/pid/start time of the bench process that opened a run (bench.trial.runtime.processes).
 OWNER_TAG = "bench.owner"
 # On a sweep's parent run, one tag per earlier ok run that the sweep reused (skipped).
 REUSED_RUN_TAG = "bench.reused."
 # The metric on a sweep's run with the time of its drift check's reference step, one point
 # per round (step = the round), read back by the report (bench.analysis.drift).
 REFERENCE_METRIC = metrics.REFERENCE_STEP_S
-# The tag of a trial run that a check harness changed (bench.runtime.hooks): never reused,
+# The tag of a trial run that a check harness changed (bench.trial.runtime.hooks): never reused,
 # never reported as a measurement of its configuration.
 HOOKS_TAG = f"bench.{hooks.TAG}"
 

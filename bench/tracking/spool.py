@@ -23,11 +23,11 @@ from typing import Any
 from bench.core.config import BenchConfig, to_dict
 from bench.core.paths import private_dir, write_private
 from bench.core.result import EpochRecord, TrialResult
-from bench.runtime.protocol import MAX_READ, read_regular
+from bench.trial.runtime.protocol import MAX_READ, read_regular
 
 SWEEP_END = ".sweep-end"  # a spooled sweep's end; trial records end in ``.json``
 # The most of a trial's files a spooled record holds, as written: well under what sync reads
-# of a record (bench.runtime.protocol.MAX_READ), so that no record is spooled that it refuses.
+# of a record (bench.trial.runtime.protocol.MAX_READ), so that no record is spooled that it refuses.
 SPOOL_FILES_MAX = MAX_READ // 2
 # The proof of a sweep's origin: a secret made when the sweep starts, kept only in its
 # spool records (0600), whose hash its runs carry as this tag.  bench sync writes to an

@@ -23,7 +23,6 @@ from bench.core.identity import config_hash, logged_params
 from bench.core.metrics import REFERENCE_STEP_S, SCALING_EFFICIENCY, TRIAL_SAMPLES_PER_S
 from bench.core.paths import locked
 from bench.core.result import KILLED, OK, EpochRecord, TrialResult
-from bench.runtime.processes import owner_alive, owner_label
 from bench.tracking.native import dataset_input, native_tags
 from bench.tracking.protocol import (
     HOOKS_TAG,
@@ -40,6 +39,7 @@ from bench.tracking.reach import HalfBuiltStore, half_built, one_line, reachable
 from bench.tracking.spool import ORIGIN_TAG, Spool, SpooledTrial, new_origin, origin_hash
 from bench.tracking.system_metrics import points as system_points
 from bench.tracking.template import copy_into
+from bench.trial.runtime.processes import owner_alive, owner_label
 
 # Each run create's own mark (MlflowStore._create_run).
 CREATE_TAG = "bench.create_id"

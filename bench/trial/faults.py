@@ -1,5 +1,5 @@
 """Faults the convergence check injects into one framework's trials (the ``fault`` trial
-hook, :mod:`bench.runtime.hooks`), to prove that it sees a framework that does not train
+hook, :mod:`bench.trial.runtime.hooks`), to prove that it sees a framework that does not train
 alike (:mod:`bench.parity.convergence`; docs/accuracy.md).  Never in a normal trial: only a
 hooks file names one, and a run with one is tagged ``bench.hooks=fault=<name>``.
 
@@ -16,7 +16,7 @@ import dataclasses
 from typing import Any
 
 from bench.core.config import BenchConfig
-from bench.data import LabelledData
+from bench.trial.data import LabelledData
 
 FAULTS = ("half_lr", "label_smoothing", "broken_augmentation")
 SMOOTHING = 0.1

@@ -5,7 +5,7 @@ the model (the prefill, which fills the cache and chooses the first new token), 
 ``new_tokens - 1`` decode steps, each one cached forward of the last token and the choice
 of the next (as ``generate()`` does with ``max_new_tokens=new_tokens``).  End-of-sequence is
 ignored: every window generates ``new_tokens`` tokens per prompt.  The session's own calls
-(:class:`bench.frameworks.base.Generation`) are timed here, so time to first token is
+(:class:`bench.trial.frameworks.base.Generation`) are timed here, so time to first token is
 measured, not inferred:
 
 - ``timing=step`` (auto's choice): the device is synchronized after the prefill and after
@@ -38,7 +38,7 @@ import numpy as np
 
 from bench.core import metrics
 from bench.core.result import EpochRecord
-from bench.frameworks.base import DeviceEvents, Generation
+from bench.trial.frameworks.base import DeviceEvents, Generation
 
 WindowCallback = Callable[[float, float, int], dict[str, float]]
 EpochCallback = Callable[[EpochRecord], None]

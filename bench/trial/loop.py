@@ -21,13 +21,13 @@ from typing import Any
 
 import numpy as np
 
-from bench import data as data_mod
-from bench import frameworks
 from bench.core import metrics, sysinfo
 from bench.core.config import AUTO, AUTO_MIN_STEPS, BenchConfig, resolved_threads, samples_per_step
 from bench.core.result import DIVERGED, ERROR, OK, OOM, EpochCallback, EpochRecord, TrialResult
-from bench.frameworks import parity_hook
-from bench.frameworks.base import (
+from bench.trial import data as data_mod
+from bench.trial import faults, frameworks
+from bench.trial.frameworks import parity_hook
+from bench.trial.frameworks.base import (
     DeviceEvents,
     EpochProbe,
     Framework,
@@ -39,11 +39,10 @@ from bench.frameworks.base import (
     TokenFlops,
     WindowBarrier,
 )
-from bench.models.flops import TRAIN_FLOPS_PER_FORWARD
-from bench.monitors import Findings, Telemetry, contention
-from bench.monitors.contention import Gate
-from bench.runtime.hooks import NO_HOOKS, TrialHooks
-from bench.trial import faults
+from bench.trial.models.flops import TRAIN_FLOPS_PER_FORWARD
+from bench.trial.monitors import Findings, Telemetry, contention
+from bench.trial.monitors.contention import Gate
+from bench.trial.runtime.hooks import NO_HOOKS, TrialHooks
 
 # Builds the session from the loaded adapter, the config and the host data (a distributed
 # rank's strategy session; the adapter's own ``prepare`` by default).
@@ -124,7 +123,7 @@ def _timed_epochs(
 
     How a step's time is taken (``cfg.timing``) is :func:`_window`'s; the time spent
     waiting for batches is also summed on its own as the epoch's ``data_time_s``.
-    ``gate`` (contention=wait, :mod:`bench.monitors.contention`): a window that other
+    ``gate`` (contention=wait, :mod:`bench.trial.monitors.contention`): a window that other
     processes shared is discarded, and measured again once they let go (bounded).
     """
     perf = time.perf_counter
@@ -283,7 +282,7 @@ def _to_target(
 
 def evaluate(session: Session, labels: np.ndarray) -> tuple[float, float]:
     """(top-1 accuracy, mean cross-entropy) on the held-out split: the session's logits
-    scored by :func:`bench.data.score`, the same arithmetic for every framework."""
+    scored by :func:`bench.trial.data.score`, the same arithmetic for every framework."""
     if not isinstance(session, TestLogits):
         raise TypeError(f"goal=accuracy: {type(session).__name__} hands over no test logits")
     return data_mod.score(session.test_logits(), labels)
@@ -415,10 +414,10 @@ def run_trial(
     the result.
 
     ``rank``: this process's place among a data-parallel trial's processes (its share of
-    the parity check's batches, see :mod:`bench.frameworks.parity_hook`); ``agree``: how
+    the parity check's batches, see :mod:`bench.trial.frameworks.parity_hook`); ``agree``: how
     the processes of a distributed trial settle on one auto step count (the largest).
 
-    ``hooks``: what a check harness changes in this trial (:mod:`bench.runtime.hooks`;
+    ``hooks``: what a check harness changes in this trial (:mod:`bench.trial.runtime.hooks`;
     the parity check's: its weights and batches, dropout and per-epoch probes off); the
     result names them (``hooks``, the tag ``bench.hooks``).  None by default: nothing else,
     and no environment variable, switches one on.
@@ -506,7 +505,7 @@ def run_trial(
             result.status = DIVERGED
         else:
             if cfg.breakdown or cfg.profile:  # extra passes after the headline timing
-                from bench import profiling
+                from bench.trial import profiling
 
                 _add(result, profiling.run(cfg, session, workdir))
             result.status = OK

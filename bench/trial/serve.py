@@ -10,7 +10,7 @@ rule failed), all its own; bench never re-implements them.  bench supplies:
   samples LoadGen issues are queued; a worker thread takes a batch as soon as it is free, up
   to ``serve.max_batch`` samples, waiting at most ``serve.batch_timeout_ms`` after the first
   queued sample's arrival for more; it runs the framework session's ``predict``
-  (:class:`bench.frameworks.base.Predict`: host samples in, host outputs out), synchronizes
+  (:class:`bench.trial.frameworks.base.Predict`: host samples in, host outputs out), synchronizes
   the device, and only then tells LoadGen the samples are complete.
 
 Before LoadGen starts, every batch size from 1 to ``serve.max_batch`` runs ``warmup_steps``
@@ -21,7 +21,7 @@ expected QPS unless ``serve.expected_qps`` is set.
 A causal LM (model=hf, or model=py with a cached forward) is served with LoadGen's token
 latencies (``use_token_latencies``): a query is a prompt of ``prompt_len`` tokens from the
 library, and the SUT's batch is one greedy generation of ``new_tokens`` tokens per prompt
-with the session's KV cache (:class:`bench.frameworks.base.Generation`, as mode=generate
+with the session's KV cache (:class:`bench.trial.frameworks.base.Generation`, as mode=generate
 runs it): after the prefill the SUT tells LoadGen each prompt's first token
 (``FirstTokenComplete``), after the last decode step the whole answer with its token count
 (``QuerySamplesComplete``, ``n_tokens``), so LoadGen reports time to first token and time per
@@ -78,7 +78,7 @@ import numpy as np
 from bench.core import metrics
 from bench.core.config import BenchConfig, early_stopping_queries
 from bench.core.result import EpochRecord, TrialResult
-from bench.data import HostBatches, LabelledData, SequenceBatches
+from bench.trial.data import ArrayBatches, LabelledData, SequenceBatches
 
 EpochCallback = Callable[[EpochRecord], None]
 WindowCallback = Callable[[float, float, int], dict[str, float]]
@@ -175,20 +175,20 @@ class Library:
     def __len__(self) -> int:
         return len(self.samples)
 
-    def batches(self, max_batch: int) -> HostBatches | SequenceBatches:
+    def batches(self, max_batch: int) -> ArrayBatches | SequenceBatches:
         """What the framework session is prepared with: the first ``max_batch`` samples as
         one batch (its warm-up and shape; the served samples come from the library)."""
         x = self.samples[:max_batch]
         y = self.labels[:max_batch] if self.labels is not None else np.zeros(len(x), dtype=np.int64)
         if x.ndim == 4:
-            return HostBatches([x], [y])
+            return ArrayBatches([x], [y])
         return SequenceBatches("serve", [x], [(y,)])
 
 
-def library(host: HostBatches | LabelledData | SequenceBatches) -> Library:
+def library(host: ArrayBatches | LabelledData | SequenceBatches) -> Library:
     """The query sample library of ``host`` data: synthetic batches concatenated; a labelled
     set's held-out split, normalized with its training statistics (as the loaders do)."""
-    if isinstance(host, HostBatches):
+    if isinstance(host, ArrayBatches):
         return Library(np.concatenate(host.images), np.concatenate(host.labels))
     if isinstance(host, SequenceBatches):
         return Library(np.concatenate(host.inputs), None)
@@ -562,7 +562,7 @@ UNBOUNDED_NS = 86_400 * 10**9
 
 def tokens(cfg: BenchConfig) -> bool:
     """Whether ``cfg`` serves a causal LM with LoadGen's token latencies (a query a prompt)."""
-    from bench.models import own_causal_lm
+    from bench.trial.models import own_causal_lm
 
     return own_causal_lm(cfg.model)
 
@@ -794,7 +794,7 @@ def run_loadgen(
 
 
 def generator(session: Any, new_tokens: int) -> Generate:
-    """A causal LM's session (:class:`bench.frameworks.base.Generation`) as the SUT's
+    """A causal LM's session (:class:`bench.trial.frameworks.base.Generation`) as the SUT's
     generation: the prompts' prefill, their first tokens handed over (on the host), then
     ``new_tokens - 1`` cached decode steps, greedily, as mode=generate runs them."""
 
@@ -949,8 +949,8 @@ def serve(
 ) -> list[EpochRecord]:
     """mode=serve's warm-up and LoadGen runs on a prepared session; the records, with the
     trial's figures and tags written into ``result``."""
-    from bench.frameworks.base import Generation
-    from bench.frameworks.base import Predict as PredictProtocol
+    from bench.trial.frameworks.base import Generation
+    from bench.trial.frameworks.base import Predict as PredictProtocol
 
     generate: Generate | None = None
     if tokens(cfg):

@@ -1,7 +1,7 @@
 """Entry point of a trial's own process: ``python -m bench.trial.worker WORKDIR``.
 
-Serves the trial directory (:mod:`bench.runtime.child`): reads ``WORKDIR/config.json``
-(and ``WORKDIR/hooks.json``, the hooks a check harness asked for: :mod:`bench.runtime.hooks`),
+Serves the trial directory (:mod:`bench.trial.runtime.child`): reads ``WORKDIR/config.json``
+(and ``WORKDIR/hooks.json``, the hooks a check harness asked for: :mod:`bench.trial.runtime.hooks`),
 appends one JSON line per finished epoch to ``WORKDIR/events.jsonl`` (so the host can stream
 them) and writes ``WORKDIR/result.json``.  :func:`execute` is what runs a trial of any kind,
 here and in the inline launcher: in this process, or through the runner of a strategy that
@@ -16,11 +16,11 @@ from pathlib import Path
 from bench.core import metrics
 from bench.core.config import BenchConfig
 from bench.core.result import ERROR, EpochCallback, TrialResult
-from bench.distributed.registry import STRATEGIES
-from bench.runtime import child
-from bench.runtime.hooks import NO_HOOKS, TrialHooks
-from bench.runtime.protocol import CONFIG, read_config
+from bench.trial.distributed.registry import STRATEGIES
 from bench.trial.loop import run_trial
+from bench.trial.runtime import child
+from bench.trial.runtime.hooks import NO_HOOKS, TrialHooks
+from bench.trial.runtime.protocol import CONFIG, read_config
 
 
 def execute(
@@ -43,11 +43,11 @@ def _execute(
         return _at_best(cfg, on_epoch, workdir, hooks)
     runner = STRATEGIES[cfg.distributed.name].runner
     if runner == "kvstore":  # MXNet's scheduler, servers and workers
-        from bench.distributed import kvstore
+        from bench.trial.distributed import kvstore
 
         return kvstore.run(cfg, on_epoch, workdir, hooks)
     if runner == "coordinator":  # rank processes started and watched from here
-        from bench.distributed import coordinator
+        from bench.trial.distributed import coordinator
 
         return coordinator.run(cfg, on_epoch, workdir, hooks)
     return run_trial(cfg, on_epoch, workdir, hooks=hooks)
@@ -57,7 +57,7 @@ def _at_best(
     cfg: BenchConfig, on_epoch: EpochCallback | None, workdir: Path | None, hooks: TrialHooks
 ) -> TrialResult:
     """tuning=best: search (or read the cached search), then run the trial at the pick."""
-    from bench import tuning
+    from bench.trial import tuning
 
     try:
         # each candidate's figure goes to the trial's log (worker.log), as the search goes

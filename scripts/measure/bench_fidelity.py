@@ -29,9 +29,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 BARE_TORCH = """
 import json, sys, time, torch
-from bench import models
+from bench.trial import models
 from bench.core.config import BenchConfig, from_dict
-from bench.data import synthetic
+from bench.trial.data import synthetic
 cfg = from_dict(BenchConfig, json.loads(sys.argv[1]))
 if cfg.threads:
     torch.set_num_threads(cfg.threads); torch.set_num_interop_threads(cfg.threads)
@@ -61,9 +61,9 @@ BARE_TF = """
 import json, os, sys, time
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
 import keras, numpy as np, tensorflow as tf
-from bench import models
+from bench.trial import models
 from bench.core.config import BenchConfig, from_dict
-from bench.data import synthetic
+from bench.trial.data import synthetic
 cfg = from_dict(BenchConfig, json.loads(sys.argv[1]))
 if cfg.threads:
     tf.config.threading.set_intra_op_parallelism_threads(cfg.threads)
@@ -100,9 +100,9 @@ if cfg_data["threads"]:
     os.environ["OMP_NUM_THREADS"] = str(cfg_data["threads"])
 import mxnet as mx
 from mxnet import autograd, gluon
-from bench import models
+from bench.trial import models
 from bench.core.config import BenchConfig, from_dict
-from bench.data import synthetic
+from bench.trial.data import synthetic
 cfg = from_dict(BenchConfig, cfg_data)
 mx.random.seed(cfg.seed)
 net = models.build("mxnet", cfg.model.name, cfg.num_classes, cfg.image_size)

@@ -34,8 +34,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.core.config import BenchConfig, ModelConfig, TelemetryConfig  # noqa: E402
-from bench.models import hf_lm  # noqa: E402
 from bench.trial import generate  # noqa: E402
+from bench.trial.models import hf_lm  # noqa: E402
 
 
 def _ints(text: str) -> list[int]:
@@ -84,8 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from bench.core.config import resolved_threads
-    from bench.data import synthetic_sequences
-    from bench.frameworks.torch_adapter import Adapter
+    from bench.trial.data import synthetic_sequences
+    from bench.trial.frameworks.torch_adapter import Adapter
 
     adapter = Adapter()
     first = _config(args, args.batches[0], args.prompts[0])

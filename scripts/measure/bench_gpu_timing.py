@@ -39,8 +39,8 @@ CPU_CASES = [("lenet5", 32, 32), ("resnet18", 32, 8)]
 
 
 def _session(model: str, size: int, batch: int, device: str) -> tuple[Any, Any]:
-    from bench import data, frameworks
     from bench.core.config import BenchConfig, ModelConfig, resolved_threads
+    from bench.trial import data, frameworks
 
     cfg = BenchConfig(
         model=ModelConfig(name=model), image_size=size, batch_size=batch, device=device,
@@ -102,7 +102,7 @@ def time_case(model: str, size: int, batch: int, device: str, rounds: int, windo
 def peaks(device: str) -> dict[str, float]:
     import torch
 
-    from bench.frameworks.torch_adapter import matmul_peak
+    from bench.trial.frameworks.torch_adapter import matmul_peak
 
     dev = torch.device(device)
     return {p: matmul_peak(dev, p) for p in ("bf16", "fp16", "tf32", "fp32")}

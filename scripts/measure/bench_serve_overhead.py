@@ -50,7 +50,6 @@ def main() -> None:
     import mlperf_loadgen as lg
     import torch
 
-    from bench import models
     from bench.core import metrics
     from bench.core.config import (
         BenchConfig,
@@ -59,7 +58,7 @@ def main() -> None:
         ServeConfig,
         TelemetryConfig,
     )
-    from bench.trial import serve
+    from bench.trial import models, serve
     from bench.trial.loop import run_trial
 
     torch.set_num_threads(1)

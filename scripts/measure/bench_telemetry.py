@@ -2,7 +2,7 @@
 
 For each framework, one process builds the trial's session once (as ``run_trial`` does),
 warms it up, then runs timed epochs with bench's own loop (``bench.trial.loop._timed_epochs``)
-alternately with telemetry on (``bench.monitors.Telemetry`` started, its samplers running
+alternately with telemetry on (``bench.trial.monitors.Telemetry`` started, its samplers running
 in their background threads, per-epoch aggregation after each window: exactly what a trial
 does) and off, switching which goes first on each repeat.  Adjacent epochs share the
 machine's conditions.  Printed: the best (least disturbed: on a shared machine the slow
@@ -29,9 +29,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 WORKER = """
 import json, sys, time
-from bench import data, frameworks
+from bench.trial import data, frameworks
 from bench.core.config import BenchConfig, from_dict
-from bench.monitors import Telemetry
+from bench.trial.monitors import Telemetry
 from bench.trial.loop import _timed_epochs, _warm_up
 
 cfg = from_dict(BenchConfig, json.loads(sys.argv[1]))

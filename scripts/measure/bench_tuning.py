@@ -118,7 +118,7 @@ def _ok(run) -> bool:  # noqa: ANN001
 
 
 def _pick(run) -> str:  # noqa: ANN001
-    from bench.frameworks.spaces import DEFAULTS
+    from bench.trial.frameworks.spaces import DEFAULTS
 
     chosen = []
     for key, default in DEFAULTS.items():

@@ -12,9 +12,9 @@ from hydra import compose, initialize_config_dir
 from bench.checks.preflight import validate
 from bench.cli import CONF_DIR
 from bench.core.config import BenchConfig, ConfigError
-from bench.data import CIFAR
-from bench.models import stock
 from bench.sweep.compose import to_bench_config
+from bench.trial.data import CIFAR
+from bench.trial.models import stock
 from tests.cifar_fixture import write_cifar_archive
 from tests.config.test_bad_input_table import run_cli
 from tests.unit.test_folder_data import make_folder

@@ -14,8 +14,8 @@ from hydra import compose, initialize_config_dir
 
 from bench.cli import CONF_DIR, _mapping_overrides
 from bench.core.identity import config_hash, identity
-from bench.models import hf_lm
 from bench.sweep.compose import to_bench_config
+from bench.trial.models import hf_lm
 from tests.config.test_bad_input_table import refused
 
 HF = "model=hf"

@@ -44,7 +44,7 @@ def test_the_tf_probe_answers_from_the_trial_interpreter(tmp_path: Path) -> None
 
     fields = {"name": "qwen2", "vocab_size": 4096, "hidden": 256, "layers": 4, "heads": 4,
               "intermediate": 1024, "max_positions": 512, "config": {}}  # fmt: skip
-    ask = [sys.executable, "-m", "bench.models.keras_hub_lm"]
+    ask = [sys.executable, "-m", "bench.trial.models.keras_hub_lm"]
     done = subprocess.run([*ask, json.dumps(fields)], capture_output=True, text=True, check=True)
     assert done.stdout.strip().splitlines()[-1] == "BENCH_PROBE {}"
     fields["config"] = {"use_sliding_window": True}

@@ -11,8 +11,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from bench.cli import CONF_DIR
-from bench.models import stock
 from bench.sweep.compose import to_bench_config
+from bench.trial.models import stock
 from tests.cases import slow_cases
 from tests.config.test_bad_input_table import run_cli
 

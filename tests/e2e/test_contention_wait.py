@@ -15,8 +15,8 @@ import pytest
 
 from bench.core.config import BenchConfig, FrameworkConfig, ModelConfig, TelemetryConfig
 from bench.core.result import OK
-from bench.monitors import contention
 from bench.trial.loop import run_trial
+from bench.trial.monitors import contention
 
 pytestmark = pytest.mark.e2e
 

@@ -19,7 +19,7 @@ def dist_processes(root) -> list[psutil.Process]:  # noqa: ANN001
     for proc in psutil.process_iter(["cmdline"]):
         cmd = " ".join(proc.info["cmdline"] or [])
         if (
-            "bench.distributed" in cmd
+            "bench.trial.distributed" in cmd
             and str(root) in cmd
             or "tf_server" in cmd
             and str(root) in cmd
@@ -39,7 +39,7 @@ def wait_for_rank(root, within_s: float, **env: str) -> psutil.Process | None:  
     while time.monotonic() < deadline:
         for p in dist_processes(root):
             try:
-                if "bench.distributed.rank" in " ".join(p.cmdline()) and all(
+                if "bench.trial.distributed.rank" in " ".join(p.cmdline()) and all(
                     p.environ().get(k) == v for k, v in env.items()
                 ):
                     return p

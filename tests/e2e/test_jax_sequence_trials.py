@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.models import transformer
+from bench.trial.models import transformer
 from tests.conftest import TINY
 
 pytestmark = pytest.mark.e2e

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.parity import check, side
+from bench.parity import check
+from bench.trial import parity as side
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("flax")

@@ -19,7 +19,7 @@ def kvstore_processes(root) -> list[psutil.Process]:  # noqa: ANN001
     for proc in psutil.process_iter(["cmdline", "environ"]):
         try:
             cmd = " ".join(proc.info["cmdline"] or [])
-            if "bench.distributed.kvstore" in cmd or (
+            if "bench.trial.distributed.kvstore" in cmd or (
                 "bench.trial.worker" in cmd and str(root) in cmd
             ):
                 found.append(proc)

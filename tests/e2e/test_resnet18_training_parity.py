@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from bench.parity import check, side
+from bench.parity import check
+from bench.trial import parity as side
 from tests.unit.test_training_parity import ALL, OPTIMIZERS
 
 torch = pytest.importorskip("torch")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.models import lstm
+from bench.trial.models import lstm
 from tests.conftest import TINY
 
 pytestmark = pytest.mark.e2e

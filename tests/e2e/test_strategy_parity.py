@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from bench.cli import parity as cli
-from bench.parity import check, side
+from bench.parity import check
 from bench.parity import strategy as strategies
+from bench.trial import parity as side
 
 pytestmark = pytest.mark.e2e
 

@@ -224,10 +224,10 @@ def test_cfg_job_resolves_benchs_own_resolvers(tmp_path: Any) -> None:
     assert "data:\n  name: synthetic\n" in done.stdout
 
 
-@pytest.mark.parametrize("module", ["bench.models", "bench.models.inventory"])
+@pytest.mark.parametrize("module", ["bench.models", "bench.trial.models.inventory"])
 def test_the_inventory_keeps_its_entry_points(module: str) -> None:
     """``python -m bench.models`` (the host's command, bench.cli.models, behind the shim
-    where it always was) and ``python -m bench.models.inventory`` (the lines counted in a
+    where it always was) and ``python -m bench.trial.models.inventory`` (the lines counted in a
     framework's own interpreter, which has no Hydra) both answer."""
     import subprocess
 

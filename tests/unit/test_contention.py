@@ -16,9 +16,9 @@ from bench import tracking
 from bench.core.config import BenchConfig, DistributedConfig, ModelConfig
 from bench.core.result import OK, TrialResult
 from bench.core.strategies.ddp import DDPConfig
-from bench.monitors import Telemetry
-from bench.monitors.host import _TICK, CpuBusy, HostMonitor, ProcessTree
 from bench.sweep import session
+from bench.trial.monitors import Telemetry
+from bench.trial.monitors.cpu import _TICK, CpuBusy, CpuMonitor, ProcessTree
 
 STAT = """cpu  900 0 900 5000 0 0 0 0 0 0
 cpu0 100 10 200 1000 50 5 5 1 30 0
@@ -59,16 +59,16 @@ class Clocked:
         return self.own_s, 100.0
 
 
-def monitor_of(fake: Clocked, one_process: bool = True) -> HostMonitor:
+def monitor_of(fake: Clocked, one_process: bool = True) -> CpuMonitor:
     tree = ProcessTree()
     tree.read = fake.tree_read  # type: ignore[method-assign]
-    return HostMonitor(
+    return CpuMonitor(
         60.0, 0.0, tree=tree, rapl="not here", clock=fake.clock,
         busy=fake, judge_contention=one_process,  # type: ignore[arg-type]
     )  # fmt: skip
 
 
-def windows(monitor: HostMonitor, fake: Clocked, rates: list[tuple[float, float]]) -> list[dict]:
+def windows(monitor: CpuMonitor, fake: Clocked, rates: list[tuple[float, float]]) -> list[dict]:
     monitor.start()
     out = []
     for own, machine in rates:
@@ -112,10 +112,10 @@ def test_no_contention_where_the_machine_was_not_shared(
 
 
 def test_telemetry_judges_only_one_process_trials() -> None:
-    made: list[HostMonitor] = []
+    made: list[CpuMonitor] = []
 
-    def host(interval_s: float, origin: float) -> HostMonitor:
-        made.append(HostMonitor(interval_s, origin, rapl="not here"))
+    def host(interval_s: float, origin: float) -> CpuMonitor:
+        made.append(CpuMonitor(interval_s, origin, rapl="not here"))
         return made[-1]
 
     for distributed, contention, judged in [
@@ -137,7 +137,7 @@ def test_a_busy_process_outside_the_tree_counts_as_others() -> None:
     try:
         cpu = sorted(os.sched_getaffinity(0))[0]
         os.sched_setaffinity(0, {cpu})
-        monitor = HostMonitor(
+        monitor = CpuMonitor(
             0.05, time.perf_counter(), tree=ProcessTree(sleeper.pid), rapl="not here",
             busy=CpuBusy({cpu}),
         )  # fmt: skip

@@ -1,4 +1,4 @@
-"""The contention gate (contention=wait, bench.monitors.contention), on replayed /proc
+"""The contention gate (contention=wait, bench.trial.monitors.contention), on replayed /proc
 readings: a machine whose /proc/stat and whose trial's CPU time move only as the test moves
 its clock, so waiting costs no real time."""
 
@@ -11,11 +11,11 @@ import pytest
 
 from bench.core.config import BenchConfig
 from bench.core.strategies.ddp import DDPConfig
-from bench.monitors import contention
-from bench.monitors.contention import Gate, Share
-from bench.monitors.host import _TICK, CpuBusy
 from bench.trial import loop as trial
 from bench.trial.loop import _timed_epochs
+from bench.trial.monitors import contention
+from bench.trial.monitors.contention import Gate, Share
+from bench.trial.monitors.cpu import _TICK, CpuBusy
 
 
 class Machine:

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from bench import tuning
 from bench.analysis import drift
 from bench.core.config import BenchConfig, TuningConfig
 from bench.core.result import OK, TrialResult
@@ -20,6 +19,7 @@ from bench.sweep import driver, session
 from bench.sweep.jobs import expand
 from bench.sweep.session import Row
 from bench.tracking import RunRecord
+from bench.trial import tuning
 from tests.report_data import record, runset, said
 from tests.unit.test_rounds import parsed
 from tests.unit.test_tuning import FakeProbe, cfg_of, result_of

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench import data
 from bench.checks.preflight import validate
 from bench.core.config import BenchConfig, ConfigError
+from bench.trial import data
 from tests.cifar_fixture import write_cifar_archive
 
 

@@ -21,7 +21,7 @@ from bench.core.strategy_configs import (
     MirroredConfig,
     MultiWorkerConfig,
 )
-from bench.distributed.registry import scaling_baselines
+from bench.trial.distributed.registry import scaling_baselines
 
 
 def problems(**fields: object) -> list[str]:
@@ -144,8 +144,8 @@ def test_ps_0_means_one_server_per_node_for_the_strategies_that_need_them() -> N
 
 def test_the_registry_holds_what_the_parity_check_and_the_batch_rules_read() -> None:
     """The facts other packages used to spell out by strategy name, now one table."""
-    from bench.distributed import registry
     from bench.parity import strategy
+    from bench.trial.distributed import registry
 
     assert strategy.COVERED == {
         "ddp": ("torch",),
@@ -170,13 +170,13 @@ def test_the_registry_holds_what_the_parity_check_and_the_batch_rules_read() -> 
 
 def test_no_strategy_name_is_spelled_out_above_the_trial_side() -> None:
     """No comparison with a strategy's name (``none`` included, where the other side is a
-    ``distributed`` value) anywhere in bench, bench.distributed included: the facts of each
+    ``distributed`` value) anywhere in bench, bench.trial.distributed included: the facts of each
     strategy's typed config (bench.core.strategies) answer, read from ``cfg.distributed`` on
     the trial side and from the registry elsewhere (``distributes`` for ``none``)."""
     import ast
     from pathlib import Path
 
-    from bench.distributed.registry import NONE, STRATEGIES
+    from bench.trial.distributed.registry import NONE, STRATEGIES
 
     names = set(STRATEGIES) - {NONE}  # "none" is also, e.g., a wheel's ABI tag
     root = Path(__file__).resolve().parents[2]
@@ -195,7 +195,7 @@ def test_no_strategy_name_is_spelled_out_above_the_trial_side() -> None:
                         item.value in names or (about and item.value == NONE)
                     ):
                         found.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
-    assert found == [], "look the strategy up in bench.distributed.registry instead"
+    assert found == [], "look the strategy up in bench.trial.distributed.registry instead"
 
 
 def composed(*overrides: str) -> BenchConfig:
@@ -211,7 +211,7 @@ def composed(*overrides: str) -> BenchConfig:
 def test_distributed_is_a_group_with_one_typed_config_per_strategy() -> None:
     """Every strategy of the registry is an option of the group ``distributed``, composed
     into its own typed config, with its settings under ``distributed.``."""
-    from bench.distributed.registry import STRATEGIES
+    from bench.trial.distributed.registry import STRATEGIES
 
     assert list(STRATEGY_CONFIGS) == list(STRATEGIES)
     for name, cls in STRATEGY_CONFIGS.items():
@@ -277,7 +277,7 @@ def test_the_settings_reach_the_frameworks() -> None:
     """What each setting turns into (auto: what bench chose before the setting existed)."""
     import tensorflow as tf
 
-    from bench.distributed import ddp, mirrored, multiworker
+    from bench.trial.distributed import ddp, mirrored, multiworker
 
     def cfg(strategy: DistributedConfig) -> BenchConfig:
         return BenchConfig(distributed=strategy, workers=2)
@@ -304,7 +304,7 @@ def test_each_strategys_facts_are_defined_once_on_its_typed_config() -> None:
     import ast
     from pathlib import Path
 
-    from bench.distributed import registry
+    from bench.trial.distributed import registry
 
     assert all(registry.STRATEGIES[n] is c for n, c in STRATEGY_CONFIGS.items())
     assert list(registry.STRATEGIES) == list(STRATEGY_CONFIGS)

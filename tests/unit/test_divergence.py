@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 
-from bench import frameworks, tracking
+from bench import tracking
 from bench.core.config import BenchConfig, ModelConfig, OptimizerConfig
 from bench.core.result import DIVERGED, TrialResult
 from bench.launchers.base import Launcher
 from bench.report import build, render
 from bench.sweep import session as session_mod
+from bench.trial import frameworks
 from bench.trial.loop import EpochCallback, run_trial
 from tests.report_data import record, runset
 from tests.unit.test_timing_loop import ScriptedSession
@@ -102,8 +103,8 @@ def test_a_rank_that_diverged_makes_a_distributed_trial_diverged(
 
     from bench.core.config import distributed_config
     from bench.core.result import DIST_FAILURE, ERROR, OK
-    from bench.distributed import coordinator, launch
-    from bench.runtime.protocol import RESULT, STOPPED, write_json_atomic
+    from bench.trial.distributed import coordinator, launch
+    from bench.trial.runtime.protocol import RESULT, STOPPED, write_json_atomic
 
     cfg = tiny(workers=2, distributed=distributed_config("ddp"))
     why = "training diverged: the mean loss of epoch 2 of 3 is nan (not finite)"

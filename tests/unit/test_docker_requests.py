@@ -20,8 +20,8 @@ from bench.core.frameworks import WITH_IMAGE
 from bench.envs import environments
 from bench.launchers import docker as launcher
 from bench.launchers import docker_host as host
-from bench.runtime import heartbeat
-from bench.runtime.processes import owner_alive, owner_label
+from bench.trial.runtime import heartbeat
+from bench.trial.runtime.processes import owner_alive, owner_label
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -247,7 +247,7 @@ def test_a_worker_without_heartbeat_stops_itself(tmp_path: Path) -> None:
     beat.touch()
     env = dict(os.environ, BENCH_HEARTBEAT=str(beat), BENCH_HEARTBEAT_TIMEOUT_S="2")
     code = (
-        "from bench.runtime import heartbeat; heartbeat.watch_from_env(); "
+        "from bench.trial.runtime import heartbeat; heartbeat.watch_from_env(); "
         "import time; time.sleep(30)"
     )
     started = time.monotonic()
@@ -262,7 +262,7 @@ def test_a_kept_heartbeat_keeps_the_worker(tmp_path: Path) -> None:
     beat = heartbeat.Beat(tmp_path / "beat")
     env = dict(os.environ, BENCH_HEARTBEAT=str(beat.path), BENCH_HEARTBEAT_TIMEOUT_S="2")
     code = (
-        "from bench.runtime import heartbeat; heartbeat.watch_from_env(); "
+        "from bench.trial.runtime import heartbeat; heartbeat.watch_from_env(); "
         "import time; time.sleep(5)"
     )
     try:

@@ -112,5 +112,5 @@ def test_a_row_may_name_several_variables() -> None:
 
 
 def test_the_parity_hook_is_no_variable_any_more() -> None:
-    """The parity check's hook is a file of the trial's folder (bench.runtime.hooks)."""
+    """The parity check's hook is a file of the trial's folder (bench.trial.runtime.hooks)."""
     assert "BENCH_PARITY_DIR" not in code_names()

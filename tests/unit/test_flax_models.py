@@ -1,6 +1,6 @@
 """model.source=flax (issue 35): the zoo's Flax NNX models are the torch models layer for
 layer: the same parameter count at any input size, the same outputs from the same weights
-(carried in the canonical form of bench.frameworks.weights), BatchNorm with PyTorch's
+(carried in the canonical form of bench.trial.frameworks.weights), BatchNorm with PyTorch's
 momentum, eps and train/eval behaviour.  Flax needs no Keras, so this runs in the test
 process (beside Keras on TensorFlow's backend)."""
 
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from bench.core.config import ModelConfig
-from bench.frameworks import weights
-from bench.models import MODELS, NATIVE_SOURCES, build, build_sequence, common, transformer
+from bench.trial.frameworks import weights
+from bench.trial.models import MODELS, NATIVE_SOURCES, build, build_sequence, common, transformer
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("flax")
@@ -157,7 +157,7 @@ def test_flax_builds_the_models_it_lists() -> None:
     framework, _ = NATIVE_SOURCES[FLAX]
     built = sorted(n for n, spec in MODELS.items() if spec.has_builder(framework, FLAX))
     assert built == ["bert_base", "lenet5", "resnet152", "resnet18", "resnet50", "transformer"]
-    from bench.models import native_problem
+    from bench.trial.models import native_problem
 
     assert native_problem("jax", "resnet18", FLAX) == ""
     refused = native_problem("torch", "lenet5", FLAX)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from bench.core.config import BenchConfig, DataConfig
-from bench.data import folder
+from bench.trial.data import folder
 
 SIZE = 16
 
@@ -88,7 +88,7 @@ def test_the_pipelines_hand_the_model_the_same_tensors(tmp_path: Path) -> None:
     bench's loader (jax), from the same seed: the same images, crops, flips and order."""
     pytest.importorskip("torch")
     pytest.importorskip("tensorflow")
-    from bench.frameworks import tf_adapter, torch_adapter
+    from bench.trial.frameworks import tf_adapter, torch_adapter
 
     cfg = cfg_of(make_folder(tmp_path))
     files = folder.load(cfg)

@@ -1,5 +1,5 @@
 """One spec per framework (bench.core.frameworks): facts only, importing nothing, and the
-only place outside the adapters (bench/frameworks/) and the model builders (bench/models/)
+only place outside the adapters (bench/trial/frameworks/) and the model builders (bench/trial/models/)
 that spells a framework's name or compares a name with one (read by AST: ``==``, ``!=``,
 ``in``, ``not in`` and ``case`` against a name's string or its spec constant)."""
 
@@ -17,7 +17,7 @@ from bench.core.frameworks import FRAMEWORKS, NAMES
 ROOT = Path(__file__).resolve().parents[2]
 LITERALS = NAMES  # every framework with a spec, a new one included
 # Where a framework's name may be written: its adapter, its model builders, its spec.
-OWNERS = ("bench/frameworks/", "bench/models/", "bench/core/frameworks.py")
+OWNERS = ("bench/trial/frameworks/", "bench/trial/models/", "bench/core/frameworks.py")
 # What is left, per (module, literal): each a reason to keep it, or work still to do.  A new
 # literal anywhere else fails; a module that drops one updates this list.
 ALLOWED = {
@@ -54,8 +54,8 @@ COMPARING = (ast.Eq, ast.NotEq, ast.In, ast.NotIn)
 ALLOWED_COMPARISONS: dict[str, int] = {
     # A strategy's own per-framework implementation (its typed config names the two
     # frameworks it has): torch's and TensorFlow's sides of one strategy.
-    "bench/distributed/horovod.py": 2,
-    "bench/distributed/model_parallel.py": 2,
+    "bench/trial/distributed/horovod.py": 2,
+    "bench/trial/distributed/model_parallel.py": 2,
 }
 
 
@@ -143,7 +143,7 @@ def test_the_tables_other_modules_read_are_the_specs() -> None:
     from bench.checks import device
     from bench.envs import environments, interpreters
     from bench.images import DEFAULT_BASES
-    from bench.profiling import _MODULES as PROFILERS
+    from bench.trial.profiling import _MODULES as PROFILERS
 
     assert NAMES == ("torch", "tf", "mxnet", "jax") and list(FRAMEWORKS) == list(NAMES)
     assert versions.SUPPORTED == {n: s.supported for n, s in FRAMEWORKS.items()}
@@ -161,10 +161,10 @@ def test_the_tables_other_modules_read_are_the_specs() -> None:
         "jax": ("keras",),
     }
     assert set(device.FIXES) == set(NAMES) and all(device.FIXES.values())
-    assert PROFILERS == {n: f"bench.profiling.{n}_profiler" for n in NAMES}
+    assert PROFILERS == {n: f"bench.trial.profiling.{n}_profiler" for n in NAMES}
     assert {f for f, v in DEFAULT_BASES if v == "cuda"} == set(NAMES)
     for name, spec in FRAMEWORKS.items():
-        assert spec.adapter == f"bench.frameworks.{name}_adapter"
+        assert spec.adapter == f"bench.trial.frameworks.{name}_adapter"
         assert versions.package(name) == spec.cpu_package
         assert versions.package(name, gpu=True) == spec.gpu_package
     assert [n for n, s in FRAMEWORKS.items() if s.only_release] == ["mxnet"]
@@ -177,8 +177,8 @@ def test_the_tables_other_modules_read_are_the_specs() -> None:
 
 
 def test_the_device_probe_and_the_weights_form_are_the_specs() -> None:
-    from bench.frameworks import weights
-    from bench.runtime import device_probe
+    from bench.trial.frameworks import weights
+    from bench.trial.runtime import device_probe
 
     assert list(device_probe.PROBES) == list(NAMES)
     for name, spec in FRAMEWORKS.items():
@@ -195,7 +195,7 @@ def test_the_device_probe_and_the_weights_form_are_the_specs() -> None:
 def test_the_device_probe_refuses_a_framework_without_a_spec(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from bench.runtime import device_probe
+    from bench.trial.runtime import device_probe
 
     assert device_probe.main(["caffe"]) == 2
     assert "torch,tf,mxnet,jax" in capsys.readouterr().err

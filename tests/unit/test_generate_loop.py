@@ -130,8 +130,8 @@ TINY = {"vocab_size": 64, "hidden": 32, "layers": 2, "heads": 2, "intermediate":
 def test_bench_greedy_tokens_are_hugging_faces_generate(family: str) -> None:
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from bench.data import synthetic_sequences
-    from bench.frameworks.torch_adapter import Adapter
+    from bench.trial.data import synthetic_sequences
+    from bench.trial.frameworks.torch_adapter import Adapter
 
     model = ModelConfig(name=family, source="hf", **TINY)
     cfg = dataclasses.replace(
@@ -161,7 +161,7 @@ def test_bench_greedy_tokens_are_hugging_faces_generate(family: str) -> None:
 
 def test_the_default_sizes_give_each_family_its_own_parameter_count() -> None:
     pytest.importorskip("transformers")
-    from bench.models import hf_lm
+    from bench.trial.models import hf_lm
 
     counts = {}
     for family in ("llama", "gpt2", "mistral", "qwen2"):
@@ -177,7 +177,7 @@ def test_the_default_sizes_give_each_family_its_own_parameter_count() -> None:
 
 def test_a_field_the_class_lacks_names_the_nearest() -> None:
     pytest.importorskip("transformers")
-    from bench.models import hf_lm
+    from bench.trial.models import hf_lm
 
     model = hf_lm._Model({"name": "qwen2", "config": {"rope_thetta": 1.0}, **TINY})
     assert hf_lm.fields_problem(model).startswith(

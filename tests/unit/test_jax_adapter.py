@@ -11,18 +11,18 @@ import textwrap
 
 import pytest
 
-from bench.frameworks import xla_flags
+from bench.trial.frameworks import xla_flags
 
 pytestmark = pytest.mark.slow
 
 SCRIPT = textwrap.dedent(
     """
     import json, sys
-    from bench import frameworks
+    from bench.trial import frameworks
     from bench.core.config import (
         BenchConfig, DataConfig, FrameworkConfig, ModelConfig, OptimizerConfig,
     )
-    from bench.data import synthetic
+    from bench.trial.data import synthetic
 
     cfg = BenchConfig(
         framework=FrameworkConfig(name="jax"),
@@ -77,7 +77,7 @@ def run(
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
 def test_lenet5_trains_on_jax_and_its_loss_falls(optimizer: str, source: str) -> None:
     """The Keras model (model.source=bench) and the Flax NNX one (model.source=flax)."""
-    from bench.models import MODELS
+    from bench.trial.models import MODELS
 
     out = run("train", optimizer, source)
     losses = out["losses"]

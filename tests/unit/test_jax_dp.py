@@ -17,8 +17,8 @@ import pytest
 from bench.core.config import BenchConfig
 from bench.core.strategies.jax_distributed import JaxDistributedConfig
 from bench.core.strategies.jax_dp import JaxDataParallelConfig
-from bench.distributed import jax_common, jax_distributed, jax_dp
-from bench.distributed.base import ENV_RANK, ENV_WORLD
+from bench.trial.distributed import jax_common, jax_distributed, jax_dp
+from bench.trial.distributed.base import ENV_RANK, ENV_WORLD
 
 
 def test_the_host_device_count_replaces_its_own_flag_and_keeps_the_rest() -> None:
@@ -65,11 +65,11 @@ SCRIPT = textwrap.dedent(
     """
     import json, os, sys
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
-    from bench import frameworks
+    from bench.trial import frameworks
     from bench.core.config import (
         BenchConfig, DataConfig, FrameworkConfig, ModelConfig, OptimizerConfig,
     )
-    from bench.data import synthetic
+    from bench.trial.data import synthetic
 
     cfg = BenchConfig(
         framework=FrameworkConfig(name="jax"), model=ModelConfig(name="lenet5"),
@@ -128,10 +128,10 @@ LOCAL_STEP = textwrap.dedent(
     """
     import json, os, sys
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
-    from bench import frameworks
+    from bench.trial import frameworks
     from bench.core.config import BenchConfig, DataConfig, FrameworkConfig, ModelConfig
-    from bench.data import synthetic
-    from bench.distributed.jax_common import exposed_comm
+    from bench.trial.data import synthetic
+    from bench.trial.distributed.jax_common import exposed_comm
 
     cfg = BenchConfig(
         framework=FrameworkConfig(name="jax"), model=ModelConfig("lenet5", source=sys.argv[1]),

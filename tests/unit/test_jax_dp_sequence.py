@@ -22,8 +22,8 @@ SCRIPT = textwrap.dedent(
     """
     import json, os, sys
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
-    from bench import frameworks
-    from bench.data import load
+    from bench.trial import frameworks
+    from bench.trial.data import load
     from tests.unit.test_jax_dp_sequence import RUNS, STEPS
     from tests.unit.test_jax_sequence_models import config
 

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from bench.models import build, flops
+from bench.trial.models import build, flops
 
 jax = pytest.importorskip("jax")
 jnp = jax.numpy
@@ -56,9 +56,9 @@ def test_a_scan_counts_its_body_times_its_length_and_a_while_loop_is_not_counted
 SCRIPT = textwrap.dedent(
     """
     import json, sys
-    from bench import frameworks
+    from bench.trial import frameworks
     from bench.core.config import BenchConfig, DataConfig, FrameworkConfig, ModelConfig
-    from bench.data import synthetic
+    from bench.trial.data import synthetic
 
     out = {}
     for source in ("bench", "flax"):

@@ -1,4 +1,4 @@
-"""bench.frameworks.jax_optim: PyTorch's SGD (with momentum) and Adam in jax.numpy, the
+"""bench.trial.frameworks.jax_optim: PyTorch's SGD (with momentum) and Adam in jax.numpy, the
 Flax models' optimizers, step for step against torch.optim on the same gradients."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 jax = pytest.importorskip("jax")
 
-from bench.frameworks import jax_optim  # noqa: E402
+from bench.trial.frameworks import jax_optim  # noqa: E402
 
 
 def _trajectories(make_torch: object, ours: jax_optim.Optimizer, steps: int = 6) -> None:

@@ -17,12 +17,12 @@ SCRIPT = textwrap.dedent(
     """
     import json, sys, tempfile
     from pathlib import Path
-    from bench import frameworks, profiling
+    from bench.trial import frameworks, profiling
     from bench.core.config import (
         BenchConfig, DataConfig, FrameworkConfig, ModelConfig, OptimizerConfig,
     )
-    from bench.data import synthetic
-    from bench.profiling import operators
+    from bench.trial.data import synthetic
+    from bench.trial.profiling import operators
 
     cfg = BenchConfig(
         framework=FrameworkConfig(name="jax"),

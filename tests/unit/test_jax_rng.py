@@ -19,11 +19,11 @@ SCRIPT = textwrap.dedent(
     """
     import json, sys
     import numpy as np
-    from bench import frameworks
+    from bench.trial import frameworks
     from bench.core.config import (
         BenchConfig, DataConfig, FrameworkConfig, ModelConfig, OptimizerConfig,
     )
-    from bench.data import synthetic
+    from bench.trial.data import synthetic
 
     frameworks.before_import(BenchConfig(framework=FrameworkConfig(name="jax")), 1)
     adapter = frameworks.load("jax")

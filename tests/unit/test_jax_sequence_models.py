@@ -19,8 +19,8 @@ import pytest
 
 from bench.checks.preflight import validate
 from bench.core.config import BenchConfig, ConfigError, ModelConfig, distributed_config
-from bench.data import load
-from bench.models import deepspeech2, lstm, transformer
+from bench.trial.data import load
+from bench.trial.models import deepspeech2, lstm, transformer
 
 TINY = {
     "lstm": ModelConfig("lstm", seq_len=12, vocab_size=40, layers=1, hidden=24),
@@ -63,8 +63,8 @@ SCRIPT = textwrap.dedent(
     """
     import json, sys
     import numpy as np
-    from bench import frameworks
-    from bench.data import load
+    from bench.trial import frameworks
+    from bench.trial.data import load
     from tests.unit.test_jax_sequence_models import RUNS, config, logits_for
 
     out = {}
@@ -119,8 +119,8 @@ def test_jax_trains_the_sequence_models_with_torchs_loss_and_sizes(
     trained: dict, name: str, source: str, mode: str
 ) -> None:
     torch = pytest.importorskip("torch")
-    from bench.frameworks.torch_adapter import _SEQUENCE_LOSSES
-    from bench.models import flops
+    from bench.trial.frameworks.torch_adapter import _SEQUENCE_LOSSES
+    from bench.trial.models import flops
 
     got = trained[f"{name}/{source}/{mode}"]
     cfg = config(name, source, mode)

@@ -1,5 +1,5 @@
 """model=hf under framework=tf: keras-hub's backbone at transformers' sizes
-(bench/models/keras_hub_lm.py): the mapping's refusals, its record of transformers' defaults,
+(bench/trial/models/keras_hub_lm.py): the mapping's refusals, its record of transformers' defaults,
 and equal parameter counts with transformers' model per family at two sizes."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from bench.models import hf_lm, keras_hub_lm
-from bench.models.keras_hub_lm import FAMILIES, ConfigProblem, resolve
+from bench.trial.models import hf_lm, keras_hub_lm
+from bench.trial.models.keras_hub_lm import FAMILIES, ConfigProblem, resolve
 
 # bench's default size of model=hf (conf/model/hf.yaml, hf_lm.DEFAULT_SIZES) as the torch
 # side passes it to transformers (hf_lm.config_fields), and a second size in transformers'
@@ -187,9 +187,9 @@ def test_tf_generation_chooses_hugging_faces_tokens_from_the_same_weights(
     import numpy as np
 
     from bench.core.config import BenchConfig, ModelConfig
-    from bench.data import synthetic_sequences
-    from bench.frameworks import tf_adapter, torch_adapter
     from bench.trial import generate
+    from bench.trial.data import synthetic_sequences
+    from bench.trial.frameworks import tf_adapter, torch_adapter
 
     # intermediate = 4 x hidden: keras-hub's gpt2 converter takes n_inner as that
     tiny = {"seq_len": 16, "vocab_size": 300, "layers": 2, "hidden": 64, "heads": 4,

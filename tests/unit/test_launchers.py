@@ -19,7 +19,7 @@ import pytest
 from bench.core.config import BenchConfig
 from bench.core.result import ERROR, KILLED, OK, OOM, TIMEOUT, EpochRecord, TrialResult
 from bench.launchers import base, docker, inline, process
-from bench.runtime.protocol import EVENTS, RESULT, write_json_atomic
+from bench.trial.runtime.protocol import EVENTS, RESULT, write_json_atomic
 
 
 def record(epoch: int) -> EpochRecord:
@@ -166,7 +166,7 @@ def test_a_launch_error_is_an_error_result(
 
 
 def test_events_are_read_only_up_to_a_complete_line(tmp_path: Path) -> None:
-    from bench.runtime.protocol import EventReader
+    from bench.trial.runtime.protocol import EventReader
 
     path = tmp_path / EVENTS
     reader = EventReader(path)

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from bench import models
 from bench.core.config import ModelConfig
-from bench.models import flops
+from bench.trial import models
+from bench.trial.models import flops
 
 pytestmark = pytest.mark.slow
 

@@ -90,11 +90,11 @@ def test_the_docs_table_is_the_catalogues() -> None:
 
 # String constants equal to a metric's name that are not that metric, each said why.
 NOT_METRICS = {
-    ("profiling/categories.py", "loss"): "an operator category: the loss function's kernels",
+    ("trial/profiling/categories.py", "loss"): "an operator category: the loss function's kernels",
     ("parity/check.py", "loss"): "a column of the parity check's deviations table",
-    ("monitors/gpu.py", "power_w"): "a field of an NVML reading (monitors.nvml.Reading)",
+    ("trial/monitors/gpu.py", "power_w"): "a field of an NVML reading (monitors.nvml.Reading)",
     ("tracking/system_metrics.py", "power_w"): "a field of an NVML reading, as its CSV column",
-    ("monitors/host.py", "cpu_energy_j"): "the host sample file's RAPL counter column",
+    ("trial/monitors/cpu.py", "cpu_energy_j"): "the host sample file's RAPL counter column",
     ("tracking/system_metrics.py", "cpu_energy_j"): "the host sample file's RAPL counter column",
 }
 

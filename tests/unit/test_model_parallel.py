@@ -9,8 +9,8 @@ import textwrap
 import pytest
 import torch
 
-from bench import models
-from bench.distributed.model_parallel import balanced_cut, split_torch
+from bench.trial import models
+from bench.trial.distributed.model_parallel import balanced_cut, split_torch
 from tests.conftest import REPO
 
 
@@ -79,10 +79,10 @@ def test_keras_split_places_the_second_stage_on_the_second_device() -> None:
     script = textwrap.dedent(
         """
         import tensorflow as tf
-        from bench.distributed.model_parallel import _tf_devices, keras_cuts, split_keras
+        from bench.trial.distributed.model_parallel import _tf_devices, keras_cuts, split_keras
         from bench.core.config import BenchConfig
         import keras
-        from bench import models
+        from bench.trial import models
 
         devices = _tf_devices(BenchConfig(device="cpu"))
         with tf.device(devices[0]):

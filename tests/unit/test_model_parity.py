@@ -7,7 +7,7 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from bench.models import resnet, vgg  # framework-free at import time
+from bench.trial.models import resnet, vgg  # framework-free at import time
 
 torch = pytest.importorskip("torch")
 keras = pytest.importorskip("keras")

@@ -20,8 +20,8 @@ import pytest
 from bench.checks.preflight import validate
 from bench.cli import models as inventory
 from bench.core.config import BenchConfig, ConfigError
-from bench.frameworks.weights import keras_order
-from bench.models import MODELS, build, common, flops, stock
+from bench.trial.frameworks.weights import keras_order
+from bench.trial.models import MODELS, build, common, flops, stock
 
 torch = pytest.importorskip("torch")
 keras = pytest.importorskip("keras")

@@ -1,6 +1,6 @@
 """Telemetry monitors, driven by recorded reading sequences (there is no GPU here).
 
-The GPU path is the real :class:`~bench.monitors.gpu.GpuMonitor` fed by a reader that replays
+The GPU path is the real :class:`~bench.trial.monitors.gpu.GpuMonitor` fed by a reader that replays
 readings; NVML itself (``NvmlReader``) is only exercised for its absence.  The host monitor
 reads this very process, and RAPL reads a powercap tree written into a temporary directory.
 """
@@ -18,11 +18,11 @@ import pytest
 
 from bench.checks.preflight import validate
 from bench.core.config import BenchConfig, ConfigError
-from bench.monitors import Telemetry
-from bench.monitors.base import Sampler, integrate, interpolate
-from bench.monitors.gpu import GpuMonitor, gpu_window
-from bench.monitors.host import HostMonitor, ProcessTree, Rapl
-from bench.monitors.nvml import GpuReading, GpuUnavailable, NvmlReader
+from bench.trial.monitors import Telemetry
+from bench.trial.monitors.base import Sampler, integrate, interpolate
+from bench.trial.monitors.cpu import CpuMonitor, ProcessTree, Rapl
+from bench.trial.monitors.gpu import GpuMonitor, gpu_window
+from bench.trial.monitors.nvml import GpuReading, GpuUnavailable, NvmlReader
 
 POWER_W = 250.0
 
@@ -128,7 +128,7 @@ def test_throttle_share_counts_slowdown_reasons_only() -> None:
 # The GPU monitor with its sampler thread.
 
 
-def run_epochs(monitor: GpuMonitor | HostMonitor, windows: int, seconds: float) -> list[dict]:
+def run_epochs(monitor: GpuMonitor | CpuMonitor, windows: int, seconds: float) -> list[dict]:
     monitor.start()
     out = []
     for _ in range(windows):
@@ -270,7 +270,7 @@ def test_disabled_telemetry_samples_nothing() -> None:
 
 
 def test_cpu_utilization_follows_the_process_tree(tmp_path: Path) -> None:
-    monitor = HostMonitor(
+    monitor = CpuMonitor(
         0.02, time.perf_counter(), tree=ProcessTree(), rapl="not here", judge_contention=False
     )
     monitor.start()
@@ -305,7 +305,7 @@ def test_cpu_utilization_includes_child_processes() -> None:
     code = "import time\nend = time.time() + 30\nwhile time.time() < end: pass"
     child = subprocess.Popen([sys.executable, "-c", code])
     try:
-        monitor = HostMonitor(0.02, time.perf_counter(), tree=ProcessTree(), rapl="not here")
+        monitor = CpuMonitor(0.02, time.perf_counter(), tree=ProcessTree(), rapl="not here")
         monitor.start()
         watched = psutil.Process(child.pid)
         # A window in which the child ran: on a machine loaded by others it may get no CPU
@@ -369,7 +369,7 @@ def test_rapl_energy_per_epoch(tmp_path: Path) -> None:
         return read()
 
     rapl.read_j = read_at_40_w  # type: ignore[method-assign]
-    monitor = HostMonitor(0.02, t0, tree=ProcessTree(), rapl=rapl, judge_contention=False)
+    monitor = CpuMonitor(0.02, t0, tree=ProcessTree(), rapl=rapl, judge_contention=False)
     (figures,) = run_epochs(monitor, windows=1, seconds=0.3)
     assert figures["cpu_power_w"] == pytest.approx(40, rel=0.1)
     assert monitor.stop(None).tags == {"rapl": "available"}
@@ -429,7 +429,7 @@ def _replayed_h200() -> tuple[list[float], list[GpuReading]]:
 
 
 def test_power_from_the_energy_counter_leads_the_averaged_reading_on_an_h200() -> None:
-    from bench.monitors.gpu import counter_power
+    from bench.trial.monitors.gpu import counter_power
 
     times, readings = _replayed_h200()
     counted = dict(counter_power(times, readings))
@@ -454,7 +454,7 @@ def test_power_from_the_energy_counter_leads_the_averaged_reading_on_an_h200() -
 def test_the_gpu_plot_draws_the_counters_power_beside_the_reading(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from bench.monitors import plot as plot_mod
+    from bench.trial.monitors import plot as plot_mod
 
     drawn: list[list[str]] = []
     monkeypatch.setattr(

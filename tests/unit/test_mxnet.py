@@ -19,9 +19,9 @@ from bench import images
 from bench.checks.preflight import validate
 from bench.core.config import BenchConfig, ConfigError, distributed_config
 from bench.core.result import EpochRecord
-from bench.distributed import kvstore
 from bench.envs import interpreters
-from bench.models import MODELS, build, flops, mxnet_models
+from bench.trial.distributed import kvstore
+from bench.trial.models import MODELS, build, flops, mxnet_models
 
 REPO = Path(__file__).resolve().parents[2]
 PARITY_MODELS = ["lenet5", "alexnet", "resnet18", "resnet50"]
@@ -128,9 +128,9 @@ def test_every_gluon_model_has_the_reference_count(gluon_report: dict) -> None:
 
 def test_worker_side_imports_no_host_framework_in_mxnet_env() -> None:
     code = (
-        "import sys, bench.trial.worker, bench.trial.loop, bench.data, bench.monitors\n"
-        "import bench.distributed.kvstore, bench.frameworks.mxnet_adapter\n"
-        "import bench.profiling.mxnet_profiler\n"
+        "import sys, bench.trial.worker, bench.trial.loop, bench.trial.data, bench.trial.monitors\n"
+        "import bench.trial.distributed.kvstore, bench.trial.frameworks.mxnet_adapter\n"
+        "import bench.trial.profiling.mxnet_profiler\n"
         "heavy = ('torch', 'tensorflow', 'keras', 'hydra', 'omegaconf', 'mlflow')\n"
         "print(sorted({m.split('.')[0] for m in sys.modules} & set(heavy)))\n"
         "import numpy, mxnet; print(numpy.__version__, mxnet.__version__)"
@@ -254,7 +254,7 @@ def test_mxnet_image_spec() -> None:
     spec = images.BuildSpec("mxnet", "cpu")
     files = images.context_files(spec)
     assert {"docker/mxnet.Dockerfile", "docker/constraints-mxnet.txt"} <= set(files)
-    assert "bench/frameworks/mxnet_adapter.py" in files
+    assert "bench/trial/frameworks/mxnet_adapter.py" in files
     assert images.DEFAULT_BASES[("mxnet", "cpu")] == "python:3.11-slim-bookworm"
     dockerfile = (REPO / "docker" / "mxnet.Dockerfile").read_text()
     assert "constraints-mxnet.txt" in dockerfile and "mxnet-cu117" in dockerfile
@@ -279,8 +279,8 @@ _ONE_STEP = r"""
 import json, sys
 import numpy as np
 from bench.core.config import BenchConfig, OptimizerConfig, DataConfig
-from bench import data as data_mod
-from bench.frameworks import mxnet_adapter as m
+from bench.trial import data as data_mod
+from bench.trial.frameworks import mxnet_adapter as m
 
 name, lr, momentum, wd = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
 cfg = BenchConfig(

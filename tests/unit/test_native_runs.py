@@ -36,7 +36,7 @@ def test_a_trial_run_has_a_user_a_source_a_dataset_and_system_metrics(tmp_path: 
     (logged,) = got.inputs.dataset_inputs
     assert logged.dataset.name == "synthetic-32px-10c"
     assert logged.dataset.source_type == "code"
-    assert json.loads(logged.dataset.source)["generator"] == "bench.data.synthetic"
+    assert json.loads(logged.dataset.source)["generator"] == "bench.trial.data.synthetic"
     assert [(t.key, t.value) for t in logged.tags] == [("mlflow.data.context", "train")]
     history = store.client.get_metric_history(run.run_id, "system/process_memory_rss_megabytes")
     assert [(m.value, m.step, m.timestamp) for m in history] == [

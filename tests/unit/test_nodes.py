@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from bench.core.config import BenchConfig, ModelConfig
-from bench.distributed import nodes
-from bench.distributed.nodes import Cluster, Node
-from bench.distributed.registry import load
+from bench.trial.distributed import nodes
+from bench.trial.distributed.nodes import Cluster, Node
+from bench.trial.distributed.registry import load
 
 
 def cfg_for(framework: str, distributed: str, workers: int, node_count: int, ps: int = 0):
@@ -102,7 +102,7 @@ def test_ps_async_keeps_chief_and_servers_on_the_first_node(tmp_path: Path) -> N
 def test_jax_distributed_joins_every_node_at_rank_0s_service_on_the_first_node(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from bench.distributed import jax_distributed as jd
+    from bench.trial.distributed import jax_distributed as jd
 
     monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
     cfg = cfg_for("jax", "jax_distributed", 2, 2)
@@ -123,7 +123,7 @@ def test_jax_distributed_joins_every_node_at_rank_0s_service_on_the_first_node(
 
 
 def test_jax_distributed_names_a_host_name_gloo_would_listen_on_loopback_for() -> None:
-    from bench.distributed.jax_distributed import gloo_address_problem
+    from bench.trial.distributed.jax_distributed import gloo_address_problem
 
     got = gloo_address_problem("10.0.0.2", ["127.0.1.1", "127.0.1.1"])
     assert got.startswith("distributed=jax_distributed across nodes: this host's name")
@@ -142,7 +142,7 @@ def test_horovod_slots_match_horovods_own_host_assignment(tmp_path: Path) -> Non
     env = procs[2].env
     assert env["HOROVOD_GLOO_RENDEZVOUS_ADDR"] == "10.0.0.1"
     assert env["HOROVOD_GLOO_RENDEZVOUS_PORT"] == "7000"
-    from bench.distributed.horovod import slot_env
+    from bench.trial.distributed.horovod import slot_env
 
     ours = [e for k in (0, 1) for e in slot_env(TWO, k, 2)]
     hosts = pytest.importorskip("horovod.runner.common.util.hosts")
@@ -180,7 +180,7 @@ def test_the_step_keeps_the_jobs_cpus_and_gpus_per_node(
     argv = nodes.step_command(cfg_for("torch", "ddp", 4, 3), tmp_path)
     assert argv[:5] == ["srun", "--overlap", "--nodes=3", "--ntasks=3", "--ntasks-per-node=1"]
     assert "--cpus-per-task=16" in argv and "--gpus-per-node=4" in argv
-    assert argv[-3:-1] == ["-m", "bench.distributed.nodes"] and argv[-1] == str(tmp_path)
+    assert argv[-3:-1] == ["-m", "bench.trial.distributed.nodes"] and argv[-1] == str(tmp_path)
 
 
 def test_gloo_uses_the_interface_of_the_published_address_unless_one_is_named(

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from bench import frameworks
 from bench.core.config import BenchConfig
 from bench.core.result import OOM
 from bench.launchers import process
+from bench.trial import frameworks
 from tests.unit.test_mxnet import run_in_mxnet_env
 
 
@@ -36,7 +36,7 @@ def test_tensorflow_resource_exhausted_is_oom() -> None:
 def test_mxnet_allocation_failure_is_oom_under_a_cap() -> None:
     code = (
         "import json, mxnet as mx\n"
-        "from bench.frameworks.mxnet_adapter import Adapter\n"
+        "from bench.trial.frameworks.mxnet_adapter import Adapter\n"
         "a = Adapter()\n"
         "e = mx.base.MXNetError('Failed to allocate CPU Memory')\n"
         "print(json.dumps([a.is_oom(e, capped=True), a.is_oom(e),"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.profiling import operators
-from bench.profiling.categories import CATEGORIES, categorize, metric_name
+from bench.trial.profiling import operators
+from bench.trial.profiling.categories import CATEGORIES, categorize, metric_name
 
 # (operator, scope, category): names as the profilers report them for ResNet training steps.
 SEEN = [
@@ -88,7 +88,7 @@ SEEN = [
     ("Pad", "resnet50_1/zero_padding2d_1/Pad", "data copy"),
     ("AddV2", "resnet50_1/add_3_1/Add", "other"),
     ("NcclAllReduce", "", "communication"),
-    # JAX (bench.profiling.jax_profiler): operator is the primitive (or XLA's opcode where
+    # JAX (bench.trial.profiling.jax_profiler): operator is the primitive (or XLA's opcode where
     # an instruction has no metadata), scope the op_name's layer scopes and the functions
     # it was traced in, "backward/" where JAX transposed it.
     ("conv_general_dilated", "train_step/conv2d/conv_general_dilated", "convolution"),
@@ -160,7 +160,7 @@ def test_operator_table_sums_per_operator_and_category(tmp_path: Path) -> None:
 def test_tensorflow_self_time_excludes_nested_ops(tmp_path: Path) -> None:
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-    from bench.profiling.tf_profiler import read_xspace
+    from bench.trial.profiling.tf_profiler import read_xspace
 
     space = xplane_pb2.XSpace()
     plane = space.planes.add(name="/host:CPU")
@@ -194,7 +194,7 @@ def test_tensorflow_self_time_excludes_nested_ops(tmp_path: Path) -> None:
 def test_tensorflow_gpu_time_is_kernel_time_on_the_streams(tmp_path: Path) -> None:
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-    from bench.profiling.tf_profiler import read_xspace
+    from bench.trial.profiling.tf_profiler import read_xspace
 
     space = xplane_pb2.XSpace()
     space.planes.add(name="/host:CPU")

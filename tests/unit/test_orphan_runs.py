@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from bench.core.config import BenchConfig
-from bench.runtime.processes import owner_label
 from bench.tracking import OWNER_TAG, MlflowStore
+from bench.trial.runtime.processes import owner_label
 
 
 def dead_owner() -> str:

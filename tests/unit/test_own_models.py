@@ -1,4 +1,4 @@
-"""Your own model (bench.models.custom, docs/your-model.md): loading a builder from the working
+"""Your own model (bench.trial.models.custom, docs/your-model.md): loading a builder from the working
 directory, the probe's answers, the digest of the builders' sources in the configuration's
 identity, and the hashes of every configuration without one left as they were."""
 
@@ -12,7 +12,7 @@ import pytest
 
 from bench.core.config import BenchConfig, FrameworkConfig, ModelConfig, flatten, to_dict
 from bench.core.identity import config_hash, identity, logged_params
-from bench.models import custom, task
+from bench.trial.models import custom, task
 
 CNN = Path(__file__).resolve().parents[2] / "examples" / "custom_cnn.py"
 

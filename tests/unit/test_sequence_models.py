@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bench import data
 from bench.checks.preflight import validate
 from bench.core.config import BenchConfig, ConfigError, ModelConfig
-from bench.models import MODELS, deepspeech2, lstm, transformer
+from bench.trial import data
+from bench.trial.models import MODELS, deepspeech2, lstm, transformer
 
 torch = pytest.importorskip("torch")
 keras = pytest.importorskip("keras")
@@ -185,7 +185,7 @@ def test_keras_computes_what_torch_computes_with_the_same_weights(name: str) -> 
 @pytest.mark.parametrize("name", TINY)
 @pytest.mark.slow
 def test_training_steps_lower_the_loss_on_a_fixed_batch(name: str, framework: str) -> None:
-    from bench import frameworks
+    from bench.trial import frameworks
 
     model = dataclasses.replace(TINY[name], layers=1)  # one layer traces faster in TF
     cfg = BenchConfig(model=model, batch_size=4)

@@ -255,7 +255,7 @@ def test_min_queries_0_is_the_fewest_loadgen_s_early_stopping_can_pass() -> None
 
 
 def test_library_of_a_labelled_set_is_its_test_split_normalized_nchw() -> None:
-    from bench.data import LabelledData
+    from bench.trial.data import LabelledData
 
     x = np.full((2, 4, 4, 3), 255, np.uint8)
     data = LabelledData(

@@ -12,14 +12,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench import tuning
 from bench.checks.config import rules, said
 from bench.core import metrics
 from bench.core.config import BenchConfig, FrameworkConfig, ModelConfig, ServeConfig, TuningConfig
 from bench.core.result import OK, EpochRecord, TrialResult
-from bench.frameworks import spaces
-from bench.tuning import cache
-from bench.tuning.search import PROBE_QUERIES, PROBE_WINDOWS, _row, objective, probe_config, search
+from bench.trial import tuning
+from bench.trial.frameworks import spaces
+from bench.trial.tuning import cache
+from bench.trial.tuning.search import (
+    PROBE_QUERIES,
+    PROBE_WINDOWS,
+    _row,
+    objective,
+    probe_config,
+    search,
+)
 
 
 @pytest.fixture(autouse=True)

@@ -1,5 +1,5 @@
 """goal=accuracy: training to a target (bench.trial.loop._to_target), driven by a scripted
-session on a scripted clock, and the one scoring arithmetic (bench.data.score)."""
+session on a scripted clock, and the one scoring arithmetic (bench.trial.data.score)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 
 from bench.checks.rules import check
 from bench.core.config import BenchConfig, DataConfig, GoalConfig
-from bench.data import score
 from bench.trial import loop as trial
+from bench.trial.data import score
 from bench.trial.loop import _to_target
 
 

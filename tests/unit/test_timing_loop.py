@@ -164,7 +164,7 @@ def test_an_auto_trial_times_windows_of_at_least_min_window_s(
 def test_processes_agree_on_the_largest_proposal(tmp_path) -> None:  # noqa: ANN001
     from concurrent.futures import ThreadPoolExecutor
 
-    from bench.runtime.agree import agree_max
+    from bench.trial.runtime.agree import agree_max
 
     with ThreadPoolExecutor(3) as pool:
         got = list(pool.map(lambda n: agree_max(tmp_path / "a", 3, n, 10), [40, 70, 55]))

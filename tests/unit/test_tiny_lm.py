@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from bench.core.config import BenchConfig, ModelConfig
-from bench.models import custom
 from bench.trial import generate
+from bench.trial.models import custom
 
 SIZES = [
     {"vocab_size": 1000, "hidden": 64, "layers": 2, "heads": 4, "intermediate": 256,
@@ -60,14 +60,14 @@ def test_bench_generation_picks_the_forward_passes_tokens(framework: str) -> Non
     """The adapter's session (mode=generate) runs the example's init_cache and
     cached_forward, greedily; its tokens are those of the uncached forward pass."""
     pytest.importorskip("keras")
-    from bench.data import synthetic_sequences
+    from bench.trial.data import synthetic_sequences
 
     cfg = dataclasses.replace(
         BenchConfig(), model=_model(SIZES[1]), mode="generate", batch_size=3, prompt_len=7,
         new_tokens=6, device="cpu",
         telemetry=dataclasses.replace(BenchConfig().telemetry, enabled=False),
     )  # fmt: skip
-    adapter = importlib.import_module(f"bench.frameworks.{framework}_adapter").Adapter()
+    adapter = importlib.import_module(f"bench.trial.frameworks.{framework}_adapter").Adapter()
     adapter.configure(cfg, 1)
     session = adapter.prepare(cfg, synthetic_sequences(cfg))
     assert session.num_parameters == _formula(SIZES[1])

@@ -17,9 +17,10 @@ import numpy as np
 import pytest
 
 from bench.cli import parity as cli
-from bench.data import HostBatches
-from bench.frameworks.weights import BUFFER, PARAM, Tensor
-from bench.parity import check, side
+from bench.parity import check
+from bench.trial import parity as side
+from bench.trial.data import ArrayBatches
+from bench.trial.frameworks.weights import BUFFER, PARAM, Tensor
 
 torch = pytest.importorskip("torch")
 
@@ -170,8 +171,8 @@ def test_bad_strategy_input_is_exit_2_naming_the_option(
 def test_weights_go_through_keras_and_back_unchanged() -> None:
     """The canonical form is PyTorch's: copied into Keras and read back, every tensor is
     bit for bit what went in (ResNet-18: convolutions, BatchNorm, a dense head)."""
-    from bench import frameworks
-    from bench.frameworks import weights
+    from bench.trial import frameworks
+    from bench.trial.frameworks import weights
 
     spec = side.Spec(model="resnet18", steps=1)
     init = check.initial_weights(spec)
@@ -256,7 +257,7 @@ def toy(monkeypatch: pytest.MonkeyPatch) -> None:
         ]
 
     def batches(spec: side.Spec) -> Any:
-        return HostBatches([np.zeros(1)] * spec.steps, [np.zeros(1)] * spec.steps)
+        return ArrayBatches([np.zeros(1)] * spec.steps, [np.zeros(1)] * spec.steps)
 
     def run_side(framework: str, spec: side.Spec, init: list[Any], b: Any) -> side.Side:
         assert len(b.images) == spec.steps

@@ -74,7 +74,7 @@ def test_a_double_forked_daemon_ignoring_sigterm_is_gone_when_the_trial_is(
 def test_only_the_trials_own_mark_is_killed() -> None:
     import subprocess
 
-    from bench.runtime.processes import ENV_TRIAL_MARK, stop_marked
+    from bench.trial.runtime.processes import ENV_TRIAL_MARK, stop_marked
 
     other = subprocess.Popen(["sleep", "30"], env=dict(os.environ, **{ENV_TRIAL_MARK: "other"}))
     try:

@@ -19,9 +19,9 @@ from bench.core.result import ERROR, OK, EpochRecord, TrialResult
 from bench.launchers import process
 from bench.launchers.base import Launcher
 from bench.launchers.collect import collect
-from bench.runtime.protocol import EventReader, read_result, tail
 from bench.sweep import session as session_mod
 from bench.trial.loop import EpochCallback
+from bench.trial.runtime.protocol import EventReader, read_result, tail
 
 SECRET = "HOST SECRET 7f3a"
 
@@ -134,7 +134,7 @@ def test_a_trial_file_too_large_to_read_is_refused_not_read(
 ) -> None:
     """A hostile or broken trial that writes gigabytes does not take the host's memory: its
     result is no result, its events none, its log's tail only the last megabyte."""
-    from bench.runtime import protocol
+    from bench.trial.runtime import protocol
 
     monkeypatch.setattr(protocol, "MAX_READ", 1000)
     big = TrialResult(OK, "torch", "lenet5", "train")

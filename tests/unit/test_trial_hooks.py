@@ -1,4 +1,4 @@
-"""Trial hooks (bench.runtime.hooks): the parity check's hook is an explicit argument of the
+"""Trial hooks (bench.trial.runtime.hooks): the parity check's hook is an explicit argument of the
 trial, read by the entry points from the trial folder's ``hooks.json``; each process gets
 its own slice of the check's batches; a trial with the hook carries the tag
 ``bench.hooks=parity``, one without does not, and an environment variable changes nothing."""
@@ -16,30 +16,30 @@ from bench import tracking
 from bench.core.config import BenchConfig, DataConfig, ModelConfig, TelemetryConfig
 from bench.core.result import ERROR, OK, TrialResult
 from bench.core.strategy_configs import DDPConfig, KvstoreDeviceConfig
-from bench.data import HostBatches
-from bench.frameworks import parity_hook
 from bench.launchers import base, inline, process
-from bench.runtime.hooks import HOOKS, NO_HOOKS, TrialHooks
+from bench.trial.data import ArrayBatches
+from bench.trial.frameworks import parity_hook
 from bench.trial.loop import run_trial
+from bench.trial.runtime.hooks import HOOKS, NO_HOOKS, TrialHooks
 
 # -- what slice of the parity batches each process gets ---------------------------------------
 
 
-def numbered(steps: int, batch: int) -> HostBatches:
+def numbered(steps: int, batch: int) -> ArrayBatches:
     """``steps`` global batches whose samples say which step and place they are: sample j
     of step s is filled with 100 * s + j, and its label is j."""
     images = [np.stack([np.full((1, 2, 2), 100 * s + j, np.float32) for j in range(batch)])
               for s in range(steps)]  # fmt: skip
     labels = [np.arange(batch, dtype=np.int64) for _ in range(steps)]
-    return HostBatches(images, labels)
+    return ArrayBatches(images, labels)
 
 
-def saved(tmp_path: Path, b: HostBatches) -> Path:
+def saved(tmp_path: Path, b: ArrayBatches) -> Path:
     np.savez(tmp_path / "batches.npz", **parity_hook.batch_arrays(b))  # type: ignore[arg-type]
     return tmp_path
 
 
-def ids(b: HostBatches) -> list[list[int]]:
+def ids(b: ArrayBatches) -> list[list[int]]:
     """Each batch as the values of its samples (100 * step + place)."""
     return [[int(x[i, 0, 0, 0]) for i in range(len(x))] for x in b.images]
 
@@ -137,8 +137,9 @@ def tiny() -> BenchConfig:
 @pytest.fixture(scope="module")
 def parity_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """What the parity check writes: torch's seeded initial weights and 2 global batches."""
-    from bench.data import synthetic
-    from bench.parity import check, side
+    from bench.parity import check
+    from bench.trial import parity as side
+    from bench.trial.data import synthetic
 
     where = tmp_path_factory.mktemp("parity")
     spec = side.Spec(model="lenet5", batch_size=4, steps=2)
@@ -210,8 +211,8 @@ def test_the_worker_tags_a_distributed_trial_whose_ranks_all_failed(
 ) -> None:
     """execute marks the result itself, not only run_trial: a coordinator's result with no
     rank's environment in it still names the hook, and the ranks' folder has the file."""
-    from bench.distributed import coordinator
     from bench.trial import worker
+    from bench.trial.distributed import coordinator
 
     def run(cfg: BenchConfig, on_epoch: Any, workdir: Path, hooks: TrialHooks) -> TrialResult:
         hooks.write(workdir)

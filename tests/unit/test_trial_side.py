@@ -23,12 +23,12 @@ REPO = paths.PACKAGE.parent
 ENTRY_POINTS = (
     "bench.trial.worker",
     "bench.trial.loop",
-    "bench.runtime.child",
-    "bench.distributed.rank",
-    "bench.distributed.tf_server",
-    "bench.distributed.kvstore",
-    "bench.distributed.horovod",
-    "bench.distributed.nodes",
+    "bench.trial.runtime.child",
+    "bench.trial.distributed.rank",
+    "bench.trial.distributed.tf_server",
+    "bench.trial.distributed.kvstore",
+    "bench.trial.distributed.horovod",
+    "bench.trial.distributed.nodes",
 )
 MODULE_NAME = re.compile(r"bench(\.[a-z_][a-z0-9_]*)+")
 
@@ -99,7 +99,7 @@ def _reached(name: str) -> set[str]:
             if node.level:
                 parts = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*parts, base] if base else parts)
-            named.add(base)  # `from bench import data`: bench.data, if it is a module
+            named.add(base)  # `from bench import data`: bench.trial.data, if it is a module
             named.update(f"{base}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             # A name in a string is run (-m) or imported by name; the lists of the trial
@@ -133,7 +133,11 @@ def test_everything_a_trial_imports_is_on_the_trial_side() -> None:
         if name not in seen:
             seen.add(name)
             todo.extend(_reached(name) - seen)
-    assert {"bench.trial.loop", "bench.frameworks", "bench.distributed.ddp"} <= seen  # it walks
+    assert {
+        "bench.trial.loop",
+        "bench.trial.frameworks",
+        "bench.trial.distributed.ddp",
+    } <= seen  # it walks
     outside = sorted(name for name in seen if not _inside(name))
     assert outside == [], f"reached by a trial, missing from bench.core.paths.TRIAL_SIDE: {outside}"
 
@@ -141,7 +145,11 @@ def test_everything_a_trial_imports_is_on_the_trial_side() -> None:
 def test_the_image_carries_the_trial_side_only() -> None:
     files = images.context_files(images.BuildSpec("torch", "cpu"))
     sources = {rel for rel in files if rel.startswith("bench/")}
-    assert {"bench/__init__.py", "bench/trial/worker.py", "bench/distributed/rank.py"} <= sources
+    assert {
+        "bench/__init__.py",
+        "bench/trial/worker.py",
+        "bench/trial/distributed/rank.py",
+    } <= sources
     assert "bench/cli/__init__.py" not in sources and not any(
         s.startswith("bench/report/") for s in sources
     )

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from bench import tuning
 from bench.checks.rules import check
 from bench.core.config import (
     BenchConfig,
@@ -25,11 +24,12 @@ from bench.core.config import (
 )
 from bench.core.identity import config_hash, identity
 from bench.core.result import OK, EpochRecord, TrialResult
-from bench.frameworks import spaces
 from bench.parity import at_best
-from bench.parity import side as sides
-from bench.tuning import cache
-from bench.tuning.search import Row, SearchFailed, beats, probe_config, search
+from bench.trial import parity as sides
+from bench.trial import tuning
+from bench.trial.frameworks import spaces
+from bench.trial.tuning import cache
+from bench.trial.tuning.search import Row, SearchFailed, beats, probe_config, search
 
 
 @pytest.fixture(autouse=True)

@@ -17,17 +17,17 @@ class DistributedConfig:
     strategy (each in its module of bench.core.strategies), holding that strategy's own
     settings (``distributed.backend=gloo`` with ``distributed=ddp``).  The sizes every
     strategy shares stay top-level keys (``workers``, ``nodes``, ``ps``).  What a strategy is
-    and how it runs: :mod:`bench.distributed.registry`; its rules: that registry's
+    and how it runs: :mod:`bench.trial.distributed.registry`; its rules: that registry's
     ``check``.  This class holds the facts of ``distributed=none`` too: no distribution."""
 
     name: str = "none"
     # Facts of the strategy (not settings: not composed, not logged, not hashed).
     what: ClassVar[str] = "one process, no distribution"
     frameworks: ClassVar[tuple[str, ...]] = NAMES  # the frameworks that have it
-    # Its implementation (bench.distributed's module with its STRATEGY; '': none).
+    # Its implementation (bench.trial.distributed's module with its STRATEGY; '': none).
     module: ClassVar[str] = ""
-    # How the trial runs: "coordinator" (rank processes, bench.distributed.coordinator),
-    # "kvstore" (MXNet's scheduler, servers and workers, bench.distributed.kvstore) or
+    # How the trial runs: "coordinator" (rank processes, bench.trial.distributed.coordinator),
+    # "kvstore" (MXNet's scheduler, servers and workers, bench.trial.distributed.kvstore) or
     # "local" (one process).
     runner: ClassVar[str] = "local"
     # Frameworks whose implementation of it needs CUDA devices (at least 2): a cell that
@@ -48,7 +48,7 @@ class DistributedConfig:
     built_by_setup: ClassVar[str] = ""
     # It trains through parameter servers (``ps``: 0 means one per node).
     parameter_servers: ClassVar[bool] = False
-    # It runs across the nodes of a Slurm allocation (nodes > 1, bench.distributed.nodes).
+    # It runs across the nodes of a Slurm allocation (nodes > 1, bench.trial.distributed.nodes).
     multi_node: ClassVar[bool] = False
     per_device: ClassVar[bool] = False  # the workers are devices of one process
     # The frameworks it trains the zoo's sequence models in (bench.checks.config refuses

@@ -1,5 +1,5 @@
 """``distributed=ddp``: torch DistributedDataParallel by torchrun
-(:mod:`bench.distributed.ddp`): its settings and facts."""
+(:mod:`bench.trial.distributed.ddp`): its settings and facts."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ class DDPConfig(DistributedConfig):
     name: str = "ddp"
     what: ClassVar[str] = "DistributedDataParallel, torchrun"
     frameworks: ClassVar[tuple[str, ...]] = (TORCH,)
-    module: ClassVar[str] = "bench.distributed.ddp"
+    module: ClassVar[str] = "bench.trial.distributed.ddp"
     runner: ClassVar[str] = "coordinator"
     parity: ClassVar[tuple[str, ...]] = (TORCH,)
     multi_node: ClassVar[bool] = True

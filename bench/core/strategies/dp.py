@@ -1,5 +1,5 @@
 """``distributed=dp``: torch ``nn.DataParallel`` over GPUs in one process
-(:mod:`bench.distributed.dp`): its facts."""
+(:mod:`bench.trial.distributed.dp`): its facts."""
 
 from __future__ import annotations
 
@@ -15,6 +15,6 @@ class DataParallelConfig(DistributedConfig):
     name: str = "dp"
     what: ClassVar[str] = "torch.nn.DataParallel (GPUs)"
     frameworks: ClassVar[tuple[str, ...]] = (TORCH,)
-    module: ClassVar[str] = "bench.distributed.dp"
+    module: ClassVar[str] = "bench.trial.distributed.dp"
     runner: ClassVar[str] = "coordinator"
     gpu_only: ClassVar[tuple[str, ...]] = (TORCH,)

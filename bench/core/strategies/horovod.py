@@ -1,4 +1,4 @@
-"""``distributed=horovod``: Horovod 0.28.1 by horovodrun (:mod:`bench.distributed.horovod`):
+"""``distributed=horovod``: Horovod 0.28.1 by horovodrun (:mod:`bench.trial.distributed.horovod`):
 its facts."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ class HorovodConfig(DistributedConfig):
     name: str = "horovod"
     what: ClassVar[str] = "Horovod, horovodrun"
     frameworks: ClassVar[tuple[str, ...]] = (TORCH, TF)
-    module: ClassVar[str] = "bench.distributed.horovod"
+    module: ClassVar[str] = "bench.trial.distributed.horovod"
     runner: ClassVar[str] = "coordinator"
     parity: ClassVar[tuple[str, ...]] = (TORCH, TF)
     pinned_version_only: ClassVar[bool] = True

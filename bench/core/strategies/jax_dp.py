@@ -1,5 +1,5 @@
 """``distributed=jax_dp``: JAX data parallelism over the XLA devices of one process
-(:mod:`bench.distributed.jax_dp`): its facts."""
+(:mod:`bench.trial.distributed.jax_dp`): its facts."""
 
 from __future__ import annotations
 
@@ -15,6 +15,6 @@ class JaxDataParallelConfig(DistributedConfig):
     name: str = "jax_dp"
     what: ClassVar[str] = "jax.sharding data parallelism over one process's XLA devices"
     frameworks: ClassVar[tuple[str, ...]] = (JAX,)
-    module: ClassVar[str] = "bench.distributed.jax_dp"
+    module: ClassVar[str] = "bench.trial.distributed.jax_dp"
     runner: ClassVar[str] = "coordinator"
     parity: ClassVar[tuple[str, ...]] = (JAX,)

@@ -1,5 +1,5 @@
 """``distributed=kvstore_sync`` / ``kvstore_async`` / ``kvstore_device``: MXNet's kvstore
-(:mod:`bench.distributed.kvstore`: scheduler, servers and workers; ``device``: one
+(:mod:`bench.trial.distributed.kvstore`: scheduler, servers and workers; ``device``: one
 process reducing over devices): their facts."""
 
 from __future__ import annotations

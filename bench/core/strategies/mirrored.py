@@ -1,5 +1,5 @@
 """``distributed=mirrored``: tf MirroredStrategy, ``workers`` replicas in one process
-(:mod:`bench.distributed.mirrored`): its settings and facts."""
+(:mod:`bench.trial.distributed.mirrored`): its settings and facts."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ class MirroredConfig(DistributedConfig):
     name: str = "mirrored"
     what: ClassVar[str] = "tf MirroredStrategy"
     frameworks: ClassVar[tuple[str, ...]] = (TF,)
-    module: ClassVar[str] = "bench.distributed.mirrored"
+    module: ClassVar[str] = "bench.trial.distributed.mirrored"
     runner: ClassVar[str] = "coordinator"
     parity: ClassVar[tuple[str, ...]] = (TF,)
     # How the replicas' gradients are summed: auto (NCCL on GPUs, one device on the CPU) |

@@ -1,5 +1,5 @@
 """``distributed=model_parallel``: the model split into two stages on two devices
-(:mod:`bench.distributed.model_parallel`): its facts."""
+(:mod:`bench.trial.distributed.model_parallel`): its facts."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ class ModelParallelConfig(DistributedConfig):
     name: str = "model_parallel"
     what: ClassVar[str] = "two model stages on two devices"
     frameworks: ClassVar[tuple[str, ...]] = (TORCH, TF)
-    module: ClassVar[str] = "bench.distributed.model_parallel"
+    module: ClassVar[str] = "bench.trial.distributed.model_parallel"
     runner: ClassVar[str] = "coordinator"
     gpu_only: ClassVar[tuple[str, ...]] = (TORCH,)
     whole_batch: ClassVar[bool] = True

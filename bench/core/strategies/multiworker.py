@@ -1,5 +1,5 @@
 """``distributed=multiworker``: tf MultiWorkerMirroredStrategy, one process per worker
-(:mod:`bench.distributed.multiworker`): its settings and facts."""
+(:mod:`bench.trial.distributed.multiworker`): its settings and facts."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ class MultiWorkerConfig(DistributedConfig):
     name: str = "multiworker"
     what: ClassVar[str] = "tf MultiWorkerMirroredStrategy, TF_CONFIG"
     frameworks: ClassVar[tuple[str, ...]] = (TF,)
-    module: ClassVar[str] = "bench.distributed.multiworker"
+    module: ClassVar[str] = "bench.trial.distributed.multiworker"
     runner: ClassVar[str] = "coordinator"
     parity: ClassVar[tuple[str, ...]] = (TF,)
     multi_node: ClassVar[bool] = True

@@ -1,5 +1,5 @@
 """``distributed=ps_async``: tf ParameterServerStrategy, TensorFlow's asynchronous mode
-(:mod:`bench.distributed.ps_async`): its facts."""
+(:mod:`bench.trial.distributed.ps_async`): its facts."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ class ParameterServerConfig(DistributedConfig):
     name: str = "ps_async"
     what: ClassVar[str] = "tf ParameterServerStrategy (asynchronous)"
     frameworks: ClassVar[tuple[str, ...]] = (TF,)
-    module: ClassVar[str] = "bench.distributed.ps_async"
+    module: ClassVar[str] = "bench.trial.distributed.ps_async"
     runner: ClassVar[str] = "coordinator"
     asynchronous: ClassVar[bool] = True
     parameter_servers: ClassVar[bool] = True

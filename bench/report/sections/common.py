@@ -46,7 +46,7 @@ class Context:
 def shared(trial: Trial) -> bool:
     """Whether other processes held the run's CPUs in its timed windows: the host monitor's
     tag bench.contention, or contention=wait's gate gave up on the load
-    (bench.monitors.contention)."""
+    (bench.trial.monitors.contention)."""
     tags = trial.record.tags
     return bool(tags.get("bench.contention")) or gave_up(trial)
 

@@ -8,7 +8,6 @@ import statistics
 
 import bench.report.figures as figures
 from bench.core import metrics
-from bench.distributed.registry import NONE, distributes
 from bench.report.document import Cell, Figure, Section, Table, num
 from bench.report.sections.common import (
     Context,
@@ -24,6 +23,7 @@ from bench.report.trials import (
     mean_sd,
     model_of,
 )
+from bench.trial.distributed.registry import NONE, distributes
 
 # --- distributed training ---
 

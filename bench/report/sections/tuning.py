@@ -7,11 +7,11 @@ from __future__ import annotations
 import math
 
 from bench.analysis import stats
-from bench.frameworks.spaces import DEFAULTS
 from bench.report.document import Cell, Section, Table, num
 from bench.report.sections.common import Context, ratio_text, sample, verdict_cell
 from bench.report.sections.versions import words
 from bench.report.trials import Config, Labeller, Trial, fmt_mean_sd, framework_pairs, group
+from bench.trial.frameworks.spaces import DEFAULTS
 
 TUNED = "tuned."
 
