@@ -46,9 +46,9 @@ if "BENCH_LAST_STORE" not in os.environ:
 
 # The suite's trials are timed beside its other pytest worker, so on CI's 2 cores nearly every
 # one is "contended": contention=wait (bench's default) would make each of ~300 trials wait up
-# to bench.trial.monitors.contention.MAX_WAIT_S for a load that lasts as long as the suite.  Here, in
-# this one place (an environment variable, so the sweeps' and trials' processes inherit it),
-# the default is tag; the wait path is tested with replayed readings
+# to bench.trial.monitors.contention.MAX_WAIT_S for a load that lasts as long as the suite.
+# Here, in this one place (an environment variable, so the sweeps' and trials' processes
+# inherit it), the default is tag; the wait path is tested with replayed readings
 # (tests/unit/test_contention_gate.py) and one e2e trial that asks for contention=wait.
 os.environ.setdefault("BENCH_CONTENTION", "tag")
 

@@ -1,7 +1,8 @@
 """Scaling efficiency: a multi-worker trial's global throughput over workers x the
 throughput of its single-worker baseline (the same strategy on one worker, else no
-distribution, otherwise the same config; :func:`bench.trial.distributed.registry.scaling_baselines`),
-the newest ok run of it in the experiment."""
+distribution, otherwise the same config;
+:func:`bench.trial.distributed.registry.scaling_baselines`), the newest ok run of it in the
+experiment."""
 
 from __future__ import annotations
 

@@ -15,8 +15,8 @@ TensorFlow on the CPU, which the report would only call "not comparable" after t
   (then said on stderr; the setting is logged with every run).
 
 Each framework is asked in a short child process of its own interpreter
-(:mod:`bench.trial.runtime.device_probe`), and the answer is cached per environment (its interpreter,
-its set-up stamp, ``CUDA_VISIBLE_DEVICES`` and the driver version) under
+(:mod:`bench.trial.runtime.device_probe`), and the answer is cached per environment (its
+interpreter, its set-up stamp, ``CUDA_VISIBLE_DEVICES`` and the driver version) under
 ``$BENCH_CACHE`` (default ``~/.cache/bench``)/devices.  Where NVML finds no NVIDIA GPU
 on the host, no framework can see one, and nobody is asked.  ``launcher=docker`` answers
 from the image variant (the CUDA images see the GPUs they are given).  A Slurm sweep is not

@@ -2,8 +2,8 @@
 supported version range, its environment, where its adapter, profiler and model builders
 are, how its devices are probed and its weights read and written), read by every part of
 bench that needs a framework's name for something.  Imports no framework and nothing of
-bench: the adapters (:mod:`bench.trial.frameworks`) and the model builders (:mod:`bench.trial.models`)
-are the only other places that name a framework."""
+bench: the adapters (:mod:`bench.trial.frameworks`) and the model builders
+(:mod:`bench.trial.models`) are the only other places that name a framework."""
 
 from __future__ import annotations
 

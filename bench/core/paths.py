@@ -14,30 +14,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent  # bench/, this file being bench/core/paths.py
-# The trial side: bench's modules and packages that run inside a trial's own interpreter (the
-# worker, a distributed rank, a framework version's environment, a container image), where
-# there is no Hydra, OmegaConf, MLflow nor Docker SDK.  A framework image carries these (and
-# the package's __init__) and its content hash covers nothing else of bench, so a change on
-# the host side (the CLI, the sweep, the report, tracking) rebuilds no image.  pyproject.toml's
-# import contracts "The trial side imports no ..." and "... nothing of the host side" list the
-# same modules (with TRIAL_MODULES); tests keep them equal and check that every bench module a
-# trial's entry points import is in here.
-TRIAL_SIDE = (
-    "bench.core",
-    "bench.trial",
-    "bench.trial.runtime",
-    "bench.trial.frameworks",
-    "bench.trial.models",
-    "bench.trial.monitors",
-    "bench.trial.profiling",
-    "bench.trial.data",
-    "bench.trial.distributed",
-    "bench.trial.tuning",
-)
-# Modules of a host package that run in a trial's interpreter too, though no image carries
-# them: the parity check's side (python -m bench.trial.parity, in MXNet's own environment or
-# a child process of bench's).  The import contracts hold them to the trial side's rules.
-TRIAL_MODULES = ("bench.trial.parity",)
+# The trial side is a folder: bench/trial/ (the worker, the loop, the runtime, the frameworks,
+# models, data, monitors, profilers, strategies and search) and bench/core/ (the typed config
+# and the facts both sides read) hold everything that runs inside a trial's own interpreter
+# (the worker, a distributed rank, a parity side, a framework version's environment, a
+# container image), where there is no Hydra, OmegaConf, MLflow nor Docker SDK; every other
+# package and module of bench is the host's.  A framework image carries these two (and the
+# package's __init__) and its content hash covers nothing else of bench, so a change on the
+# host side rebuilds no image.  pyproject.toml's import contracts name the same two
+# (tests/unit/test_trial_side.py checks it, and that a trial's entry points import nothing
+# outside them).
+TRIAL_SIDE = ("bench.core", "bench.trial")
 # A file each folder must hold, so that an unrelated conf/ beside site-packages is not taken.
 _MARKERS = {
     "conf": "config.yaml",

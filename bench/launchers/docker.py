@@ -10,9 +10,10 @@ limits NVIDIA recommends for deep learning, and gets GPUs as device requests.
 Nothing outlives a trial.  The container is created with auto-remove, so the engine deletes
 it as soon as it exits; a timeout or Ctrl-C stops it; and if the host process itself dies,
 the worker stops on its own once the heartbeat file that the host keeps touching goes stale
-(:mod:`bench.trial.runtime.heartbeat`).  Containers of a host process that is gone are removed when the
-next trial starts.  The exit code comes from waiting on the container and an out-of-memory
-kill from the engine's event log, since the container is gone by the time it is looked at.
+(:mod:`bench.trial.runtime.heartbeat`).  Containers of a host process that is gone are
+removed when the next trial starts.  The exit code comes from waiting on the container and
+an out-of-memory kill from the engine's event log, since the container is gone by the time it
+is looked at.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """One spec per framework (bench.core.frameworks): facts only, importing nothing, and the
-only place outside the adapters (bench/trial/frameworks/) and the model builders (bench/trial/models/)
-that spells a framework's name or compares a name with one (read by AST: ``==``, ``!=``,
-``in``, ``not in`` and ``case`` against a name's string or its spec constant)."""
+only place outside the adapters (bench/trial/frameworks/) and the model builders
+(bench/trial/models/) that spells a framework's name or compares a name with one (read by
+AST: ``==``, ``!=``, ``in``, ``not in`` and ``case`` against a name's string or its spec
+constant)."""
 
 from __future__ import annotations
 

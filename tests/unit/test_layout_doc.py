@@ -27,11 +27,28 @@ def _packages_table() -> dict[str, str]:
     return sides
 
 
+def _rows() -> dict[str, str]:
+    section = DOC.split("## Packages", 1)[1].split("\n## ", 1)[0]
+    return {
+        name.rstrip("/"): side
+        for cell, side in re.findall(r"^\| (`[^|]+) \| (\w+) \|", section, re.M)
+        for name in re.findall(r"`([\w/]+/)`", cell)
+    }
+
+
 def test_every_package_has_a_row_with_its_side() -> None:
-    packages = sorted(p.name for p in (ROOT / "bench").iterdir() if (p / "__init__.py").is_file())
-    sides = _packages_table()
-    assert sorted(sides) == packages
-    assert set(sides.values()) <= {"trial", "host", "both"}
+    """Every package of bench and of its trial tree has a row, and the trial tree's rows say
+    *trial*: the folder tells the side."""
+    top = [p for p in (ROOT / "bench").iterdir() if (p / "__init__.py").is_file()]
+    packages = {p.name for p in top} | {
+        f"trial/{p.name}"
+        for p in (ROOT / "bench" / "trial").iterdir()
+        if (p / "__init__.py").is_file()
+    }
+    rows = _rows()
+    assert sorted(rows) == sorted(packages)
+    assert set(rows.values()) <= {"trial", "host", "both"}
+    assert all(side == "trial" for name, side in rows.items() if name.startswith("trial"))
 
 
 def test_the_trial_side_is_the_packages_the_table_marks_so() -> None:

@@ -1,5 +1,5 @@
-"""Your own model (bench.trial.models.custom, docs/your-model.md): loading a builder from the working
-directory, the probe's answers, the digest of the builders' sources in the configuration's
+"""Your own model (bench.trial.models.custom, docs/your-model.md): loading a builder from the
+working directory, the probe's answers, the digest of the builders' sources in the configuration's
 identity, and the hashes of every configuration without one left as they were."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""The trial side, one list (:data:`bench.core.paths.TRIAL_SIDE`): the import contracts in
-pyproject.toml name the same modules (with :data:`bench.core.paths.TRIAL_MODULES`) and forbid
-them everything else of bench, every bench module that a trial's entry points reach is in it
-(a container carries nothing else of bench), and the images' content hash covers it and
+"""The trial side is two folders (:data:`bench.core.paths.TRIAL_SIDE`: ``bench/core/`` and
+``bench/trial/``): the import contracts in pyproject.toml name the same two and forbid them
+everything else of bench, every bench module that a trial's entry points reach is in them (a
+container carries nothing else of bench), and the images' content hash covers them and
 nothing of the host side."""
 
 from __future__ import annotations
@@ -39,13 +39,13 @@ def _trial_contracts() -> list[dict[str, list[str]]]:
 
 
 def test_the_import_contracts_list_the_trial_side() -> None:
-    trial_side = [*paths.TRIAL_SIDE, *paths.TRIAL_MODULES]
     contracts = _trial_contracts()
     assert len(contracts) == 2
     for contract in contracts:
-        assert sorted(contract["source_modules"]) == sorted(trial_side)
-    assert len(set(trial_side)) == len(trial_side)
-    assert all(_file(name) is not None for name in trial_side)
+        assert sorted(contract["source_modules"]) == sorted(paths.TRIAL_SIDE)
+    assert paths.TRIAL_SIDE == ("bench.core", "bench.trial")  # the folders tell the side
+    assert all((paths.PACKAGE / name.split(".")[1] / "__init__.py").is_file()
+               for name in paths.TRIAL_SIDE)  # fmt: skip
 
 
 def test_the_trial_side_may_import_nothing_else_of_bench() -> None:
@@ -60,19 +60,18 @@ def test_the_trial_side_may_import_nothing_else_of_bench() -> None:
     assert sorted(host["forbidden_modules"]) == sorted(everything - set(paths.TRIAL_SIDE))
 
 
-def test_a_trial_module_of_a_host_package_reaches_only_the_trial_side() -> None:
-    """:data:`bench.core.paths.TRIAL_MODULES` run in MXNet's environment, which has no host
-    dependencies: they import the trial side only (and the packages above them)."""
-    parents = {m.rpartition(".")[0] for m in paths.TRIAL_MODULES}
-    for module in paths.TRIAL_MODULES:
-        seen, todo = set(), [module]
-        while todo:
-            name = todo.pop()
-            if name not in seen:
-                seen.add(name)
-                todo.extend(_reached(name) - seen)
-        outside = sorted(n for n in seen if not _inside(n) and n not in {module, *parents})
-        assert outside == [], f"{module} reaches host modules: {outside}"
+def test_a_parity_side_reaches_only_the_trial_side() -> None:
+    """A parity check's side (``python -m bench.trial.parity``) runs in MXNet's environment,
+    which has no host dependencies: it imports the trial side only."""
+    seen, todo = set(), ["bench.trial.parity"]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo.extend(_reached(name) - seen)
+    assert "bench.trial.frameworks.parity_hook" in seen  # it walks
+    outside = sorted(n for n in seen if not _inside(n))
+    assert outside == [], f"the parity side reaches host modules: {outside}"
 
 
 def _file(name: str) -> Path | None:
@@ -181,7 +180,7 @@ def test_a_host_side_edit_changes_no_image_hash_and_a_trial_side_edit_does(
         f.write("\n# a trial-side edit\n")
     after = digest()
     assert after != before
-    with open(copy / "distributed" / "rank.py", "a") as f:
+    with open(copy / "trial" / "distributed" / "rank.py", "a") as f:
         f.write("\n# a trial-side edit in a package\n")
     assert digest() != after
 

@@ -1,4 +1,5 @@
-"""Host-side data, identical bytes for every framework.
+"""The data every framework reads, identical bytes for every framework, in the CPU's
+memory.
 
 Two kinds:
 

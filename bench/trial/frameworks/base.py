@@ -43,7 +43,8 @@ class Session(Protocol):
 
     def forward_flops_per_sample(self) -> float | None:
         """Forward-pass FLOPs of one sample, counted by this framework on its own model
-        (:mod:`bench.trial.models.flops`); None where not counted.  Never call it in a timed window."""
+        (:mod:`bench.trial.models.flops`); None where not counted.  Never call it in a timed
+        window."""
 
 
 @runtime_checkable

@@ -1,7 +1,7 @@
 """Telemetry: monitors that sample a trial from background threads.
 
-One module per monitor (:mod:`~bench.trial.monitors.gpu`, :mod:`~bench.trial.monitors.cpu`) behind
-the small :class:`~bench.trial.monitors.base.Monitor` protocol.  :class:`Telemetry` is what
+One module per monitor (:mod:`~bench.trial.monitors.gpu`, :mod:`~bench.trial.monitors.cpu`)
+behind the small :class:`~bench.trial.monitors.base.Monitor` protocol.  :class:`Telemetry` is what
 :func:`bench.trial.loop.run_trial` drives, at these points only:
 
 1. created when the trial starts: with a GPU requested or possible, NVML is opened and

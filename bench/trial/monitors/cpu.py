@@ -1,4 +1,4 @@
-"""Host telemetry: the trial's process tree (psutil) and CPU package energy (RAPL).
+"""CPU telemetry: the trial's process tree (psutil) and CPU package energy (RAPL).
 
 A background thread samples, every ``telemetry.interval_s``, the CPU time and resident
 memory of the trial's process and all its descendants (data-loader workers included), and
