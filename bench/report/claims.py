@@ -41,6 +41,12 @@ verdicts.  A claim file is a YAML list (``python -m bench.report --claims FILE``
   kind: comparison
   faster: torch            # a side listing several values (both MXNet modes) compares
   slower: {framework: mxnet, distributed: [kvstore_sync, kvstore_async]}  # each with the other
+- claim: Data parallelism reduces the time per epoch
+  kind: comparison
+  faster: {distributed: [mirrored, ddp], workers: 2}
+  slower: {distributed: none, workers: 1}
+  batch: global            # pair runs by the batch a step trains on (2 x 32 against 64);
+  #   the default, worker, pairs them by batch_size, each worker's (2 x 64 against 64)
 ```
 
 ``where`` keys are ``framework``, ``model``, ``mode``, ``device``, ``batch_size`` or any
@@ -81,6 +87,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.analysis import stats
+from bench.core.strategy_configs import STRATEGY_CONFIGS, DistributedConfig
 from bench.report.claim_requires import describe as describe_requires
 from bench.report.claim_requires import parse as parse_requires
 from bench.report.claim_requires import unmet
@@ -90,10 +97,11 @@ from bench.report.trials import Trial, base_framework, group
 HOLDS, CONTRADICTED = "holds here", "contradicted here"
 INCONCLUSIVE, NOT_MEASURED = "inconclusive", "not measured here"
 KINDS = ("comparison", "majority", "trend", "independence", "average")
+BATCHES = ("worker", "global")  # Claim.batch
 _FIELDS = {
-    "comparison": {"faster", "slower", "by_at_least_pct"},
-    "majority": {"faster", "slower", "by_at_least_pct"},
-    "average": {"faster", "slower", "by_at_least_pct", "over"},
+    "comparison": {"faster", "slower", "by_at_least_pct", "batch"},
+    "majority": {"faster", "slower", "by_at_least_pct", "batch"},
+    "average": {"faster", "slower", "by_at_least_pct", "over", "batch"},
     "trend": {"against", "direction", "up_to"},
     "independence": {"against", "margin_pct"},
 }
@@ -102,7 +110,7 @@ _PAIRED = ("comparison", "majority", "average")  # the kinds that compare two si
 # The configuration keys a per-configuration result is labelled with.
 _LABEL_KEYS = (
     "model.name", "mode", "batch_size", "image_size", "num_classes", "data.name", "distributed",
-    "workers",
+    "workers", "global_batch",
 )  # fmt: skip
 
 
@@ -128,6 +136,11 @@ class Claim:
     requires: dict[str, Any] = field(default_factory=dict)  # bench.report.claim_requires
     per: str = ""  # checked on each value of this key apart (each must hold)
     over: dict[str, list[str]] = field(default_factory=dict)  # what an average must span
+    # Which batch paired runs share: "worker" (each worker's, batch_size as logged: a
+    # strategy that adds workers adds samples, weak scaling) or "global" (the batch every
+    # step trains on, split between the workers: strong scaling, batch_size x workers, or
+    # batch_size where each worker sees the whole batch: model parallelism).
+    batch: str = "worker"
 
     @property
     def scope(self) -> str:
@@ -178,7 +191,10 @@ def _parse_one(i: int, item: Any) -> Claim:
         caveat=" ".join(str(item.get("caveat", "")).split()),
         per=str(item.get("per") or ""),
         over=_filter(item.get("over") or {}),
+        batch=str(item.get("batch", "worker")),
     )
+    if claim.batch not in BATCHES:
+        raise ClaimError(f"{name}: batch: one of {', '.join(BATCHES)}; got {claim.batch!r}")
     try:
         claim.requires = parse_requires(item.get("requires") or {})
         if kind in _PAIRED:
@@ -421,9 +437,14 @@ def _paired(
         sides.add("data.cache")
     # Sides that do not name the framework compare runs of one framework with each other.
     same = "framework" not in sides
+    if claim.batch == "global":  # paired by the batch a step trains on, not each worker's
+        sides |= {"batch_size", "workers"}
 
     def pairing(t: Trial) -> tuple[str, Any]:
-        return (t.framework if same else "", t.config_without(*sides))
+        config = t.config_without(*sides)
+        if claim.batch == "global":
+            config = (*config, ("global_batch", str(global_batch(t))))
+        return (t.framework if same else "", config)
 
     out = []
     for (fw, config), members in sorted(group(trials, pairing).items()):
@@ -432,6 +453,15 @@ def _paired(
                 if fast != slow:
                     out.append((fw, config, a, b, fast, slow))
     return out
+
+
+def global_batch(t: Trial) -> int:
+    """The samples one step of ``t`` trains on: batch_size from each of its workers, or
+    batch_size alone where every worker sees the whole batch (the model split, not the
+    data: :attr:`bench.core.strategies.base.DistributedConfig.whole_batch`)."""
+    strategy = STRATEGY_CONFIGS.get(t.param("distributed", "none"), DistributedConfig)
+    batch = int(t.param("batch_size", "0") or 0)
+    return batch if strategy.whole_batch else batch * max(int(t.param("workers", "1") or 1), 1)
 
 
 def _average(claim: Claim, trials: list[Trial]) -> tuple[str, str]:

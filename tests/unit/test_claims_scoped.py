@@ -5,6 +5,7 @@ the mode" as each mode apart (a side listing several values).  Fabricated runs, 
 from __future__ import annotations
 
 import random
+import re
 from typing import Any
 
 from bench.report import claims
@@ -125,3 +126,55 @@ def test_an_average_over_part_of_the_studys_configurations_is_not_measured() -> 
     assert "spans model=vgg16 too (these runs: model=resnet50)" in found.effect
     records += runs("torch", 300, model="vgg16", seed=3) + runs("tf", 100, model="vgg16", seed=4)
     assert check(spans, records).verdict == claims.HOLDS
+
+
+DATA_PARALLEL = {
+    "kind": "comparison",
+    "faster": {"distributed": ["mirrored", "ddp"], "workers": 2},
+    "slower": {"distributed": "none", "workers": 1},
+    "batch": "global",
+}
+
+
+def _strategy(distributed: str, workers: int) -> dict[str, str]:
+    return {"distributed": distributed, "workers": str(workers)}
+
+
+def test_data_parallelism_is_paired_by_the_global_batch_it_splits() -> None:
+    """seed004's data parallelism splits a global batch of 64 between 2 workers (32 each):
+    ``batch: global`` pairs those runs with the standalone ones at 64, and model parallelism
+    (every worker sees the whole batch) at its own batch_size.  By each worker's batch (the
+    default) the split runs would pair with standalone runs at 32."""
+    records = runs("tf", 200, batch=32, seed=1, params=_strategy("mirrored", 2))
+    records += runs("torch", 210, batch=32, seed=2, params=_strategy("ddp", 2))
+    records += runs("tf", 100, batch=64, seed=3, params=_strategy("none", 1))
+    records += runs("torch", 105, batch=64, seed=4, params=_strategy("none", 1))
+    records += runs("tf", 150, batch=32, seed=5, params=_strategy("none", 1))  # not paired
+    found = check(DATA_PARALLEL, records)
+    assert found.verdict == claims.HOLDS, found.effect
+    ratios = re.findall(r"ms_per_sample = ([0-9.]+)", found.effect)  # standalone/parallel
+    assert len(ratios) == 2 and all(1.9 < float(r) < 2.1 for r in ratios), found.effect
+    assert "global_batch=64" in found.effect and "6 vs 6 runs" in found.effect
+    assert "batch_size=32" not in found.effect  # the standalone run at 32 is nobody's pair
+    # By each worker's batch, mirrored's 32 a worker pairs with standalone at 32 (a different
+    # global batch) and the standalone runs at 64 with nothing.
+    by_worker = check({k: v for k, v in DATA_PARALLEL.items() if k != "batch"}, records)
+    assert "batch_size=32" in by_worker.effect and "batch_size=64" not in by_worker.effect
+    model_parallel = runs("tf", 90, batch=64, seed=6, params=_strategy("model_parallel", 2))
+    split = check({**DATA_PARALLEL, "faster": {"distributed": "none", "workers": 1},
+                   "slower": {"distributed": "model_parallel", "workers": 2}},
+                  model_parallel + records)  # fmt: skip
+    assert split.verdict == claims.HOLDS and "6 vs 6 runs" in split.effect, split.effect
+    assert [
+        claims.global_batch(to_trial(r)) for r in (records[0], records[12], model_parallel[0])
+    ] == [64, 64, 64]
+
+
+def test_batch_names_worker_or_global() -> None:
+    import pytest
+
+    with pytest.raises(claims.ClaimError, match="batch: one of worker, global; got 'each'"):
+        claims.parse([{**DATA_PARALLEL, "batch": "each"}])
+    with pytest.raises(claims.ClaimError, match="batch: not a field of a trend claim"):
+        claims.parse([{"kind": "trend", "against": "batch_size", "direction": "increases",
+                       "batch": "global"}])  # fmt: skip
