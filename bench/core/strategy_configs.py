@@ -32,6 +32,16 @@ STRATEGY_CONFIGS: dict[str, type[DistributedConfig]] = {
         KvstoreAsyncConfig, KvstoreDeviceConfig, JaxDataParallelConfig, JaxDistributedConfig,
     )
 }  # fmt: skip
+
+
+def replicas(name: str, workers: int, nodes: int) -> int:
+    """How many copies of the model one step of strategy ``name`` trains, each on its own
+    share of the batch: every worker on every node, or 1 where each worker (stage) sees the
+    whole batch (the model split, not the data); an unknown name is no distribution's."""
+    whole = STRATEGY_CONFIGS.get(name, DistributedConfig).whole_batch
+    return 1 if whole else max(workers, 1) * max(nodes, 1)
+
+
 # Each setting's allowed values (checked by :func:`bench.checks.rules.check`), from the
 # strategies that have it.
 STRATEGY_CHOICES: dict[str, tuple[str, ...]] = {

@@ -87,7 +87,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.analysis import stats
-from bench.core.strategy_configs import STRATEGY_CONFIGS, DistributedConfig
+from bench.core.strategy_configs import replicas
 from bench.report.claim_requires import describe as describe_requires
 from bench.report.claim_requires import parse as parse_requires
 from bench.report.claim_requires import unmet
@@ -456,12 +456,14 @@ def _paired(
 
 
 def global_batch(t: Trial) -> int:
-    """The samples one step of ``t`` trains on: batch_size from each of its workers, or
-    batch_size alone where every worker sees the whole batch (the model split, not the
-    data: :attr:`bench.core.strategies.base.DistributedConfig.whole_batch`)."""
-    strategy = STRATEGY_CONFIGS.get(t.param("distributed", "none"), DistributedConfig)
-    batch = int(t.param("batch_size", "0") or 0)
-    return batch if strategy.whole_batch else batch * max(int(t.param("workers", "1") or 1), 1)
+    """The samples one step of ``t`` trains on: batch_size from each of its replicas
+    (:func:`bench.core.strategy_configs.replicas`)."""
+    count = replicas(t.param("distributed", "none"), _int(t, "workers"), _int(t, "nodes"))
+    return int(t.param("batch_size", "0") or 0) * count
+
+
+def _int(t: Trial, key: str) -> int:
+    return int(t.param(key, "1") or 1)
 
 
 def _average(claim: Claim, trials: list[Trial]) -> tuple[str, str]:

@@ -168,6 +168,8 @@ def test_data_parallelism_is_paired_by_the_global_batch_it_splits() -> None:
     assert [
         claims.global_batch(to_trial(r)) for r in (records[0], records[12], model_parallel[0])
     ] == [64, 64, 64]
+    two_nodes = record("torch", batch=16, params={**_strategy("ddp", 2), "nodes": "2"})
+    assert claims.global_batch(to_trial(two_nodes)) == 64  # 2 workers on each of 2 nodes
 
 
 def test_batch_names_worker_or_global() -> None:

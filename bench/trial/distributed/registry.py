@@ -9,7 +9,7 @@ import dataclasses
 import importlib
 
 from bench.core.config import BenchConfig
-from bench.core.strategy_configs import STRATEGY_CONFIGS, DistributedConfig
+from bench.core.strategy_configs import STRATEGY_CONFIGS, DistributedConfig, replicas
 
 # What each strategy is, which frameworks have it and how it runs: the facts of its typed
 # config (bench.core.strategy_configs), one class per strategy, by name.
@@ -68,7 +68,7 @@ def scaling_divisor(cfg: BenchConfig) -> int:
     its scaling efficiency: the worker count for data parallelism; 1 where the model is
     split (model_parallel), whose stages all see every sample (1.0: the split costs
     nothing)."""
-    return 1 if _facts(cfg).whole_batch else cfg.workers * cfg.nodes
+    return replicas(cfg.distributed.name, cfg.workers, cfg.nodes)
 
 
 def scaling_baselines(cfg: BenchConfig) -> list[BenchConfig]:
